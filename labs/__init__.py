@@ -1,0 +1,1 @@
+"""Bundled lab files (TOML), shipped as package data of ``mrc.bundled_labs``."""

@@ -1,0 +1,22 @@
+"""The ``mrc-lab`` command. Each subcommand lives next to the feature it drives."""
+
+from __future__ import annotations
+
+import click
+
+from mrc import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mrc-lab")
+def main() -> None:
+    """Emulate MRC multipath transport and single-path RoCE RC on a multi-plane SRv6 fabric."""
+
+
+def _register() -> None:
+    from topology.cli import fabric
+
+    main.add_command(fabric)
+
+
+_register()

@@ -1,0 +1,176 @@
+"""The one packet model: compact objects the simulator passes around.
+
+Every field here has a place in the real encoding (``mrc.wire``), except the simulation-only
+bookkeeping at the end (``digest``, ``plane``, ``hop_epoch``). The layout, outermost first::
+
+    outer IPv6 (40)   dst = uSID carrier (rewritten per hop), ECN + trim DSCP, next-header 41
+    inner IPv6 (40)   real host addresses, never touched by switches
+    UDP (8)           dst port 4791, src port / flow label carry EV bits
+    BTH (12)          opcode, dest QPN, PSN (24-bit), ack-request bit
+    DATA:  RETH (16) [ImmDt (4)] MRC-DETH (24)  payload
+    ACK/NACK: AETH (4) MRC-AETH (28)
+    PROBE/PROBE_REPLY: MRC-PETH (12)
+    ICRC (4)
+
+Switches write only the outer header (destination, ECN, DSCP, and cut the bytes on a trim).
+The MRC extensions put the EV and message id first so that a 128-byte trimmed DATA packet
+still carries what its NACK needs (QPN, PSN, EV, message id).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# ---------------------------------------------------------------- packet kinds
+DATA: Final = 0
+ACK: Final = 1
+NACK: Final = 2
+PROBE: Final = 3
+PROBE_REPLY: Final = 4
+KIND_NAMES: Final = ("DATA", "ACK", "NACK", "PROBE", "PROBE_REPLY")
+
+# ---------------------------------------------------------------- flags (u16 on the wire)
+FLAG_LAST: Final = 0x0001  # DATA: last packet of its message (by offset)
+FLAG_ACK_REQ: Final = 0x0002  # DATA: ask for an immediate ACK (BTH A bit)
+FLAG_RETX: Final = 0x0004  # DATA: a retransmission (statistics only)
+FLAG_IMM: Final = 0x0008  # DATA: WRITE with immediate (opcode 0x0B, ImmDt present)
+FLAG_ECN_ECHO: Final = 0x0010  # ACK/NACK: the acknowledged packet arrived CE-marked
+FLAG_TRIM: Final = 0x0020  # NACK: the packet arrived trimmed (congestion, not loss)
+FLAG_SEQ_ERR: Final = 0x0040  # NACK: RC PSN sequence error (go-back-N rewind)
+FLAG_PROBE_LOSS: Final = 0x0080  # PROBE_REPLY: reserved for loss-probe semantics
+
+PSN_BITS: Final = 24
+PSN_MOD: Final = 1 << PSN_BITS
+PSN_MASK: Final = PSN_MOD - 1
+
+# ---------------------------------------------------------------- header sizes (bytes)
+IPV6_BYTES: Final = 40
+UDP_BYTES: Final = 8
+BTH_BYTES: Final = 12
+RETH_BYTES: Final = 16
+IMMDT_BYTES: Final = 4
+AETH_BYTES: Final = 4
+MRC_DETH_BYTES: Final = 24  # ev, msg_id, ts, flags, reserved, msg_len
+MRC_AETH_BYTES: Final = 28  # ev echo, ts echo, echo psn, flags, reserved, sack base, sack bitmap
+MRC_PETH_BYTES: Final = 12  # ev, ts, flags, reserved
+ICRC_BYTES: Final = 4
+ROCE_UDP_PORT: Final = 4791
+SACK_BITS: Final = 64
+
+ENVELOPE_BYTES: Final = 2 * IPV6_BYTES + UDP_BYTES + BTH_BYTES  # 100
+DATA_HEADER_BYTES: Final = ENVELOPE_BYTES + RETH_BYTES + MRC_DETH_BYTES + ICRC_BYTES  # 144
+ACK_BYTES: Final = ENVELOPE_BYTES + AETH_BYTES + MRC_AETH_BYTES + ICRC_BYTES  # 136
+PROBE_BYTES: Final = ENVELOPE_BYTES + MRC_PETH_BYTES + ICRC_BYTES  # 116
+#: The smallest trim that keeps QPN, PSN, EV and message id of a DATA packet.
+MIN_TRIM_BYTES: Final = ENVELOPE_BYTES + RETH_BYTES + 8
+
+# ---------------------------------------------------------------- IP marks
+ECN_NOT_ECT: Final = 0
+ECN_ECT0: Final = 2
+ECN_CE: Final = 3
+#: DSCP that a trimming switch writes into the outer header (SONiC lets operators pick one).
+TRIM_DSCP: Final = 46
+DEFAULT_DSCP: Final = 26
+
+
+def data_bytes(length: int, imm: bool = False) -> int:
+    """IPv6 bytes of a DATA packet with ``length`` payload bytes."""
+    return DATA_HEADER_BYTES + length + (IMMDT_BYTES if imm else 0)
+
+
+def psn_add(psn: int, n: int) -> int:
+    return (psn + n) & PSN_MASK
+
+
+def psn_diff(a: int, b: int) -> int:
+    """Signed distance a - b on the 24-bit PSN circle, in [-2^23, 2^23)."""
+    d = (a - b) & PSN_MASK
+    return d - PSN_MOD if d >= PSN_MOD // 2 else d
+
+
+class Packet:
+    """One packet in flight. Plain attributes (``__slots__``) because the simulator moves
+    millions of them; build with keywords, unset fields take neutral values."""
+
+    __slots__ = (
+        # transport (inner) fields
+        "kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "offset", "length", "msg_len",
+        "flags", "ts", "imm", "echo_psn", "sack_base", "sack",
+        # outer header, written by the sender and rewritten by switches
+        "da", "ecn", "trimmed", "size",
+        # payload: real bytes (live runtime, pcap) or None in simulation
+        "payload",
+        # simulation bookkeeping, not on the wire
+        "digest", "plane", "hop_epoch",
+    )
+
+    def __init__(
+        self,
+        kind: int,
+        src: int,
+        dst: int,
+        qpn: int,
+        psn: int = 0,
+        *,
+        ev: int = 0,
+        msg_id: int = 0,
+        offset: int = 0,
+        length: int = 0,
+        msg_len: int = 0,
+        flags: int = 0,
+        ts: int = 0,
+        imm: int = 0,
+        echo_psn: int = 0,
+        sack_base: int = 0,
+        sack: int = 0,
+        da: int = 0,
+        ecn: int = ECN_ECT0,
+        trimmed: bool = False,
+        size: int | None = None,
+        payload: bytes | None = None,
+        digest: int = 0,
+        plane: int = 0,
+    ) -> None:
+        self.kind = kind
+        self.src = src
+        self.dst = dst
+        self.qpn = qpn
+        self.psn = psn
+        self.ev = ev
+        self.msg_id = msg_id
+        self.offset = offset
+        self.length = length
+        self.msg_len = msg_len
+        self.flags = flags
+        self.ts = ts
+        self.imm = imm
+        self.echo_psn = echo_psn
+        self.sack_base = sack_base
+        self.sack = sack
+        self.da = da
+        self.ecn = ecn
+        self.trimmed = trimmed
+        self.size = natural_size(kind, length, flags) if size is None else size
+        self.payload = payload
+        self.digest = digest
+        self.plane = plane
+        self.hop_epoch = 0
+
+    def __repr__(self) -> str:
+        extra = " TRIMMED" if self.trimmed else ""
+        return (f"<{KIND_NAMES[self.kind]} h{self.src}->h{self.dst} qpn={self.qpn} "
+                f"psn={self.psn} ev={self.ev:#x} off={self.offset} len={self.length} "
+                f"size={self.size}{extra}>")
+
+    def fields(self) -> dict[str, object]:
+        """All slots as a dict (tests and debugging; never on a hot path)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def natural_size(kind: int, length: int = 0, flags: int = 0) -> int:
+    """Untrimmed IPv6 packet bytes for a packet of this kind."""
+    if kind == DATA:
+        return data_bytes(length, bool(flags & FLAG_IMM))
+    if kind in (ACK, NACK):
+        return ACK_BYTES
+    return PROBE_BYTES

@@ -1,0 +1,191 @@
+"""Fabric specification: the numbers that define a two-tier, multi-plane Clos.
+
+A NIC is split into ``planes`` ports; port p attaches to plane p. Every plane is an
+independent leaf/spine: ``t0_per_plane`` leaves with ``hosts_per_t0`` hosts below each and
+``t1_per_plane`` spines, every T0 linked to every T1 of its plane. Impossible specs are refused
+with the reason (``FabricError``), never silently adjusted.
+
+Times are stored as integer picoseconds (``*_ps``) because the simulator is exact; the
+constructor takes the human units (ns, Gb/s) that lab files use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from topology import usid
+
+#: Ethernet bytes on the wire that are not part of the IPv6 packet:
+#: preamble+SFD 8, MAC header 14, FCS 4, inter-frame gap 12.
+ETHERNET_OVERHEAD_BYTES = 38
+
+
+class FabricError(ValueError):
+    """A fabric spec that cannot be built; the message says why."""
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """A multi-plane two-tier Clos. Defaults describe a non-oversubscribed 100 GbE fabric."""
+
+    planes: int = 8
+    hosts: int = 16
+    hosts_per_t0: int = 4
+    t1_per_plane: int | None = None  # default: hosts_per_t0 (non-oversubscribed)
+    link_gbps: float = 100.0
+    link_delay_ns: float = 500.0
+    switch_latency_ns: float = 400.0
+    buffer_bytes: int = 512 * 1024
+    trimming: bool = True
+    trim_threshold_bytes: int | None = None  # default: buffer_bytes (trim when full)
+    trim_size_bytes: int = 128
+    header_queue_bytes: int = 64 * 1024
+    ecn_threshold_bytes: int = 128 * 1024
+    mtu_bytes: int = 4096  # payload bytes per DATA packet
+    switch_radix: int | None = None  # when set, both tiers must fit in this many ports
+    name: str = field(default="custom", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.t1_per_plane is None:
+            object.__setattr__(self, "t1_per_plane", self.hosts_per_t0)
+        if self.trim_threshold_bytes is None:
+            object.__setattr__(self, "trim_threshold_bytes", self.buffer_bytes)
+        self._validate()
+
+    # ----------------------------------------------------------------- validation
+    def _validate(self) -> None:
+        def positive(name: str) -> None:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise FabricError(f"{name} must be a positive number, got {value!r}")
+
+        for name in ("planes", "hosts", "hosts_per_t0", "t1_per_plane", "link_gbps",
+                     "buffer_bytes", "trim_size_bytes", "header_queue_bytes", "mtu_bytes"):
+            positive(name)
+        for name in ("planes", "hosts", "hosts_per_t0", "t1_per_plane", "buffer_bytes",
+                     "trim_threshold_bytes", "trim_size_bytes", "header_queue_bytes",
+                     "ecn_threshold_bytes", "mtu_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FabricError(f"{name} must be an integer, got {value!r}")
+        for name in ("link_delay_ns", "switch_latency_ns", "ecn_threshold_bytes"):
+            if getattr(self, name) < 0:
+                raise FabricError(f"{name} must not be negative, got {getattr(self, name)!r}")
+        if self.hosts % self.hosts_per_t0:
+            raise FabricError(
+                f"hosts ({self.hosts}) must be a multiple of hosts_per_t0 ({self.hosts_per_t0})")
+        if self.planes > usid.MAX_PLANES:
+            raise FabricError(f"planes ({self.planes}) exceeds the uSID plan's {usid.MAX_PLANES}")
+        if self.t0_per_plane > usid.MAX_T0:
+            raise FabricError(
+                f"{self.t0_per_plane} T0 per plane exceeds the uSID plan's {usid.MAX_T0}")
+        if self.t1_per_plane > usid.MAX_T1:  # type: ignore[operator]
+            raise FabricError(
+                f"t1_per_plane ({self.t1_per_plane}) exceeds the uSID plan's {usid.MAX_T1}")
+        if self.hosts_per_t0 > usid.MAX_PORTS:
+            raise FabricError(
+                f"hosts_per_t0 ({self.hosts_per_t0}) exceeds the uSID plan's {usid.MAX_PORTS} "
+                "local port uSIDs")
+        if not 0 < self.trim_threshold_bytes <= self.buffer_bytes:  # type: ignore[operator]
+            raise FabricError(
+                f"trim_threshold_bytes ({self.trim_threshold_bytes}) must be in "
+                f"(0, buffer_bytes={self.buffer_bytes}]")
+        if self.trim_size_bytes >= self.packet_bytes(self.mtu_bytes):
+            raise FabricError(
+                f"trim_size_bytes ({self.trim_size_bytes}) must be smaller than a full packet")
+        from mrc.packet import MIN_TRIM_BYTES
+
+        if self.trim_size_bytes < MIN_TRIM_BYTES:
+            raise FabricError(
+                f"trim_size_bytes ({self.trim_size_bytes}) must keep the headers a NACK needs "
+                f"(at least {MIN_TRIM_BYTES} bytes)")
+        if self.buffer_bytes < self.packet_bytes(self.mtu_bytes):
+            raise FabricError(f"buffer_bytes ({self.buffer_bytes}) cannot hold one MTU packet")
+        if self.switch_radix is not None:
+            t0_ports = self.hosts_per_t0 + self.t1_per_plane  # type: ignore[operator]
+            if t0_ports > self.switch_radix:
+                raise FabricError(
+                    f"a T0 needs {t0_ports} ports ({self.hosts_per_t0} hosts + "
+                    f"{self.t1_per_plane} T1 uplinks) but switch_radix is {self.switch_radix}")
+            if self.t0_per_plane > self.switch_radix:
+                raise FabricError(
+                    f"a T1 needs {self.t0_per_plane} ports (one per T0) but switch_radix is "
+                    f"{self.switch_radix}")
+
+    # ----------------------------------------------------------------- derived numbers
+    @property
+    def t0_per_plane(self) -> int:
+        return self.hosts // self.hosts_per_t0
+
+    @property
+    def t1(self) -> int:
+        """T1 switches per plane (``t1_per_plane`` after defaulting)."""
+        return int(self.t1_per_plane)  # type: ignore[arg-type]
+
+    @property
+    def link_bps(self) -> int:
+        return int(round(self.link_gbps * 1e9))
+
+    @property
+    def link_delay_ps(self) -> int:
+        return int(round(self.link_delay_ns * 1000))
+
+    @property
+    def switch_latency_ps(self) -> int:
+        return int(round(self.switch_latency_ns * 1000))
+
+    @property
+    def nic_gbps(self) -> float:
+        return self.planes * self.link_gbps
+
+    def t0_of(self, host: int) -> int:
+        """Index of the T0 (same in every plane) that ``host`` hangs under."""
+        return host // self.hosts_per_t0
+
+    def port_of(self, host: int) -> int:
+        """Downlink port index of ``host`` on its T0."""
+        return host % self.hosts_per_t0
+
+    @staticmethod
+    def packet_bytes(payload: int) -> int:
+        """IPv6 packet bytes of a DATA packet carrying ``payload`` bytes (see mrc.packet)."""
+        from mrc.packet import DATA_HEADER_BYTES
+
+        return DATA_HEADER_BYTES + payload
+
+    def goodput_ceiling_fraction(self) -> float:
+        """Payload share of the wire for full-MTU DATA packets (all headers and Ethernet)."""
+        wire = self.packet_bytes(self.mtu_bytes) + ETHERNET_OVERHEAD_BYTES
+        return self.mtu_bytes / wire
+
+    def goodput_ceiling_gbps(self, ports: int | None = None) -> float:
+        """Best payload rate of ``ports`` NIC ports (default: the whole NIC)."""
+        ports = self.planes if ports is None else ports
+        return ports * self.link_gbps * self.goodput_ceiling_fraction()
+
+    def with_(self, **changes: Any) -> FabricSpec:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The post's figure 1: 512-port 100 GbE switches, 512 T0 x 256 NICs, 8 planes.
+    "fairwater": dict(planes=8, hosts=131_072, hosts_per_t0=256, t1_per_plane=256,
+                      link_gbps=100.0, switch_radix=512),
+    # Small fabrics that keep every mechanism but run in seconds.
+    "lab-small": dict(planes=4, hosts=8, hosts_per_t0=2, t1_per_plane=4),
+    "lab-8plane": dict(planes=8, hosts=16, hosts_per_t0=4, t1_per_plane=4),
+}
+
+
+def preset(name: str, **overrides: Any) -> FabricSpec:
+    """A named fabric, optionally with some fields overridden."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise FabricError(
+            f"unknown fabric preset {name!r}; known: {', '.join(sorted(PRESETS))}") from None
+    return FabricSpec(**{**base, **overrides, "name": name})
