@@ -171,3 +171,23 @@ def format_address(address: int) -> str:
 
 def parse_address(text: str) -> int:
     return int(ipaddress.IPv6Address(text))
+
+
+# ------------------------------------------------------------------ entropy values
+# A 32-bit EV names one path between a pair of hosts: bits 16-23 the plane, bits 0-15 the T1
+# (ignored for hosts under the same T0), bits 24-31 an instance number so that several EVs
+# can share a path on fabrics with fewer paths than EVs.
+
+
+def make_ev(plane: int, t1: int, instance: int = 0) -> int:
+    if not (0 <= plane < MAX_PLANES and 0 <= t1 < MAX_T1 and 0 <= instance < 256):
+        raise UsidError(f"EV fields out of range: plane={plane} t1={t1} instance={instance}")
+    return (instance << 24) | (plane << 16) | t1
+
+
+def ev_plane(ev: int) -> int:
+    return (ev >> 16) & 0xFF
+
+
+def ev_t1(ev: int) -> int:
+    return ev & 0xFFFF
