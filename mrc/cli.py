@@ -14,9 +14,12 @@ def main() -> None:
 
 
 def _register() -> None:
+    from mrc.labs.cli import labs, run
     from topology.cli import fabric
 
     main.add_command(fabric)
+    main.add_command(run)
+    main.add_command(labs)
 
 
 _register()

@@ -1,0 +1,162 @@
+"""bandwidth.png: goodput over time for every transport on one set of axes, fault windows
+shaded and labelled, the goodput ceiling drawn: the figure a user puts in a report.
+
+Drawn only from the tidy timeseries and the summary dict (no simulator objects), with the
+Agg backend so it works headless and gives the same picture on every machine.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (backend first)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import blended_transform_factory  # noqa: E402
+
+TRANSPORT_COLORS = ["#1f5fbf", "#d9541e", "#2a9d3a", "#8e44ad", "#b8860b", "#17becf"]
+FAULT_COLORS = {
+    "down": "#d62728", "flap": "#ff7f0e", "loss": "#bcbd22", "degrade": "#9467bd",
+    "drain": "#2ca02c",
+}
+_FAMILY = {"link_down": "down", "switch_down": "down", "port_down": "down",
+           "switch_reboot": "down", "link_flap": "flap", "loss": "loss", "degrade": "degrade",
+           "drain": "drain"}
+_SHORT = {"link_down": "link down", "switch_down": "switch down", "port_down": "port down",
+          "switch_reboot": "reboot", "link_flap": "flap", "loss": "loss",
+          "degrade": "degraded", "drain": "drain"}
+
+
+def _spans(fault: Mapping[str, Any], end_us: float) -> list[tuple[float, float]]:
+    spans = fault.get("spans")
+    if spans:
+        return [(float(a), float(b)) for a, b in spans]
+    until = fault.get("until_us")
+    return [(float(fault["at_us"]), float(until) if until is not None else end_us)]
+
+
+def _label(fault: Mapping[str, Any]) -> str:
+    text = f"{_SHORT.get(fault['kind'], fault['kind'])} {fault['target']}"
+    params = fault.get("params") or {}
+    if "probability" in params:
+        text += f" p={params['probability']:g}"
+    if "rate_fraction" in params:
+        text += f" x{params['rate_fraction']:g}"
+    if "count" in params:
+        text += f" x{params['count']}"
+    return text
+
+
+def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
+                   faults: Sequence[Mapping[str, Any]] | None = None,
+                   bin_us: float | None = None, title: str | None = None,
+                   subtitle: str | None = None, path: str | Path | None = None) -> Figure:
+    """Draw (and with ``path``, save) the bandwidth figure.
+
+    ``faults``: entries like summary['faults'], optionally with ``spans`` (list of
+    (start, end) us, e.g. each down period of a flap) and ``params``; default: the summary's.
+    """
+    faults = list(faults if faults is not None else summary.get("faults", []))
+    transports: Mapping[str, Any] = summary.get("transports", {})
+    good = timeseries[timeseries["metric"] == "goodput_gbps"]
+    if bin_us is None:
+        times = np.unique(good["time_us"].to_numpy(dtype=float))
+        bin_us = float(np.min(np.diff(times))) if times.size > 1 else 1.0
+    end_us = float(summary.get("sim_time_us") or (good["time_us"].max() + bin_us
+                                                  if not good.empty else 1.0))
+    scale, unit = (1e3, "ms") if end_us > 20_000 else (1.0, "\u00b5s")
+
+    bad = timeseries[timeseries["metric"] == "assumed_bad_evs"]
+    show_bad = not bad.empty and float(bad["value"].max()) > 0
+    if show_bad:
+        fig, (ax, ax_bad) = plt.subplots(2, 1, figsize=(10, 6.2), sharex=True,
+                                         gridspec_kw={"height_ratios": [3.2, 1]})
+    else:
+        fig, ax = plt.subplots(figsize=(10, 5.2))
+        ax_bad = None
+
+    names = list(transports) or list(dict.fromkeys(good["transport"]))
+    ymax = 0.0
+    for i, name in enumerate(names):
+        color = TRANSPORT_COLORS[i % len(TRANSPORT_COLORS)]
+        rows = good[good["transport"] == name].sort_values("time_us")
+        t = rows["time_us"].to_numpy(dtype=float)
+        v = rows["value"].to_numpy(dtype=float)
+        if t.size == 0:
+            continue
+        ymax = max(ymax, float(v.max()))
+        info = transports.get(name, {})
+        label = f"{name} ({info.get('kind', '?')}): {info.get('outcome', '?')}"
+        if info.get("failed_at_us") is not None:
+            label += f" at {info['failed_at_us'] / scale:g} {unit}"
+        ax.step(np.append(t, t[-1] + bin_us) / scale, np.append(v, v[-1]), where="post",
+                color=color, lw=1.6, label=label)
+        if info.get("failed_at_us") is not None:
+            x = info["failed_at_us"] / scale
+            ax.axvline(x, color=color, ls=":", lw=1.4)
+            ax.annotate(f"{name} job failed", (x, 0.03), xycoords=("data", "axes fraction"),
+                        xytext=(4, 0), textcoords="offset points", color=color, fontsize=8,
+                        rotation=90, va="bottom")
+        if ax_bad is not None:
+            b = bad[bad["transport"] == name].sort_values("time_us")
+            if not b.empty and float(b["value"].max()) > 0:
+                bt = b["time_us"].to_numpy(dtype=float)
+                bv = b["value"].to_numpy(dtype=float)
+                ax_bad.step(np.append(bt, bt[-1] + bin_us) / scale, np.append(bv, bv[-1]),
+                            where="post", color=color, lw=1.3, label=name)
+
+    ceiling = summary.get("goodput_ceiling_gbps")
+    if ceiling:
+        ax.axhline(ceiling, color="0.35", ls="--", lw=1)
+        ax.annotate(f"goodput ceiling {ceiling:.0f} Gb/s", (0.005, ceiling),
+                    xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", fontsize=8, color="0.3")
+        ymax = max(ymax, float(ceiling))
+    ax.set_ylim(0, max(ymax, 1.0) * 1.18)
+    ax.set_xlim(0, end_us / scale)
+
+    trans = blended_transform_factory(ax.transData, ax.transAxes)
+    for k, fault in enumerate(f for f in faults if f["kind"] in _FAMILY):
+        color = FAULT_COLORS[_FAMILY[fault["kind"]]]
+        spans = _spans(fault, end_us)
+        for a, b in spans:
+            for axis in (ax, ax_bad):
+                if axis is not None:
+                    axis.axvspan(a / scale, max(b, a + bin_us * 0.05) / scale, color=color,
+                                 alpha=0.13, lw=0)
+        x0 = spans[0][0] / scale
+        ax.axvline(x0, color=color, lw=0.8, alpha=0.7)
+        ax.text(x0, 0.985 - 0.06 * (k % 4), " " + _label(fault), transform=trans,
+                fontsize=8, color=color, va="top", ha="left", clip_on=True)
+
+    ax.set_ylabel("goodput (Gb/s)")
+    ax.grid(True, alpha=0.25)
+    ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
+    bottom = ax_bad if ax_bad is not None else ax
+    bottom.set_xlabel(f"time ({unit})")
+    if ax_bad is not None:
+        ax_bad.set_ylabel("ASSUMED_BAD\nEVs", fontsize=9)
+        ax_bad.grid(True, alpha=0.25)
+        ax_bad.set_ylim(bottom=0)
+    head = title or str(summary.get("lab", "lab"))
+    seed = summary.get("seed")
+    head += f"  (seed {seed}, {summary.get('runtime', 'sim')})" if seed is not None else ""
+    if subtitle:
+        head += "\n" + "\n".join(textwrap.wrap(subtitle, 110)[:2])
+    ax.set_title(head, fontsize=10, loc="left")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130, metadata={"Software": None})
+    return fig
+
+
+def close(fig: Figure) -> None:
+    plt.close(fig)

@@ -1,0 +1,292 @@
+"""summary.json: the headline numbers of a lab run, derived only from its tables.
+
+Everything here takes pandas tables and plain dicts (never a simulator object), so the live
+runtime can reuse it. Definitions (bins are ``time_us`` = bin start, width ``bin_us``):
+
+* ``before``: mean goodput over the steady bins that end before the first fault; leading
+  ramp-up bins (below 90% of the median of the later half of the pre-fault bins) are skipped.
+  Without faults, the steady bins of the whole run.
+* ``during``: mean over bins whose middle lies between the first fault's start and the last
+  fault's end (the end of the run if a fault never ends; then ``after`` is null).
+* ``after``: mean over bins after the last fault's end.
+* ``min``: the lowest bin after the ramp-up.
+* ``detect_us``: first fault to the first EV leaving GOOD for ASSUMED_BAD (MRC) or the first
+  QP retry/error (RC), from events (exact times, not bins). Operator drains (DENIED) are not
+  detections.
+* ``recovery_us``: first fault until goodput is back within 10% of its new level (the median
+  of the bins from fault + 50 us to the next fault event or the end); 0 when no bin dipped,
+  null when it never came back or the job failed. Resolution: one bin.
+
+Bins that cover less than half their width (the end of a run) are left out of all of these.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SETTLE_US = 50.0  # the issue's "fault + 50 us": when the new level is measured from
+RECOVERED = 0.9  # within 10% of the new level
+STEADY = 0.9  # ramp-up ends at 90% of the typical pre-fault goodput
+DETECT_KINDS = ("retry", "qp_error")
+FLOAT_FORMAT = "%.9g"
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    """Round for the JSON (stable, readable); NaN and None become null."""
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        return None
+    out = round(value, digits)
+    return 0.0 if out == 0 else out
+
+
+# ====================================================================== goodput windows
+def goodput_series(timeseries: pd.DataFrame, transport: str,
+                   metric: str = "goodput_gbps") -> pd.Series:
+    """One transport's metric indexed by bin start (us), sorted."""
+    rows = timeseries[(timeseries["transport"] == transport) & (timeseries["metric"] == metric)]
+    return pd.Series(rows["value"].to_numpy(dtype=float),
+                     index=rows["time_us"].to_numpy(dtype=float)).sort_index()
+
+
+def full_bins(goodput: pd.Series, bin_us: float, end_us: float) -> pd.Series:
+    """Bins that cover at least half their width before ``end_us``."""
+    starts = goodput.index.to_numpy(dtype=float)
+    keep = starts + bin_us / 2 <= end_us + 1e-9
+    return goodput[keep]
+
+
+def steady_start(goodput: pd.Series, bin_us: float, until_us: float) -> float | None:
+    """Start of the first bin past the ramp-up, looking only at bins ending by ``until_us``."""
+    pre = goodput[goodput.index.to_numpy() + bin_us <= until_us + 1e-9]
+    if pre.empty:
+        return None
+    later = pre.iloc[len(pre) // 2:]
+    typical = float(np.median(later.to_numpy()))
+    if typical <= 0:
+        return float(pre.index[0])
+    reached = pre[pre.to_numpy() >= STEADY * typical]
+    return float(reached.index[0]) if not reached.empty else float(pre.index[0])
+
+
+def _mean_where(goodput: pd.Series, bin_us: float, lo: float, hi: float) -> float | None:
+    mids = goodput.index.to_numpy(dtype=float) + bin_us / 2
+    sel = goodput[(mids >= lo) & (mids < hi)]
+    return float(sel.mean()) if not sel.empty else None
+
+
+def goodput_stats(goodput: pd.Series, *, bin_us: float, end_us: float,
+                  first_fault_us: float | None, last_end_us: float | None,
+                  ongoing: bool) -> dict[str, float | None]:
+    """``{"before", "during", "after", "min"}`` in Gb/s (see the module docstring)."""
+    bins = full_bins(goodput, bin_us, end_us)
+    horizon = first_fault_us if first_fault_us is not None else end_us
+    start = steady_start(bins, bin_us, horizon)
+    if first_fault_us is None:
+        steady = bins[bins.index >= start] if start is not None else bins
+        before = float(steady.mean()) if not steady.empty else None
+        during = after = None
+    else:
+        if start is None:
+            before = None
+        else:
+            pre = bins[(bins.index >= start)
+                       & (bins.index.to_numpy() + bin_us <= first_fault_us + 1e-9)]
+            before = float(pre.mean()) if not pre.empty else None
+        stop = end_us if ongoing or last_end_us is None else last_end_us
+        during = _mean_where(bins, bin_us, first_fault_us, stop)
+        after = None if ongoing or last_end_us is None else _mean_where(
+            bins, bin_us, last_end_us, math.inf)
+    tail = bins[bins.index >= start] if start is not None else bins
+    low = float(tail.min()) if not tail.empty else None
+    return {"before": _r(before), "during": _r(during), "after": _r(after), "min": _r(low)}
+
+
+def fault_bounds(faults: Sequence[Mapping[str, Any]]) -> tuple[float | None, float | None, bool]:
+    """(first start, last end, ongoing): ``ongoing`` when some fault never ends."""
+    if not faults:
+        return None, None, False
+    first = min(float(f["at_us"]) for f in faults)
+    ends = [f.get("until_us") for f in faults]
+    ongoing = any(e is None for e in ends)
+    last = max(float(e) for e in ends if e is not None) if not all(e is None for e in ends) \
+        else None
+    return first, last, ongoing
+
+
+# ====================================================================== detection and recovery
+def _state_after(row: Mapping[str, Any]) -> str | None:
+    for key in ("new", "new_state", "state"):
+        value = row.get(key)
+        if isinstance(value, str):
+            return value
+    detail = row.get("detail")
+    if isinstance(detail, Mapping):
+        value = detail.get("new")
+        return value if isinstance(value, str) else None
+    if isinstance(detail, str):
+        for word in ("ASSUMED_BAD", "DENIED", "GOOD"):
+            if word in detail:
+                return word
+    return None
+
+
+def detect_us(events: pd.DataFrame, first_fault_us: float | None) -> float | None:
+    """First fault to the first NIC-side detection (ASSUMED_BAD EV, QP retry or error)."""
+    if first_fault_us is None or events is None or events.empty:
+        return None
+    later = events[events["time_us"] >= first_fault_us - 1e-9]
+    for row in later.sort_values("time_us", kind="mergesort").to_dict("records"):
+        kind = row.get("kind")
+        if kind in DETECT_KINDS or (kind == "ev_state" and _state_after(row) == "ASSUMED_BAD"):
+            return _r(float(row["time_us"]) - first_fault_us)
+    return None
+
+
+def recovery_us(goodput: pd.Series, *, bin_us: float, end_us: float, first_fault_us: float | None,
+                next_event_us: float | None, before_gbps: float | None,
+                failed: bool) -> float | None:
+    """First fault until goodput is back within 10% of its new level (module docstring)."""
+    if first_fault_us is None:
+        return None
+    if failed:
+        return None
+    bins = full_bins(goodput, bin_us, end_us)
+    window_end = min(next_event_us if next_event_us is not None else end_us, end_us)
+    starts = bins.index.to_numpy(dtype=float)
+    settled = bins[(starts >= first_fault_us + SETTLE_US) & (starts + bin_us <= window_end + 1e-9)]
+    if settled.empty:
+        mids = starts + bin_us / 2
+        settled = bins[(mids >= first_fault_us) & (mids < window_end)]
+    if settled.empty:
+        return None
+    level = float(np.median(settled.to_numpy()))
+    if before_gbps is not None and before_gbps > 0 and level < 0.05 * before_gbps:
+        return None  # nothing left to recover to
+    window = bins[(starts + bin_us > first_fault_us) & (starts < window_end)]
+    values = window.to_numpy()
+    dipped = np.flatnonzero(values < RECOVERED * level)
+    if dipped.size == 0:
+        return 0.0
+    back = np.flatnonzero(values[dipped[0]:] >= RECOVERED * level)
+    if back.size == 0:
+        return None
+    t_back = float(window.index[dipped[0] + back[0]])
+    return _r(max(0.0, t_back - first_fault_us))
+
+
+# ====================================================================== the summary
+def transport_summary(*, kind: str, outcome: str, failed_at_us: float | None,
+                      failure_reason: str | None, totals: Mapping[str, Any],
+                      goodput: pd.Series, events: pd.DataFrame, bin_us: float, end_us: float,
+                      faults: Sequence[Mapping[str, Any]],
+                      fault_event_times_us: Iterable[float] = ()) -> dict[str, Any]:
+    """One transport's entry of ``summary.json['transports']``."""
+    first, last, ongoing = fault_bounds(faults)
+    stats = goodput_stats(goodput, bin_us=bin_us, end_us=end_us, first_fault_us=first,
+                          last_end_us=last, ongoing=ongoing)
+    next_event = None
+    if first is not None:
+        later = sorted(t for t in fault_event_times_us if t > first + 1e-9)
+        next_event = later[0] if later else None
+    failed = outcome == "failed"
+
+    def count(key: str) -> int:
+        return int(totals.get(key, 0) or 0)
+
+    return {
+        "kind": kind,
+        "outcome": outcome,
+        "failed_at_us": _r(failed_at_us),
+        "failure_reason": failure_reason,
+        "bytes_delivered": count("bytes_delivered"),
+        "goodput_gbps": stats,
+        "detect_us": detect_us(events, first),
+        "recovery_us": recovery_us(goodput, bin_us=bin_us, end_us=end_us, first_fault_us=first,
+                                   next_event_us=next_event, before_gbps=stats["before"],
+                                   failed=failed),
+        "retransmitted_packets": count("retransmitted_packets"),
+        "trimmed_packets": count("trimmed_packets"),
+        "dropped_packets": count("dropped_packets"),
+        "probes_sent": count("probes_sent"),
+        "paths_marked_bad": count("paths_marked_bad"),
+        "paths_reintegrated": count("paths_reintegrated"),
+    }
+
+
+def build_summary(*, lab: str, seed: int, runtime: str, sim_time_us: float, wall_s: float,
+                  goodput_ceiling_gbps: float, faults: Sequence[Mapping[str, Any]],
+                  transports: Mapping[str, Mapping[str, Any]],
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The summary.json document, keys in the issue's order (extra keys after)."""
+    doc: dict[str, Any] = {
+        "lab": lab,
+        "seed": int(seed),
+        "runtime": runtime,
+        "sim_time_us": _r(sim_time_us),
+        "wall_s": _r(wall_s, 2),
+        "goodput_ceiling_gbps": _r(goodput_ceiling_gbps),
+        "faults": [{"kind": f["kind"], "target": f["target"], "at_us": _r(f["at_us"]),
+                    "until_us": _r(f.get("until_us"))} for f in faults],
+        "transports": {name: dict(t) for name, t in transports.items()},
+    }
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def flow_stats(flows: pd.DataFrame | None) -> dict[str, Any] | None:
+    """Flow completion times of one transport (permutation, connection matrix)."""
+    if flows is None or flows.empty:
+        return None
+    done = flows[flows["ok"] == True]  # noqa: E712 (column may hold None)
+    fct = done["fct_us"].to_numpy(dtype=float)
+    return {"count": len(flows), "completed": len(done),
+            "mean_fct_us": _r(fct.mean()) if fct.size else None,
+            "p99_fct_us": _r(np.percentile(fct, 99)) if fct.size else None,
+            "max_fct_us": _r(fct.max()) if fct.size else None}
+
+
+# ====================================================================== writers
+def dumps_summary(summary: Mapping[str, Any]) -> str:
+    return json.dumps(summary, indent=2, allow_nan=False) + "\n"
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """CSV with a fixed float format and line ending, so equal runs give equal bytes."""
+    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+
+
+def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.DataFrame,
+                  events: pd.DataFrame, collective: pd.DataFrame | None = None,
+                  flows: pd.DataFrame | None = None,
+                  lab: Mapping[str, Any] | None = None) -> list[Path]:
+    """Write a run's files into ``out_dir`` (created); returns the paths written.
+
+    bandwidth.png is drawn by :mod:`mrc.labs.plot` from the same tables.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    path = out_dir / "summary.json"
+    path.write_text(dumps_summary(summary), encoding="utf-8")
+    written.append(path)
+    for name, frame in (("timeseries.csv", timeseries), ("events.csv", events),
+                        ("collective.csv", collective), ("flows.csv", flows)):
+        if frame is None:
+            continue
+        write_csv(frame, out_dir / name)
+        written.append(out_dir / name)
+    if lab is not None:
+        path = out_dir / "lab.json"
+        path.write_text(json.dumps(lab, indent=2, default=str) + "\n", encoding="utf-8")
+        written.append(path)
+    return written

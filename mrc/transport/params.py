@@ -1,0 +1,101 @@
+"""Lab parameters -> transport configs: the one place that knows which keys a
+``[transport.NAME]`` table accepts and how their units map onto the configs.
+
+Lab files speak microseconds (``probe_interval_us``); configs store integer picoseconds
+(``probe_interval_ps``). Every ``*_ps`` field of a config is accepted as ``*_us``. MRC's
+congestion-control knobs live in a nested ``cc`` table (``transport.mrc.cc.algorithm``);
+its line rate and base RTT default to the fabric's, so the window matches the BDP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mrc.sim.engine import PS_PER_US
+from mrc.transport.cc import CcConfig, base_rtt_ps
+from mrc.transport.mrc_qp import MrcConfig
+from mrc.transport.rc_qp import RcConfig
+from topology.spec import FabricSpec
+
+#: RC keys that configure the connection rather than each QP.
+RC_CONNECTION_KEYS = ("qps_per_plane",)
+#: Keys the driver fills from the fabric; a lab may not set them.
+_FROM_FABRIC = {"mtu"}
+
+
+class ParamError(ValueError):
+    """A transport parameter that does not exist or does not fit; names the dotted key."""
+
+
+def _accepted(cls: type) -> dict[str, str]:
+    """Lab key -> config field for a config dataclass."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in _FROM_FABRIC or f.name == "cc":
+            continue
+        key = f.name[:-3] + "_us" if f.name.endswith("_ps") else f.name
+        out[key] = f.name
+    return out
+
+
+MRC_KEYS = _accepted(MrcConfig)
+CC_KEYS = _accepted(CcConfig)
+RC_KEYS = {**_accepted(RcConfig), **{k: k for k in RC_CONNECTION_KEYS}}
+
+
+def accepted_keys(kind: str) -> list[str]:
+    """Every key a ``[transport.NAME]`` table of this kind accepts (``cc.*`` for MRC's cc)."""
+    if kind == "mrc":
+        return sorted(MRC_KEYS) + ["cc." + k for k in sorted(CC_KEYS)]
+    if kind == "rc":
+        return sorted(RC_KEYS)
+    raise ParamError(f"unknown transport kind {kind!r}; known: mrc, rc")
+
+
+def _convert(params: dict[str, Any], accepted: dict[str, str], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        field = accepted.get(key)
+        if field is None:
+            raise ParamError(f"{where}.{key}: unknown key; known: {', '.join(sorted(accepted))}")
+        if field.endswith("_ps") and value is not None:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ParamError(f"{where}.{key}: expected a number, got {value!r}")
+            value = int(round(value * PS_PER_US))
+        out[field] = value
+    return out
+
+
+def mrc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport.mrc"
+               ) -> MrcConfig:
+    """An MrcConfig for this fabric from a lab's transport table."""
+    params = dict(params)
+    params.pop("kind", None)
+    cc_params = params.pop("cc", None) or {}
+    if not isinstance(cc_params, dict):
+        raise ParamError(f"{where}.cc: expected a table")
+    cc_fields = {"line_rate_gbps": spec.nic_gbps, "base_rtt_ps": base_rtt_ps(spec)}
+    cc_fields.update(_convert(cc_params, CC_KEYS, where + ".cc"))
+    fields = _convert(params, MRC_KEYS, where)
+    try:
+        return MrcConfig(cc=CcConfig(**cc_fields), **fields)
+    except (TypeError, ValueError) as exc:
+        raise ParamError(f"{where}: {exc}") from None
+
+
+def rc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport.rc"
+              ) -> tuple[RcConfig, int]:
+    """(RcConfig, qps_per_plane) for this fabric from a lab's transport table."""
+    from mrc.transport.rc_connection import rc_config_for
+
+    params = dict(params)
+    params.pop("kind", None)
+    fields = _convert(params, RC_KEYS, where)
+    qps_per_plane = fields.pop("qps_per_plane", 1)
+    if isinstance(qps_per_plane, bool) or not isinstance(qps_per_plane, int) or qps_per_plane < 1:
+        raise ParamError(f"{where}.qps_per_plane: expected an integer >= 1, got {qps_per_plane!r}")
+    try:
+        return rc_config_for(spec, **fields), qps_per_plane
+    except (TypeError, ValueError) as exc:
+        raise ParamError(f"{where}: {exc}") from None

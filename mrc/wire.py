@@ -1,0 +1,604 @@
+"""Fast wire codec: ``mrc.packet.Packet`` <-> real IPv6/IPv6/UDP/RoCE v2/MRC bytes.
+
+The layout is the one ``mrc.packet`` documents (outer IPv6 carrying the uSIDs, inner IPv6 with
+the real host addresses, UDP 4791, BTH, RoCE extension headers, MRC extensions, ICRC). Choices
+that the model leaves open, and why:
+
+* **Opcodes.** DATA is RC RDMA WRITE ONLY (0x0A, 0x0B with ImmDt) so every packet carries a
+  RETH and is placed on its own. ACK/NACK are RC ACKNOWLEDGE (0x11) with an AETH. PROBE and
+  PROBE_REPLY use 0xC0/0xC1: opcodes 0xC0-0xFF are the IBA's manufacturer-specific range, so
+  no standard RoCE endpoint mistakes them for its own traffic.
+* **AETH syndromes.** ACK = 0x1F (ACK, credit field "invalid": no end-to-end credits). The RC
+  go-back-N NACK (``FLAG_SEQ_ERR``) is the standard PSN-sequence-error NAK 0x60. The MRC trim
+  NACK is an **RNR NAK with timer code 1 (0x21, 0.01 ms)**: RNR is the only other non-fatal
+  NAK in the IBA table and means "I could not accept this packet for lack of resources, send
+  it again", which is what a trim is. Sequence-error would order an RC requester to go back N
+  (wrong for MRC's selective repeat, and ambiguous with our own RC NACKs); the remaining NAK
+  codes (invalid request, remote access/operational error) are fatal and move an RC QP to the
+  error state. ``FLAG_TRIM`` in MRC-AETH still says what happened.
+* **AETH MSN** carries ``msg_id mod 2**24``: RC's MSN counts the responder's completed
+  messages; MRC completes messages out of order, so the id of the message concerned is the
+  honest analogue (and lets a NACK name the message of the trimmed packet).
+* **RETH**: VA = byte offset in the message, R_Key = ``msg_id`` low 32 bits, DMA length =
+  payload bytes. MRC-DETH repeats the full msg_id; both must agree.
+* **No pad bytes** (BTH PadCnt 0): ``mrc.packet.natural_size`` counts payload bytes exactly.
+* **Entropy.** Flow label (outer and inner) and UDP source port are folds of the EV, so any
+  ECMP hash would spread EVs; the receiver reads the EV from the MRC header, never from these.
+* **Integrity.** The inner UDP checksum and the RoCE v2 ICRC are real. The ICRC is CRC-32 over
+  8 bytes of 0xFF (the masked LRH stand-in) + inner IPv6 + UDP + BTH + everything up to the
+  ICRC, with the fields routers may change replaced by ones: IPv6 traffic class, flow label
+  and hop limit, the UDP checksum, and the BTH byte after the P_Key (FECN/BECN/reserved). It is
+  stored least-significant byte first, as Linux rxe and scapy do. Switches only ever rewrite
+  the *outer* header, so both checks verify after every uSID shift, CE mark or trim re-mark.
+* **Trimming.** A trimmed packet is the full packet cut to ``size`` bytes, its outer DSCP set
+  to ``TRIM_DSCP`` and its outer payload length fixed (so the outer header stays well formed;
+  the inner one still states the original length). ``decode`` accepts short packets only with
+  that mark and returns every field that survived (no checksum can be verified).
+* **Simulation.** ``payload=None`` is encoded as ``pseudo_payload(digest, length)`` so pcaps
+  of simulated runs have true sizes. ``decode`` always returns the bytes it found.
+
+``decode`` raises ``DecodeError`` (a ``ValueError``) for anything malformed, and nothing else.
+``encode`` raises ``ValueError`` for fields that do not fit their wire width.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final, NamedTuple
+
+import numpy as np
+
+from mrc.packet import (
+    ACK,
+    DATA,
+    DEFAULT_DSCP,
+    ECN_CE,
+    ECN_ECT0,
+    ECN_NOT_ECT,
+    ENVELOPE_BYTES,
+    FLAG_ACK_REQ,
+    FLAG_IMM,
+    FLAG_SEQ_ERR,
+    ICRC_BYTES,
+    IPV6_BYTES,
+    NACK,
+    PROBE,
+    PROBE_REPLY,
+    ROCE_UDP_PORT,
+    TRIM_DSCP,
+    Packet,
+)
+from topology.usid import BLOCK_BASE, HOST_PREFIX
+
+
+class DecodeError(ValueError):
+    """Bytes that are not a well-formed MRC packet (the only exception ``decode`` raises)."""
+
+
+# ------------------------------------------------------------------ protocol constants
+OP_RDMA_WRITE_ONLY: Final = 0x0A
+OP_RDMA_WRITE_ONLY_IMM: Final = 0x0B
+OP_ACKNOWLEDGE: Final = 0x11
+OP_MRC_PROBE: Final = 0xC0
+OP_MRC_PROBE_REPLY: Final = 0xC1
+
+SYNDROME_ACK: Final = 0x1F  # ACK, credit count 31 = "invalid" (no end-to-end credits)
+SYNDROME_NAK_SEQ: Final = 0x60  # NAK, code 0: PSN sequence error (RC go-back-N)
+SYNDROME_RNR_TRIM: Final = 0x21  # RNR NAK, timer 1 (0.01 ms): MRC trim NACK
+
+PKEY_DEFAULT: Final = 0xFFFF
+HOP_LIMIT: Final = 64
+NH_IPV6: Final = 41
+NH_UDP: Final = 17
+UDP_SPORT_BASE: Final = 0xC000  # RoCE v2 entropy ports live in 49152..65535
+
+#: Which Packet attributes each kind carries on the wire (what round-trips exactly).
+#: ``imm`` only with FLAG_IMM; ``msg_id`` of ACK/NACK travels as AETH MSN (modulo 2**24).
+WIRE_FIELDS: Final[dict[int, tuple[str, ...]]] = {
+    DATA: ("kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "offset", "length", "msg_len",
+           "flags", "ts", "imm", "da", "ecn", "trimmed", "size", "payload"),
+    ACK: ("kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "flags", "ts", "echo_psn",
+          "sack_base", "sack", "da", "ecn", "trimmed", "size"),
+    PROBE: ("kind", "src", "dst", "qpn", "psn", "ev", "flags", "ts", "da", "ecn", "trimmed",
+            "size"),
+}
+WIRE_FIELDS[NACK] = WIRE_FIELDS[ACK]
+WIRE_FIELDS[PROBE_REPLY] = WIRE_FIELDS[PROBE]
+
+# Byte offsets (outermost first), shared with the byte-level helpers below.
+OFF_OUTER_DST: Final = 24
+OFF_ACTIVE_USID: Final = 28
+OFF_INNER: Final = IPV6_BYTES  # 40
+OFF_UDP: Final = 2 * IPV6_BYTES  # 80
+OFF_UDP_CSUM: Final = OFF_UDP + 6  # 86
+OFF_BTH: Final = OFF_UDP + 8  # 88
+OFF_EXT: Final = ENVELOPE_BYTES  # 100
+
+_HOST_HI: Final = HOST_PREFIX >> 64
+_M64: Final = (1 << 64) - 1
+_M24: Final = (1 << 24) - 1
+
+# ------------------------------------------------------------------ precompiled layouts
+# Envelope: outer IPv6 | inner IPv6 | UDP | BTH. Addresses as two u64 halves; host addresses
+# are HOST_PREFIX | host, so their low half is the host index.
+_ENV_FMT = ">IHBBQQQQ" "IHBBQQQQ" "HHHH" "BBHII"
+_ENV = struct.Struct(_ENV_FMT)
+_RETH_DETH = "QII" "IIIHHQ"
+_RETH_IMM_DETH = "QII" "I" "IIIHHQ"
+_AETH_MRC = "I" "IIIHHIQ"
+_PETH = "IIHH"
+_DATA = struct.Struct(_ENV_FMT + _RETH_DETH)
+_DATA_IMM = struct.Struct(_ENV_FMT + _RETH_IMM_DETH)
+_ACK = struct.Struct(_ENV_FMT + _AETH_MRC)
+_PRB = struct.Struct(_ENV_FMT + _PETH)
+_X_DATA = struct.Struct(">" + _RETH_DETH)
+_X_DATA_IMM = struct.Struct(">" + _RETH_IMM_DETH)
+_X_ACK = struct.Struct(">" + _AETH_MRC)
+_X_PRB = struct.Struct(">" + _PETH)
+# What the ICRC sees of inner IPv6 + UDP + BTH, packed with the variant fields masked.
+_MASKED = struct.Struct(">IHBBQQQQHHHHBBHII")
+_CRC_LRH: Final = zlib.crc32(b"\xff" * 8)  # CRC state after the 8 masked LRH bytes
+_MASK_HEAD: Final = b"\x6f\xff\xff\xff"  # version 6, traffic class and flow label all ones
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_ICRC = struct.Struct("<I")
+
+_DATA_HDR: Final = _DATA.size  # 140
+_DATA_IMM_HDR: Final = _DATA_IMM.size  # 144
+
+
+def _field_ends(fmt: str) -> tuple[int, ...]:
+    """Absolute end offset of each field of an extension layout (trim survival test)."""
+    ends = []
+    pos = OFF_EXT
+    for code in fmt:
+        pos += struct.calcsize(">" + code)
+        ends.append(pos)
+    return tuple(ends)
+
+
+_ENDS_DATA = _field_ends(_RETH_DETH)
+_ENDS_DATA_IMM = _field_ends(_RETH_IMM_DETH)
+_ENDS_ACK = _field_ends(_AETH_MRC)
+_ENDS_PRB = _field_ends(_PETH)
+
+
+def flow_label(ev: int) -> int:
+    """20-bit IPv6 flow label from an EV (every EV bit influences it; EVs < 2**20 map 1:1)."""
+    return (ev ^ (ev >> 20)) & 0xFFFFF
+
+
+def udp_sport(ev: int) -> int:
+    """RoCE v2 UDP source port (49152..65535) from an EV."""
+    return UDP_SPORT_BASE | ((ev ^ (ev >> 14) ^ (ev >> 28)) & 0x3FFF)
+
+
+def pseudo_payload(digest: int, length: int) -> bytes:
+    """Deterministic stand-in bytes for a simulated segment (its 64-bit digest, repeated)."""
+    if length <= 0:
+        return b""
+    word = (digest & _M64).to_bytes(8, "big")
+    return (word * ((length >> 3) + 1))[:length]
+
+
+_NP_MIN: Final = 512  # below this, int.from_bytes beats numpy's call overhead
+
+
+def _sum16(buf: bytes | bytearray | memoryview) -> int:
+    """An integer congruent (mod 0xFFFF) to the big-endian 16-bit word sum of ``buf``, padded
+    with a zero byte when odd. Large buffers: numpy sums little-endian words, and a byte swap
+    is multiplication by 256 modulo 0xFFFF (RFC 1071's byte-order independence)."""
+    n = len(buf)
+    if n < _NP_MIN:
+        v = int.from_bytes(buf, "big")
+        return v << 8 if n & 1 else v
+    s = int(np.frombuffer(buf, dtype="<u2", count=n >> 1).sum(dtype=np.uint64)) << 8
+    return s + (buf[n - 1] << 8) if n & 1 else s
+
+
+def _csum_final(total: int) -> int:
+    """UDP checksum field from the integer sum of the covered 16-bit-aligned pieces.
+
+    Because 2**16 == 1 (mod 0xFFFF), the one's-complement sum of 16-bit words equals the
+    big-endian integer value of the bytes modulo 0xFFFF, which Python computes in C."""
+    r = total % 0xFFFF
+    return 0xFFFF - r if r else 0xFFFF  # 0 is sent as 0xFFFF (RFC 768 / 8200)
+
+
+# ------------------------------------------------------------------ encode
+def encode(pkt: Packet) -> bytes:
+    """The packet as it is on the wire (trimmed packets: cut to ``pkt.size`` and re-marked)."""
+    try:
+        return _encode(pkt)
+    except (struct.error, OverflowError, TypeError) as exc:
+        raise ValueError(f"cannot encode {pkt!r}: {exc}") from exc
+
+
+def _encode(p: Packet) -> bytes:
+    kind = p.kind
+    qpn = p.qpn
+    psn = p.psn
+    if (qpn | psn) >> 24 or qpn < 0 or psn < 0:
+        raise ValueError(f"QPN {qpn} / PSN {psn} do not fit 24 bits")
+    src = p.src
+    dst = p.dst
+    if (src | dst) >> 32 or src < 0 or dst < 0:
+        raise ValueError(f"host {src} / {dst} outside the 32-bit host index space")
+    ev = p.ev
+    flags = p.flags
+    ecn = p.ecn
+    if ecn >> 2 or ecn < 0:
+        raise ValueError(f"ECN {ecn} is not a 2-bit value")
+    da = p.da
+    fl = flow_label(ev)
+    sport = udp_sport(ev)
+    tc_out = ((TRIM_DSCP if p.trimmed else DEFAULT_DSCP) << 2) | ecn
+    tc_in = (DEFAULT_DSCP << 2) | (ECN_ECT0 if ecn == ECN_CE else ecn)
+    vtf_out = 0x60000000 | (tc_out << 20) | fl
+    vtf_in = 0x60000000 | (tc_in << 20) | fl
+    abit = 0x80000000 if flags & FLAG_ACK_REQ else 0
+    payload = b""
+
+    if kind == DATA:
+        n = p.length
+        payload = p.payload
+        if payload is None:
+            payload = pseudo_payload(p.digest, n)
+        elif len(payload) != n:
+            raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
+        msg_id = p.msg_id
+        if flags & FLAG_IMM:
+            opcode = OP_RDMA_WRITE_ONLY_IMM
+            hdr_len = _DATA_IMM_HDR
+        else:
+            opcode = OP_RDMA_WRITE_ONLY
+            hdr_len = _DATA_HDR
+        iplen = hdr_len - 80 + n + ICRC_BYTES
+        env = (vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
+               vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
+               sport, ROCE_UDP_PORT, iplen, 0, opcode, 0, PKEY_DEFAULT, qpn, abit | psn)
+        if opcode == OP_RDMA_WRITE_ONLY:
+            hdr = _DATA.pack(*env, p.offset, msg_id & 0xFFFFFFFF, n,
+                             ev, msg_id, p.ts, flags, 0, p.msg_len)
+        else:
+            hdr = _DATA_IMM.pack(*env, p.offset, msg_id & 0xFFFFFFFF, n, p.imm,
+                                 ev, msg_id, p.ts, flags, 0, p.msg_len)
+    else:
+        if kind == ACK or kind == NACK:
+            opcode = OP_ACKNOWLEDGE
+            hdr_len = _ACK.size
+        elif kind == PROBE or kind == PROBE_REPLY:
+            opcode = OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY
+            hdr_len = _PRB.size
+        else:
+            raise ValueError(f"unknown packet kind {kind!r}")
+        n = 0
+        iplen = hdr_len - 80 + ICRC_BYTES
+        env = (vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
+               vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
+               sport, ROCE_UDP_PORT, iplen, 0, opcode, 0, PKEY_DEFAULT, qpn, abit | psn)
+        if opcode == OP_ACKNOWLEDGE:
+            if kind == ACK:
+                syndrome = SYNDROME_ACK
+            elif flags & FLAG_SEQ_ERR:
+                syndrome = SYNDROME_NAK_SEQ
+            else:
+                syndrome = SYNDROME_RNR_TRIM
+            hdr = _ACK.pack(*env, (syndrome << 24) | (p.msg_id & _M24),
+                            ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
+        else:
+            hdr = _PRB.pack(*env, ev, p.ts, flags, 0)
+
+    # ICRC: masked inner IPv6 + UDP + BTH, then the rest of the header and the payload.
+    crc = zlib.crc32(_MASKED.pack(0x6FFFFFFF, iplen, NH_UDP, 0xFF, _HOST_HI, src, _HOST_HI, dst,
+                                  sport, ROCE_UDP_PORT, iplen, 0xFFFF, opcode, 0, PKEY_DEFAULT,
+                                  0xFF000000 | qpn, abit | psn), _CRC_LRH)
+    crc = zlib.crc32(memoryview(hdr)[OFF_EXT:], crc)
+    if n:
+        crc = zlib.crc32(payload, crc)
+    icrc = _ICRC.pack(crc)
+    # UDP checksum: pseudo-header (src, dst, length, next header) + UDP + BTH + ... + ICRC.
+    total = int.from_bytes(hdr[48:hdr_len], "big") + iplen + NH_UDP
+    if n:
+        # An odd payload leaves the ICRC on odd offsets: each of its bytes moves up 8 bits.
+        total += _sum16(payload) + (int.from_bytes(icrc, "big") << (8 if n & 1 else 0))
+    else:
+        total += int.from_bytes(icrc, "big")
+    out = b"".join((hdr[:OFF_UDP_CSUM], _U16.pack(_csum_final(total)), hdr[OFF_UDP_CSUM + 2:],
+                    payload, icrc))
+    if p.trimmed:
+        size = p.size
+        if size < ENVELOPE_BYTES:
+            raise ValueError(f"trim size {size} cuts into the BTH")
+        if size < len(out):
+            buf = bytearray(out[:size])
+            buf[4:6] = _U16.pack(size - IPV6_BYTES)
+            return bytes(buf)
+    return out
+
+
+# ------------------------------------------------------------------ decode
+def decode(data: bytes | bytearray | memoryview) -> Packet:
+    """Parse and verify one packet. Raises ``DecodeError`` and nothing else.
+
+    Full-length packets must pass the ICRC and the inner UDP checksum. A packet shorter than
+    its inner IPv6 header says is accepted only if its outer DSCP is ``TRIM_DSCP``; it comes
+    back with ``trimmed=True``, ``payload=None`` and zero for every field that was cut off.
+    ``plane`` is read from the uSID block of the outer destination (0 outside the block)."""
+    try:
+        return _decode(data)
+    except DecodeError:
+        raise
+    except (struct.error, ValueError, TypeError, IndexError, OverflowError, KeyError,
+            AttributeError, BufferError) as exc:
+        raise DecodeError(f"malformed packet: {exc}") from exc
+
+
+def _decode(data: bytes | bytearray | memoryview) -> Packet:
+    n = len(data)
+    if n < ENVELOPE_BYTES:
+        raise DecodeError(f"{n} bytes is shorter than the {ENVELOPE_BYTES}-byte envelope")
+    (vtf, plen, nh, _hl, _os_hi, _os_lo, da_hi, da_lo,
+     ivtf, iplen, inh, _ihl, s_hi, src, d_hi, dst,
+     _sport, dport, ulen, csum, opcode, bflags, pkey, qpn_w, psn_w) = _ENV.unpack_from(data)
+    if vtf >> 28 != 6 or nh != NH_IPV6 or plen != n - IPV6_BYTES:
+        raise DecodeError("outer header is not IPv6-in-IPv6 of this length")
+    if ivtf >> 28 != 6 or inh != NH_UDP or dport != ROCE_UDP_PORT or ulen != iplen:
+        raise DecodeError("inner header is not IPv6/UDP 4791 with consistent lengths")
+    if s_hi != _HOST_HI or d_hi != _HOST_HI or (src | dst) >> 32:
+        raise DecodeError("inner addresses are not host addresses")
+    if pkey != PKEY_DEFAULT or bflags & 0x3F:
+        raise DecodeError("BTH P_Key, pad count or transport version not ours")
+    tc = (vtf >> 20) & 0xFF
+    trimmed = (tc >> 2) == TRIM_DSCP
+    full = iplen + 2 * IPV6_BYTES
+    abit = psn_w >> 31
+    top = da_hi >> 32
+    plane = top & 0xFF if top & 0xFFFFFF00 == BLOCK_BASE else 0
+    if n != full:
+        if n > full or not trimmed:
+            raise DecodeError(f"{n} bytes where the header says {full} and no trim mark")
+        return _decode_cut(data, n, full, opcode, abit, src, dst, qpn_w & _M24,
+                           psn_w & _M24, (da_hi << 64) | da_lo, tc & 3, plane)
+
+    imm = va = dlen = msg_len = msg_id = echo_psn = sack_base = sack = 0
+    payload = None
+    if opcode == OP_RDMA_WRITE_ONLY or opcode == OP_RDMA_WRITE_ONLY_IMM:
+        kind = DATA
+        if opcode == OP_RDMA_WRITE_ONLY:
+            hdr_len = _DATA_HDR
+            va, rkey, dlen, ev, msg_id, ts, flags, _r, msg_len = _X_DATA.unpack_from(data, OFF_EXT)
+        else:
+            hdr_len = _DATA_IMM_HDR
+            va, rkey, dlen, imm, ev, msg_id, ts, flags, _r, msg_len = \
+                _X_DATA_IMM.unpack_from(data, OFF_EXT)
+        if hdr_len + dlen + ICRC_BYTES != n:
+            raise DecodeError("RETH DMA length disagrees with the packet length")
+        if rkey != msg_id:
+            raise DecodeError("RETH R_Key disagrees with MRC-DETH message id")
+        if bool(flags & FLAG_IMM) != (opcode == OP_RDMA_WRITE_ONLY_IMM):
+            raise DecodeError("FLAG_IMM disagrees with the opcode")
+        _verify(data, n, iplen)
+        payload = bytes(data[hdr_len:n - ICRC_BYTES])
+    elif opcode == OP_ACKNOWLEDGE:
+        if n != _ACK.size + ICRC_BYTES:
+            raise DecodeError("ACKNOWLEDGE of the wrong length")
+        aeth, ev, ts, echo_psn, flags, _r, sack_base, sack = _X_ACK.unpack_from(data, OFF_EXT)
+        kind = _ack_kind(aeth >> 24, flags)
+        msg_id = aeth & _M24
+        _verify(data, n, iplen)
+    elif opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
+        if n != _PRB.size + ICRC_BYTES:
+            raise DecodeError("probe of the wrong length")
+        ev, ts, flags, _r = _X_PRB.unpack_from(data, OFF_EXT)
+        kind = PROBE if opcode == OP_MRC_PROBE else PROBE_REPLY
+        _verify(data, n, iplen)
+    else:
+        raise DecodeError(f"BTH opcode {opcode:#04x} is not an MRC opcode")
+    if bool(flags & FLAG_ACK_REQ) != bool(abit):
+        raise DecodeError("FLAG_ACK_REQ disagrees with the BTH A bit")
+    if csum == 0:
+        raise DecodeError("UDP checksum absent (mandatory over IPv6)")
+    return Packet(kind, src, dst, qpn_w & _M24, psn_w & _M24, ev=ev, msg_id=msg_id,
+                  offset=va, length=dlen, msg_len=msg_len, flags=flags, ts=ts, imm=imm,
+                  echo_psn=echo_psn, sack_base=sack_base, sack=sack,
+                  da=(da_hi << 64) | da_lo, ecn=tc & 3, trimmed=trimmed, size=n,
+                  payload=payload, plane=plane)
+
+
+def _ack_kind(syndrome: int, flags: int | None) -> int:
+    if syndrome >> 5 == 0:  # ACK, any credit count
+        return ACK
+    if syndrome == SYNDROME_NAK_SEQ or syndrome >> 5 == 1:  # sequence-error NAK or RNR NAK
+        if flags is not None and bool(flags & FLAG_SEQ_ERR) != (syndrome == SYNDROME_NAK_SEQ):
+            raise DecodeError("FLAG_SEQ_ERR disagrees with the AETH syndrome")
+        return NACK
+    raise DecodeError(f"AETH syndrome {syndrome:#04x} is not an MRC ACK/NACK")
+
+
+def _verify(data: bytes | bytearray | memoryview, n: int, iplen: int) -> None:
+    """Check ICRC and inner UDP checksum; both cover only what switches never rewrite."""
+    masked = b"".join((_MASK_HEAD, data[44:47], b"\xff",  # TC, flow label, hop limit
+                       data[48:OFF_UDP_CSUM], b"\xff\xff",  # UDP checksum
+                       data[OFF_BTH:OFF_BTH + 4], b"\xff",  # BTH FECN/BECN/reserved byte
+                       data[OFF_BTH + 5:OFF_EXT]))
+    crc = zlib.crc32(data[OFF_EXT:n - ICRC_BYTES], zlib.crc32(masked, _CRC_LRH))
+    if crc != _ICRC.unpack_from(data, n - ICRC_BYTES)[0]:
+        raise DecodeError("ICRC mismatch")
+    if (int.from_bytes(data[48:OFF_UDP], "big") + iplen + NH_UDP + _sum16(data[OFF_UDP:n])) \
+            % 0xFFFF:
+        raise DecodeError("UDP checksum mismatch")
+
+
+def _decode_cut(data: bytes | bytearray | memoryview, n: int, full: int, opcode: int,
+                abit: int, src: int, dst: int, qpn: int, psn: int, da: int, ecn: int,
+                plane: int) -> Packet:
+    """A trimmed packet: keep what survived, verify what can be cross-checked."""
+    if opcode == OP_RDMA_WRITE_ONLY:
+        layout, ends, kind = _X_DATA, _ENDS_DATA, DATA
+    elif opcode == OP_RDMA_WRITE_ONLY_IMM:
+        layout, ends, kind = _X_DATA_IMM, _ENDS_DATA_IMM, DATA
+    elif opcode == OP_ACKNOWLEDGE:
+        layout, ends, kind = _X_ACK, _ENDS_ACK, ACK
+    elif opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
+        layout, ends = _X_PRB, _ENDS_PRB
+        kind = PROBE if opcode == OP_MRC_PROBE else PROBE_REPLY
+    else:
+        raise DecodeError(f"BTH opcode {opcode:#04x} is not an MRC opcode")
+    ext = bytes(data[OFF_EXT:n]) + bytes(layout.size)
+    vals: list[int | None] = list(layout.unpack_from(ext))
+    for i, end in enumerate(ends):
+        if end > n:
+            vals[i] = None
+    imm = va = dlen = msg_len = msg_id = echo_psn = sack_base = sack = ev = ts = 0
+    flags: int | None
+    if kind == DATA:
+        if opcode == OP_RDMA_WRITE_ONLY:
+            v_va, rkey, v_dlen, v_ev, v_msg, v_ts, flags, _r, v_len = vals
+            v_imm = None
+            hdr_len = _DATA_HDR
+        else:
+            v_va, rkey, v_dlen, v_imm, v_ev, v_msg, v_ts, flags, _r, v_len = vals
+            hdr_len = _DATA_IMM_HDR
+        if v_dlen is not None and hdr_len + v_dlen + ICRC_BYTES != full:
+            raise DecodeError("RETH DMA length disagrees with the original packet length")
+        if rkey is not None and v_msg is not None and rkey != v_msg:
+            raise DecodeError("RETH R_Key disagrees with MRC-DETH message id")
+        va, dlen, imm, ev, ts, msg_len = (v or 0 for v in (v_va, v_dlen, v_imm, v_ev, v_ts,
+                                                           v_len))
+        msg_id = v_msg if v_msg is not None else (rkey or 0)
+        want_imm = opcode == OP_RDMA_WRITE_ONLY_IMM
+        if flags is not None and bool(flags & FLAG_IMM) != want_imm:
+            raise DecodeError("FLAG_IMM disagrees with the opcode")
+    elif kind == ACK:
+        if full != _ACK.size + ICRC_BYTES:
+            raise DecodeError("ACKNOWLEDGE of the wrong original length")
+        aeth, v_ev, v_ts, v_echo, flags, _r, v_base, v_sack = vals
+        if aeth is None:
+            raise DecodeError("trim cut into the AETH: ACK or NACK unknown")
+        kind = _ack_kind(aeth >> 24, flags)
+        msg_id = aeth & _M24
+        ev, ts, echo_psn, sack_base, sack = (v or 0 for v in (v_ev, v_ts, v_echo, v_base,
+                                                              v_sack))
+    else:
+        if full != _PRB.size + ICRC_BYTES:
+            raise DecodeError("probe of the wrong original length")
+        v_ev, v_ts, flags, _r = vals
+        ev, ts = v_ev or 0, v_ts or 0
+    if flags is None:  # MRC flags cut off: rebuild the two the BTH still tells
+        flags = (FLAG_ACK_REQ if abit else 0) | (
+            FLAG_IMM if opcode == OP_RDMA_WRITE_ONLY_IMM else 0)
+    elif bool(flags & FLAG_ACK_REQ) != bool(abit):
+        raise DecodeError("FLAG_ACK_REQ disagrees with the BTH A bit")
+    return Packet(kind, src, dst, qpn, psn, ev=ev, msg_id=msg_id, offset=va, length=dlen,
+                  msg_len=msg_len, flags=flags, ts=ts, imm=imm, echo_psn=echo_psn,
+                  sack_base=sack_base, sack=sack, da=da, ecn=ecn, trimmed=True, size=n,
+                  payload=None, plane=plane)
+
+
+class TrimmedFields(NamedTuple):
+    """What a receiver needs to NACK a trimmed DATA packet (all of it survives a 128-B trim)."""
+
+    src: int  # sender host (the NACK's destination)
+    dst: int  # receiver host (the NACK's source)
+    qpn: int
+    psn: int
+    ev: int  # the path the packet took: the NACK echoes it so the sender can judge that EV
+    msg_id: int
+    offset: int
+    length: int
+    ecn: int
+
+
+def nack_fields_from_trimmed(pkt: Packet) -> TrimmedFields:
+    """The NACK-relevant fields of a decoded DATA packet, checking that they survived.
+
+    QPN and PSN live in the BTH, host addresses in the inner IPv6, offset/msg_id/length in the
+    RETH and the EV first in MRC-DETH: ``MIN_TRIM_BYTES`` (124) keeps all of them."""
+    if pkt.kind != DATA:
+        raise DecodeError(f"not a DATA packet: {pkt!r}")
+    need = _ENDS_DATA_IMM[4] if pkt.flags & FLAG_IMM else _ENDS_DATA[3]  # end of MRC-DETH ev
+    if pkt.size < need:
+        raise DecodeError(f"trimmed to {pkt.size} bytes: the EV did not survive (need {need})")
+    return TrimmedFields(pkt.src, pkt.dst, pkt.qpn, pkt.psn, pkt.ev, pkt.msg_id, pkt.offset,
+                         pkt.length, pkt.ecn)
+
+
+# ------------------------------------------------------------------ byte-level helpers
+# For the user-space fabric: act on the outer header of a datagram without decoding it.
+# They assume ``outer_ok(buf)`` held (the fabric checks that once per datagram).
+
+def outer_ok(buf: bytes | bytearray | memoryview) -> bool:
+    """Cheap sanity check: IPv6-in-IPv6 carrying at least the RoCE envelope, consistent length."""
+    n = len(buf)
+    return (n >= ENVELOPE_BYTES and buf[0] >> 4 == 6 and buf[6] == NH_IPV6
+            and (buf[4] << 8 | buf[5]) == n - IPV6_BYTES)
+
+
+def outer_dst(buf: bytes | bytearray | memoryview) -> int:
+    """The uSID carrier (outer IPv6 destination) as a 128-bit int."""
+    return int.from_bytes(buf[OFF_OUTER_DST:OFF_OUTER_DST + 16], "big")
+
+
+def set_outer_dst(buf: bytearray, da: int) -> None:
+    buf[OFF_OUTER_DST:OFF_OUTER_DST + 16] = da.to_bytes(16, "big")
+
+
+def active_usid(buf: bytes | bytearray | memoryview) -> int:
+    """The active uSID (the 16 bits after the 32-bit block), without building an int128."""
+    return buf[OFF_ACTIVE_USID] << 8 | buf[OFF_ACTIVE_USID + 1]
+
+
+def shift_outer_dst(buf: bytearray) -> int:
+    """uN/uA shift in place (same result as ``topology.usid.shift``); returns the new active uSID."""
+    buf[OFF_ACTIVE_USID:OFF_ACTIVE_USID + 10] = buf[OFF_ACTIVE_USID + 2:OFF_ACTIVE_USID + 12]
+    buf[38] = buf[39] = 0
+    return buf[OFF_ACTIVE_USID] << 8 | buf[OFF_ACTIVE_USID + 1]
+
+
+def outer_ecn(buf: bytes | bytearray | memoryview) -> int:
+    return (buf[1] >> 4) & 3
+
+
+def outer_dscp(buf: bytes | bytearray | memoryview) -> int:
+    return ((buf[0] & 0x0F) << 2) | (buf[1] >> 6)
+
+
+def set_outer_dscp(buf: bytearray, dscp: int) -> None:
+    buf[0] = 0x60 | (dscp >> 2)
+    buf[1] = ((dscp & 3) << 6) | (buf[1] & 0x3F)
+
+
+def mark_ce(buf: bytearray) -> bool:
+    """Set ECN to CE if the packet is ECN-capable (RFC 3168); False if it is Not-ECT."""
+    if (buf[1] >> 4) & 3 == ECN_NOT_ECT:
+        return False
+    buf[1] |= 0x30
+    return True
+
+
+def is_trimmed(buf: bytes | bytearray | memoryview) -> bool:
+    return (((buf[0] & 0x0F) << 2) | (buf[1] >> 6)) == TRIM_DSCP
+
+
+def trim(buf: bytearray, size: int, dscp: int = TRIM_DSCP) -> bool:
+    """Cut to ``size`` bytes, re-mark DSCP, fix the outer payload length. A packet that is not
+    longer than ``size`` is left alone (as switches do) and False is returned."""
+    n = len(buf)
+    if n <= size:
+        return False
+    if size < ENVELOPE_BYTES:
+        raise ValueError(f"trim size {size} would cut into the BTH")
+    del buf[size:]
+    buf[0] = 0x60 | (dscp >> 2)
+    buf[1] = ((dscp & 3) << 6) | (buf[1] & 0x3F)
+    plen = size - IPV6_BYTES
+    buf[4] = plen >> 8
+    buf[5] = plen & 0xFF
+    return True
+
+
+def inner_hosts(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(src, dst) host indices from the inner IPv6 addresses (no validation)."""
+    return (int.from_bytes(buf[60:64], "big"), int.from_bytes(buf[76:80], "big"))
