@@ -34,6 +34,8 @@ from topology import names
 from topology.spec import FabricSpec
 
 Completion = Callable[[int, bool], None]
+#: Per-QP completions are summarised by the workload's own rows; logging them would flood.
+_UNLOGGED = (EVENT_MESSAGE_COMPLETED, "send_completed")
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
                 "misdelivered")
@@ -260,7 +262,7 @@ class SimStack:
             elif old == ASSUMED_BAD and new != ASSUMED_BAD:
                 self.recorder.bad_evs_changed(event.time_ps, -1)
         target = f"h{qp.host}.qp{qp.qpn}"
-        if event.kind != EVENT_MESSAGE_COMPLETED:  # completions are logged by the workload
+        if event.kind not in _UNLOGGED:  # completions are logged by the workload
             row_detail = {k: v for k, v in detail.items() if k != "data"}
             self._rows.append((event.time_ps / PS_PER_US, event.kind, target,
                                json.dumps(row_detail, sort_keys=True, default=str)))
