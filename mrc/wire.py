@@ -140,7 +140,6 @@ _X_PRB = struct.Struct(">" + _PETH)
 _MASKED = struct.Struct(">IHBBQQQQHHHHBBHII")
 _CRC_LRH: Final = zlib.crc32(b"\xff" * 8)  # CRC state after the 8 masked LRH bytes
 _MASK_HEAD: Final = b"\x6f\xff\xff\xff"  # version 6, traffic class and flow label all ones
-_U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 _ICRC = struct.Struct("<I")
 
@@ -238,15 +237,16 @@ def _encode(p: Packet) -> bytes:
     vtf_out = 0x60000000 | (tc_out << 20) | fl
     vtf_in = 0x60000000 | (tc_in << 20) | fl
     abit = 0x80000000 if flags & FLAG_ACK_REQ else 0
-    payload = b""
+    payload: bytes = b""
 
     if kind == DATA:
         n = p.length
-        payload = p.payload
-        if payload is None:
+        if p.payload is None:
             payload = pseudo_payload(p.digest, n)
-        elif len(payload) != n:
-            raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
+        else:
+            payload = p.payload
+            if len(payload) != n:
+                raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
         msg_id = p.msg_id
         if flags & FLAG_IMM:
             opcode = OP_RDMA_WRITE_ONLY_IMM

@@ -110,11 +110,16 @@ def test_sizes_match_the_model(kind: int) -> None:
         assert len(wire.encode(p)) == natural_size(kind, p.length, flags) == p.size
 
 
-def test_decode_accepts_bytearray_and_memoryview() -> None:
-    data = wire.encode(sample(payload=os.urandom(4096)))
+@pytest.mark.parametrize("length", [4096, 4095, 33])
+def test_decode_accepts_bytearray_and_memoryview(length: int) -> None:
+    data = wire.encode(sample(length=length, payload=os.urandom(length)))
     for view in (bytearray(data), memoryview(data), memoryview(bytearray(data))):
         q = wire.decode(view)
         assert type(q.payload) is bytes and q.payload == data[DATA_HEADER_BYTES - 4:-4]
+    bad = bytearray(data)
+    bad[-10] ^= 0x40
+    with pytest.raises(wire.DecodeError):
+        wire.decode(memoryview(bad))
 
 
 def test_opcodes_syndromes_and_msn() -> None:
