@@ -20,6 +20,7 @@ def _register() -> None:
     main.add_command(fabric)
     main.add_command(run)
     main.add_command(labs)
+    main.add_command(__import__("mrc.labs.sweep_cli", fromlist=["sweep"]).sweep)
 
 
 _register()

@@ -247,6 +247,8 @@ BAD_LABS: list[tuple[str, str | bytes, str]] = [
     ("too-many-bins", BASE.replace("duration_us = 1000", "duration_us = 1000\n"
                                    "bin_us = 0.001"), "run.bin_us: 1,000,000 bins is too many"),
     ("bad-name", 'name = "my lab"\n' + BASE, "name: 'my lab' must be letters"),
+    ("sweep-file", 'lab = "t1-reboot"\n[grid]\n"run.seed" = [1, 2]\n',
+     "this is a sweep file, not a lab: run it with `mrc-lab sweep`"),
     ("matrix-missing-file", BASE.replace('kind = "write_bw"', 'kind = "connection_matrix"\n'
                                          'file = "nope.cm"'),
      "workload.file: no such connection-matrix file"),
@@ -308,3 +310,12 @@ def test_bad_invocation_exit_2(tmp_path: Path, args: list[str], expected: str) -
 def test_lab_error_is_one_line() -> None:
     err = LabError("bad\nthing", "a.b", "f.toml")
     assert str(err) == "f.toml: a.b: bad thing"
+
+
+def test_traffic_must_start_inside_the_run() -> None:
+    with pytest.raises(LabError, match="workload.start_us: 2000 us is not inside the run"):
+        validate({"workload": {"kind": "write_bw", "start_us": 2000}, "run": {"duration_us": 100}})
+    with pytest.raises(LabError, match="workload.text: line 2: flow 1 starts at 500 us"):
+        validate({"workload": {"kind": "connection_matrix",
+                               "text": "Nodes 4\n0->1 start 500 size 10\n"},
+                  "run": {"duration_us": 100}})

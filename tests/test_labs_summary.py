@@ -136,3 +136,13 @@ def test_flow_stats() -> None:
     stats = s.flow_stats(flows)
     assert stats is not None
     assert stats["count"] == 3 and stats["completed"] == 2 and stats["mean_fct_us"] == 15.0
+
+
+def test_detect_reads_json_details() -> None:
+    rows = pd.DataFrame([
+        {"time_us": 201.0, "kind": "ev_state", "target": "h0.qp1",
+         "detail": '{"new": "GOOD", "old": "ASSUMED_BAD"}'},
+        {"time_us": 202.5, "kind": "ev_state", "target": "h0.qp1",
+         "detail": '{"new": "ASSUMED_BAD", "old": "GOOD"}'},
+    ])
+    assert s.detect_us(rows, 200.0) == 2.5

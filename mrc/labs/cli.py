@@ -62,8 +62,23 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
 @click.option("--set", "assignments", metavar="KEY=VALUE", multiple=True,
               help="Override any lab key by dotted path, e.g. transport.mrc.ev_count=64.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table.")
+@click.option("--runtime", type=click.Choice(["sim", "live"]), default="sim", show_default=True,
+              help="sim: the packet simulator; live: real UDP datagrams through the "
+                   "user-space fabric, in wall-clock time slowed by --dilation.")
+@click.option("--dilation", metavar="X",
+              help="Live: modelled time runs X times slower than the wall clock (rates / X, "
+                   "times x X); default: chosen from the workload.")
+@click.option("--pcap", "pcap", metavar="FILE",
+              help="Live: capture what crosses the fabric (FILE.<transport>.pcap when several "
+                   "transports run).")
+@click.option("--bind", "bind_host", metavar="ADDR", default="127.0.0.1", show_default=True,
+              help="Live: address the fabric and hosts bind.")
+@click.option("--allow-non-loopback", is_flag=True,
+              help="Live: allow --bind to be an address other than loopback.")
 def run(lab: str, out: str | None, seed: str | None, transports: str | None,
-        bin_us: str | None, assignments: tuple[str, ...], quiet: bool) -> None:
+        bin_us: str | None, assignments: tuple[str, ...], quiet: bool, runtime: str = "sim",
+        dilation: str | None = None, pcap: str | None = None, bind_host: str = "127.0.0.1",
+        allow_non_loopback: bool = False) -> None:
     """Run LAB (a .toml path or a bundled lab name) for every transport and compare them.
 
     Writes timeseries.csv, events.csv, summary.json, bandwidth.png (and collective.csv for
@@ -80,7 +95,18 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         out_dir = Path(out) if out else DEFAULT_OUT_ROOT / prepared.name
         if out_dir.exists() and not out_dir.is_dir():
             raise LabError("exists and is not a directory", "--out", str(out_dir))
-        result = run_lab(prepared, transports=transports, progress=not quiet)
+        # a bar only makes sense on a terminal; piped output gets just the results
+        show_bar = not quiet and sys.stderr.isatty()
+        live: dict[str, Any] | None = None
+        if runtime == "live":
+            live = {"dilation": _parse_number(dilation, float, "--dilation"), "pcap": pcap,
+                    "bind_host": bind_host, "allow_non_loopback": allow_non_loopback}
+        elif dilation is not None or pcap is not None or allow_non_loopback or \
+                bind_host != "127.0.0.1":
+            raise LabError("--dilation, --pcap, --bind and --allow-non-loopback need "
+                           "--runtime live", "--runtime")
+        result = run_lab(prepared, transports=transports, progress=show_bar, runtime=runtime,
+                         live=live)
         result.write(out_dir)
         if not quiet:
             click.echo(result.table())
@@ -88,6 +114,12 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
             if text:
                 click.echo("")
                 click.echo(text)
+            if runtime == "live":
+                info = result.summary.get("live", {})
+                click.echo(f"live: modelled time x{info.get('dilation'):g} "
+                           f"({info.get('link_gbps_model'):g} Gb/s links ran at "
+                           f"{info.get('link_gbps_wall'):g} Gb/s of wall clock); times above "
+                           "are modelled")
             click.echo(f"\nresults in {out_dir}/ (bandwidth.png, summary.json, "
                        "timeseries.csv, events.csv)")
         return 0
@@ -97,16 +129,29 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
 
 @click.command("labs")
 @click.argument("name", required=False)
-def labs(name: str | None) -> None:
+@click.option("--names", "names_only", is_flag=True,
+              help="Only the names, one per line (for shell loops).")
+def labs(name: str | None, names_only: bool) -> None:
     """List the bundled labs, or print the lab file NAME (to copy and edit)."""
     def go() -> int:
-        from mrc.labs.schema import bundled_names, find_bundled, load_lab, read_lab_text
+        from mrc.labs.schema import (
+            bundled_names,
+            bundled_sweep_names,
+            find_bundled,
+            load_lab,
+            read_lab_text,
+        )
+
+        if names_only:
+            click.echo("\n".join(bundled_names()))
+            return 0
 
         if name:
             path = find_bundled(name)
             if path is None:
                 raise LabError(f"no bundled lab of that name (bundled: "
-                               f"{', '.join(bundled_names())})", source=name)
+                               f"{', '.join(bundled_names() + bundled_sweep_names())})",
+                               source=name)
             click.echo(read_lab_text(path), nl=False)
             return 0
         rows = []
@@ -118,6 +163,9 @@ def labs(name: str | None) -> None:
         for lab_name, description in rows:
             click.echo(f"{lab_name:<{width}}  {description}")
         click.echo("\nrun one with: mrc-lab run NAME   (print its file: mrc-lab labs NAME)")
+        sweeps = bundled_sweep_names()
+        if sweeps:
+            click.echo(f"bundled sweeps (mrc-lab sweep NAME): {', '.join(sweeps)}")
         return 0
 
     _guarded(go)

@@ -59,14 +59,21 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
     if action.action in DRAIN_ACTIONS:
         element = names.resolve(lab.fabric, action.target)
         if action.action == "drain_start":
-            stack.deny(now, element.plane, element.t1)
+            changed = stack.deny(now, element.plane, element.t1)
         else:
-            stack.allow(now, element.plane, element.t1)
+            changed = stack.allow(now, element.plane, element.t1)
+        if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
+            detail["evs_changed"] = changed
     else:
-        from mrc.sim import faults as sim_faults
-
         primitive, kwargs = _SIM_ACTIONS[action.action]
-        record = sim_faults.apply(stack.net, primitive, action.target, **kwargs(action.params))
-        effect = getattr(record, "effect", None) or {}
+        apply_fault = getattr(stack, "apply_fault", None)
+        if apply_fault is not None:  # a stack with its own fabric (the live runtime)
+            effect = apply_fault(primitive, action.target, **kwargs(action.params)) or {}
+        else:
+            from mrc.sim import faults as sim_faults
+
+            record = sim_faults.apply(stack.net, primitive, action.target,
+                                      **kwargs(action.params))
+            effect = getattr(record, "effect", None) or {}
         detail.update({k: v for k, v in effect.items() if isinstance(v, int | float | str | bool)})
     stack.note_event(now, action.action, action.target, **detail)

@@ -20,11 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402  (backend first)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 TRANSPORT_COLORS = ["#1f5fbf", "#d9541e", "#2a9d3a", "#8e44ad", "#b8860b", "#17becf"]
 FAULT_COLORS = {
-    "down": "#d62728", "flap": "#ff7f0e", "loss": "#bcbd22", "degrade": "#9467bd",
+    "down": "#d62728", "flap": "#ff7f0e", "loss": "#9a9a00", "degrade": "#9467bd",
     "drain": "#2ca02c",
 }
 _FAMILY = {"link_down": "down", "switch_down": "down", "port_down": "down",
@@ -58,11 +59,14 @@ def _label(fault: Mapping[str, Any]) -> str:
 def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
                    faults: Sequence[Mapping[str, Any]] | None = None,
                    bin_us: float | None = None, title: str | None = None,
-                   subtitle: str | None = None, path: str | Path | None = None) -> Figure:
+                   subtitle: str | None = None, iterations: pd.DataFrame | None = None,
+                   path: str | Path | None = None) -> Figure:
     """Draw (and with ``path``, save) the bandwidth figure.
 
     ``faults``: entries like summary['faults'], optionally with ``spans`` (list of
     (start, end) us, e.g. each down period of a flap) and ``params``; default: the summary's.
+    ``iterations``: collective iterations (transport, start_us, time_us, warmup); when given,
+    a panel shows each iteration's time at its start, which is what a training job feels.
     """
     faults = list(faults if faults is not None else summary.get("faults", []))
     transports: Mapping[str, Any] = summary.get("transports", {})
@@ -70,18 +74,23 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
     if bin_us is None:
         times = np.unique(good["time_us"].to_numpy(dtype=float))
         bin_us = float(np.min(np.diff(times))) if times.size > 1 else 1.0
-    end_us = float(summary.get("sim_time_us") or (good["time_us"].max() + bin_us
-                                                  if not good.empty else 1.0))
+    ends = [float(v) for v in (summary.get("duration_us"), summary.get("sim_time_us")) if v]
+    end_us = min(ends) if ends else (float(good["time_us"].max()) + bin_us
+                                     if not good.empty else 1.0)
     scale, unit = (1e3, "ms") if end_us > 20_000 else (1.0, "\u00b5s")
 
     bad = timeseries[timeseries["metric"] == "assumed_bad_evs"]
     show_bad = not bad.empty and float(bad["value"].max()) > 0
-    if show_bad:
-        fig, (ax, ax_bad) = plt.subplots(2, 1, figsize=(10, 6.2), sharex=True,
-                                         gridspec_kw={"height_ratios": [3.2, 1]})
-    else:
-        fig, ax = plt.subplots(figsize=(10, 5.2))
-        ax_bad = None
+    timed = None
+    if iterations is not None and not iterations.empty:
+        timed = iterations[iterations["time_us"].notna()]
+        timed = timed if not timed.empty else None
+    ratios = [3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_bad else [])
+    fig, axes = plt.subplots(len(ratios), 1, figsize=(10, 5.2 + 1.1 * (len(ratios) - 1)),
+                             sharex=True, squeeze=False, gridspec_kw={"height_ratios": ratios})
+    ax = axes[0][0]
+    ax_iter = axes[1][0] if timed is not None else None
+    ax_bad = axes[-1][0] if show_bad else None
 
     names = list(transports) or list(dict.fromkeys(good["transport"]))
     ymax = 0.0
@@ -102,9 +111,15 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         if info.get("failed_at_us") is not None:
             x = info["failed_at_us"] / scale
             ax.axvline(x, color=color, ls=":", lw=1.4)
-            ax.annotate(f"{name} job failed", (x, 0.03), xycoords=("data", "axes fraction"),
+            ax.annotate(f"{name} job failed", (x, 0.3), xycoords=("data", "axes fraction"),
                         xytext=(4, 0), textcoords="offset points", color=color, fontsize=8,
                         rotation=90, va="bottom")
+        if ax_iter is not None and timed is not None:
+            it = timed[timed["transport"] == name]
+            if not it.empty:
+                ax_iter.plot(it["start_us"].to_numpy(dtype=float) / scale,
+                             it["time_us"].to_numpy(dtype=float), "o-", ms=2.5, lw=0.8,
+                             color=color)
         if ax_bad is not None:
             b = bad[bad["transport"] == name].sort_values("time_us")
             if not b.empty and float(b["value"].max()) > 0:
@@ -128,7 +143,7 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         color = FAULT_COLORS[_FAMILY[fault["kind"]]]
         spans = _spans(fault, end_us)
         for a, b in spans:
-            for axis in (ax, ax_bad):
+            for axis in (ax, ax_iter, ax_bad):
                 if axis is not None:
                     axis.axvspan(a / scale, max(b, a + bin_us * 0.05) / scale, color=color,
                                  alpha=0.13, lw=0)
@@ -140,12 +155,20 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
     ax.set_ylabel("goodput (Gb/s)")
     ax.grid(True, alpha=0.25)
     ax.legend(loc="lower left", fontsize=8, framealpha=0.9)
-    bottom = ax_bad if ax_bad is not None else ax
-    bottom.set_xlabel(f"time ({unit})")
+    axes[-1][0].set_xlabel(f"time ({unit})")
+    if ax_iter is not None and timed is not None:
+        ax_iter.set_ylabel("iteration\ntime (\u00b5s)", fontsize=9)
+        ax_iter.grid(True, alpha=0.25)
+        times = timed["time_us"].to_numpy(dtype=float)
+        if times.min() > 0 and times.max() / times.min() > 20:  # a size sweep
+            ax_iter.set_yscale("log")
+        else:
+            ax_iter.set_ylim(bottom=0)
     if ax_bad is not None:
         ax_bad.set_ylabel("ASSUMED_BAD\nEVs", fontsize=9)
         ax_bad.grid(True, alpha=0.25)
         ax_bad.set_ylim(bottom=0)
+        ax_bad.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     head = title or str(summary.get("lab", "lab"))
     seed = summary.get("seed")
     head += f"  (seed {seed}, {summary.get('runtime', 'sim')})" if seed is not None else ""

@@ -33,7 +33,6 @@ from mrc.labs.schema import (
     check_int,
     fault_windows,
     load_lab,
-    schedule,
     set_keys,
     validate,
 )
@@ -96,7 +95,7 @@ class LabResult:
 
         return plot_bandwidth(self.timeseries, self.summary, faults=self.fault_spans,
                               bin_us=self.lab.run.bin_us, subtitle=self.lab.description,
-                              path=path)
+                              iterations=self.iterations, path=path)
 
     def table(self) -> str:
         return comparison_table(self.summary)
@@ -109,14 +108,15 @@ class LabResult:
                                  nic_ceiling_gbps=self.summary["nic_goodput_ceiling_gbps"])
 
     def write(self, out_dir: str | Path) -> list[Path]:
-        """timeseries.csv, events.csv, summary.json, bandwidth.png (+ collective.csv,
-        flows.csv) and lab.json (the resolved lab) into ``out_dir``."""
+        """timeseries.csv, events.csv, summary.json, bandwidth.png (+ collective.csv and
+        iterations.csv, or flows.csv) and lab.json (the resolved lab) into ``out_dir``."""
         from mrc.labs.plot import close
 
         out = Path(out_dir)
         written = summ.write_outputs(out, summary=self.summary, timeseries=self.timeseries,
                                      events=self.events, collective=self.collective,
-                                     flows=self.flows, lab=self.lab.to_dict())
+                                     iterations=self.iterations, flows=self.flows,
+                                     lab=self.lab.to_dict())
         fig = self.plot(out / "bandwidth.png")
         close(fig)
         self.out_dir = out
@@ -206,14 +206,27 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
             out: str | Path | None = None, seed: int | None = None,
             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
             progress: bool = True, overrides: Mapping[str, Any] | None = None,
-            stack_factory: StackFactory | None = None) -> LabResult:
+            stack_factory: StackFactory | None = None, runtime: str = RUNTIME,
+            live: Mapping[str, Any] | None = None) -> LabResult:
     """Run a lab (path, bundled name, dict or :class:`Lab`) and return its tables.
 
     ``out``: directory to write the result files into (nothing is written when None).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
+    ``runtime``: ``"sim"`` (the packet simulator) or ``"live"`` (real UDP datagrams through
+    the user-space fabric in dilated wall-clock time, :func:`mrc.live.runner.run_live`, which
+    takes the ``live`` options: dilation, pcap, bind_host, allow_non_loopback...).
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
+    if runtime == "live":
+        from mrc.live.runner import run_live
+
+        return run_live(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
+                        progress=progress, overrides=overrides, **dict(live or {}))
+    if runtime != RUNTIME:
+        raise LabError(f"unknown runtime {runtime!r}; known: sim, live", "--runtime")
+    if live:
+        raise LabError("live options need --runtime live", "--runtime")
     wall0 = time.perf_counter()
     lab = prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
@@ -239,9 +252,8 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     if not job.finite:
         job.stop_posting()
         grace_end = duration_ps + int(round(lab.run.grace_us * PS_PER_US))
-        step = max(bin_ps, 1)
         while job.outstanding and not job.failed and sim.now < grace_end:
-            sim.run(min(sim.now + step, grace_end))
+            sim.run(grace_end)  # stops early when the last message completes
             job.poll(sim.now)
     job.poll(sim.now)
     sim_end_ps = sim.now
@@ -342,7 +354,9 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
              runtime: str = RUNTIME) -> LabResult:
     """Tables and summary of a finished lab (no simulator objects needed)."""
     windows = fault_windows(lab)
-    action_times = sorted({a.time_us for a in schedule(lab.faults)})
+    # fault events are the entries' starts and ends (a flap's inner downs/ups are its body)
+    action_times = sorted({w["at_us"] for w in windows}
+                          | {w["until_us"] for w in windows if w["until_us"] is not None})
     nic_ceiling = runs[0].nic_ceiling_gbps if runs else lab.fabric.goodput_ceiling_gbps()
     nics = max((r.ceiling_nics for r in runs), default=1)
     iterations = _concat(pd.DataFrame(r.iterations) for r in runs) \

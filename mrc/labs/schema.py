@@ -33,6 +33,9 @@ Layout (``mrc-lab labs NAME`` prints a bundled example)::
     duration_us = 1000                   # required
     bin_us = 10                          # default: about duration / 100
     seed = 1
+    grace_us = 1000                      # write_bw: time after the end for the messages in
+                                         # flight to finish (default: duration_us); finite
+                                         # workloads end the run when they are done
 
 Every key, including defaulted ones, is addressable by its dotted path in the resolved lab
 (:meth:`Lab.to_dict`), e.g. ``transport.mrc.probe_interval_us`` or ``fault.0.target``;
@@ -62,6 +65,7 @@ TRANSPORT_KINDS = ("mrc", "rc")
 DEFAULT_PRESET = "lab-small"
 MAX_BINS = 200_000
 MAX_LAB_BYTES = 4 * 1024 * 1024  # a lab file larger than this is not a lab file
+MAX_MESSAGE_BYTES = 1 << 40  # 1 TiB: beyond anything a packet-level run can carry
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -89,17 +93,24 @@ def _show(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _num(x: float) -> str:
+    """A bound as people write it: 4096, 1,099,511,627,776, 0.5."""
+    if float(x).is_integer():
+        return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
+    return f"{x:g}"
+
+
 def _bounds(value: float, key: str, minimum: float | None, maximum: float | None,
             gt: float | None, lt: float | None) -> None:
     if minimum is not None and value < minimum:
-        word = "negative" if minimum == 0 else f"below {minimum:g}"
+        word = "negative" if minimum == 0 else f"below {_num(minimum)}"
         raise LabError(f"must not be {word}, got {_show(value)}", key)
     if gt is not None and value <= gt:
-        raise LabError(f"must be greater than {gt:g}, got {_show(value)}", key)
+        raise LabError(f"must be greater than {_num(gt)}, got {_show(value)}", key)
     if maximum is not None and value > maximum:
-        raise LabError(f"must be at most {maximum:g}, got {_show(value)}", key)
+        raise LabError(f"must be at most {_num(maximum)}, got {_show(value)}", key)
     if lt is not None and value >= lt:
-        raise LabError(f"must be less than {lt:g}, got {_show(value)}", key)
+        raise LabError(f"must be less than {_num(lt)}, got {_show(value)}", key)
 
 
 def check_int(value: Any, key: str, *, minimum: float | None = None,
@@ -455,9 +466,31 @@ def _bundled_dir() -> Any:
     return files("mrc.bundled_labs")
 
 
+def _is_sweep(text: str) -> bool:
+    """Sweep files (``mrc-lab sweep``) share the folder; they name a base ``lab``."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    return "lab" in doc or "grid" in doc
+
+
+def _bundled_files() -> list[tuple[str, bool]]:
+    out = []
+    for p in _bundled_dir().iterdir():
+        if p.name.endswith(".toml") and _NAME_RE.fullmatch(p.name[:-5]):
+            out.append((p.name[:-5], _is_sweep(p.read_text(encoding="utf-8"))))
+    return sorted(out)
+
+
 def bundled_names() -> list[str]:
-    """Names of the labs shipped in the package (``labs/*.toml``), sorted."""
-    return sorted(p.name[:-5] for p in _bundled_dir().iterdir() if p.name.endswith(".toml"))
+    """Names of the labs shipped in the package (``labs/*.toml``, sweeps excluded), sorted."""
+    return [name for name, sweep in _bundled_files() if not sweep]
+
+
+def bundled_sweep_names() -> list[str]:
+    """Names of the sweep files shipped next to the labs."""
+    return [name for name, sweep in _bundled_files() if sweep]
 
 
 def find_bundled(name: str) -> Path | None:
@@ -494,6 +527,8 @@ def validate(raw: dict[str, Any], *, name: str = "lab", source: str | None = Non
 def _validate(raw: dict[str, Any], default_name: str, source: str | None,
               base_dir: Path | None) -> Lab:
     check_table(raw, "lab")
+    if ("lab" in raw or "grid" in raw) and "workload" not in raw:
+        raise LabError("this is a sweep file, not a lab: run it with `mrc-lab sweep`")
     check_keys(raw, TOP_KEYS, "")
     lab_name = check_str(raw.get("name", default_name), "name")
     if not _NAME_RE.fullmatch(lab_name):
@@ -506,6 +541,7 @@ def _validate(raw: dict[str, Any], default_name: str, source: str | None,
     run = _run(_require(raw, "run", "", " (a [run] table with duration_us)"))
     workload = _workload(_require(raw, "workload", "", " (a [workload] table with kind)"),
                          spec, base_dir)
+    _check_workload_in_run(workload, run)
     transports = _transports(raw.get("transport"), spec)
     faults = _faults(raw.get("fault", []), spec, run)
     return Lab(name=lab_name, description=description.strip(), fabric=spec,
@@ -599,7 +635,7 @@ def _run(table: Any) -> RunSpec:
         bin_us = nice_bin_us(duration)
     check_bin(bin_us, duration)
     seed = check_int(table.get("seed", 1), "run.seed", minimum=0, maximum=2**63 - 1)
-    grace = check_float(table.get("grace_us", duration / 10), "run.grace_us", minimum=0)
+    grace = check_float(table.get("grace_us", duration), "run.grace_us", minimum=0)
     return RunSpec(duration_us=duration, bin_us=bin_us, seed=seed, grace_us=grace)
 
 
@@ -630,7 +666,8 @@ def _workload(table: Any, spec: FabricSpec, base_dir: Path | None) -> Workload:
                           start_us=start)
     if kind == "permutation":
         hosts = _hosts_or_all(table, spec)
-        size = check_int(table.get("size_bytes", 2 << 20), "workload.size_bytes", gt=0)
+        size = check_int(table.get("size_bytes", 2 << 20), "workload.size_bytes", gt=0,
+                          maximum=MAX_MESSAGE_BYTES)
         return Permutation(hosts=hosts, size_bytes=size, start_us=start)
     return _connection_matrix(table, spec, base_dir)
 
@@ -641,6 +678,20 @@ def _hosts_or_all(table: Mapping[str, Any], spec: FabricSpec) -> tuple[int, ...]
     if spec.hosts < 2:
         raise LabError("needs at least 2 hosts", "workload")
     return tuple(range(spec.hosts))
+
+
+def _check_workload_in_run(workload: Workload, run: RunSpec) -> None:
+    """Traffic that would start after the run ends is a mistake, not an empty result."""
+    if isinstance(workload, ConnectionMatrix):
+        for flow in workload.flows:
+            if flow.start_us >= run.duration_us:
+                where = "workload.file" if workload.file else "workload.text"
+                raise LabError(f"line {flow.line}: flow {flow.flow_id} starts at "
+                               f"{flow.start_us:g} us, after the run ends "
+                               f"(duration_us = {run.duration_us:g})", where)
+    elif workload.start_us >= run.duration_us:
+        raise LabError(f"{workload.start_us:g} us is not inside the run "
+                       f"(duration_us = {run.duration_us:g})", "workload.start_us")
 
 
 def default_pair(spec: FabricSpec) -> tuple[int, int]:
@@ -668,7 +719,7 @@ def _write_bw(table: Mapping[str, Any], spec: FabricSpec, start: float) -> Write
         pairs=tuple(pairs),
         bidirectional=check_bool(table.get("bidirectional", True), "workload.bidirectional"),
         message_bytes=check_int(table.get("message_bytes", 1 << 20), "workload.message_bytes",
-                                gt=0),
+                                gt=0, maximum=MAX_MESSAGE_BYTES),
         tx_depth=check_int(table.get("tx_depth", 4), "workload.tx_depth", minimum=1,
                            maximum=4096),
         start_us=start)
@@ -689,12 +740,14 @@ def _sizes(table: Mapping[str, Any]) -> tuple[int, ...]:
             raise LabError("give either sizes_bytes or min_bytes/max_bytes/step_factor, not both",
                            f"workload.{ranged[0]}")
         items = check_list(table["sizes_bytes"], "workload.sizes_bytes", min_len=1)
-        return tuple(check_int(v, f"workload.sizes_bytes.{i}", gt=0) for i, v in enumerate(items))
+        return tuple(check_int(v, f"workload.sizes_bytes.{i}", gt=0, maximum=MAX_MESSAGE_BYTES)
+                     for i, v in enumerate(items))
     if not ranged:
         return (1 << 20,)
     lo = check_int(_require(table, "min_bytes", "workload", " (with max_bytes)"),
                    "workload.min_bytes", gt=0)
-    hi = check_int(table.get("max_bytes", lo), "workload.max_bytes", gt=0)
+    hi = check_int(table.get("max_bytes", lo), "workload.max_bytes", gt=0,
+                   maximum=MAX_MESSAGE_BYTES)
     factor = check_int(table.get("step_factor", 2), "workload.step_factor", minimum=2)
     if hi < lo:
         raise LabError(f"{hi} is below min_bytes ({lo})", "workload.max_bytes")

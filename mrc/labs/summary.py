@@ -15,7 +15,9 @@ runtime can reuse it. Definitions (bins are ``time_us`` = bin start, width ``bin
   detections.
 * ``recovery_us``: first fault until goodput is back within 10% of its new level (the median
   of the bins from fault + 50 us to the next fault event or the end); 0 when no bin dipped,
-  null when it never came back or the job failed. Resolution: one bin.
+  null when it never came back or the job failed. Resolution: one bin. Fault events are the
+  starts and ends of the [[fault]] entries (a flap counts as one event from its first down
+  to its last up).
 
 Bins that cover less than half their width (the end of a run) are left out of all of these.
 """
@@ -130,13 +132,14 @@ def _state_after(row: Mapping[str, Any]) -> str | None:
         if isinstance(value, str):
             return value
     detail = row.get("detail")
+    if isinstance(detail, str):  # the stack stores details as JSON text
+        try:
+            detail = json.loads(detail)
+        except ValueError:
+            return None
     if isinstance(detail, Mapping):
         value = detail.get("new")
         return value if isinstance(value, str) else None
-    if isinstance(detail, str):
-        for word in ("ASSUMED_BAD", "DENIED", "GOOD"):
-            if word in detail:
-                return word
     return None
 
 
@@ -268,7 +271,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.DataFrame,
                   events: pd.DataFrame, collective: pd.DataFrame | None = None,
-                  flows: pd.DataFrame | None = None,
+                  iterations: pd.DataFrame | None = None, flows: pd.DataFrame | None = None,
                   lab: Mapping[str, Any] | None = None) -> list[Path]:
     """Write a run's files into ``out_dir`` (created); returns the paths written.
 
@@ -280,8 +283,10 @@ def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.D
     path.write_text(dumps_summary(summary), encoding="utf-8")
     written.append(path)
     for name, frame in (("timeseries.csv", timeseries), ("events.csv", events),
-                        ("collective.csv", collective), ("flows.csv", flows)):
+                        ("collective.csv", collective), ("iterations.csv", iterations),
+                        ("flows.csv", flows)):
         if frame is None:
+            (out_dir / name).unlink(missing_ok=True)  # no stale table from an earlier run
             continue
         write_csv(frame, out_dir / name)
         written.append(out_dir / name)

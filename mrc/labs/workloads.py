@@ -247,7 +247,7 @@ class Job:
         def complete(t: int, ok: bool) -> None:
             self.outstanding -= 1
             if not ok:
-                self.fail(t, conn)
+                self.fail(t, conn, None if conn.failed else "a message failed verification")
             done(t, ok)
 
         conn.write(now, size, complete)
@@ -263,7 +263,7 @@ class Job:
         self.failure_reason = (reason or (conn.failure_reason if conn is not None else None)
                                or "connection error")
         label = next((lbl for lbl, c in self._conn_list if c is conn), "job")
-        self.stack.note_event(max(at, 0), "job_failed", label, reason=self.failure_reason)
+        self.stack.note_event(at, "job_failed", label, reason=self.failure_reason)
         if self.finite:
             self.sim.stop()
 
@@ -324,6 +324,12 @@ class WriteBwJob(Job):
             if spec.bidirectional:
                 self.directions.append((dst, src))
         self.messages_completed = 0
+        self.draining = False
+
+    def stop_posting(self) -> None:
+        """The run is over: post nothing more and let the messages in flight finish."""
+        self.posting = False
+        self.draining = True
 
     @property
     def ceiling_nics(self) -> int:
@@ -337,18 +343,24 @@ class WriteBwJob(Job):
 
     def _begin(self, conns: list[Connection]) -> None:
         now = self.sim.now
-        for conn in conns:
+        for conn, (src, dst) in zip(conns, self.directions, strict=True):
             for _ in range(self.spec.tx_depth):
-                self._post(conn, now)
+                self._post(conn, now, f"h{src}->h{dst}")
 
-    def _post(self, conn: Connection, now: int) -> None:
+    def _post(self, conn: Connection, now: int, label: str) -> None:
+        size = self.spec.message_bytes
+
         def done(t: int, ok: bool) -> None:
             if ok:
                 self.messages_completed += 1
+                self.stack.note_event(t, "message_completed", label, bytes=size,
+                                      latency_us=(t - now) / PS_PER_US)
                 if self.posting:
-                    self._post(conn, t)
+                    self._post(conn, t, label)
+            if self.draining and self.outstanding == 0:
+                self.sim.stop()  # the last message after the end of the run: done
 
-        self.write(conn, now, self.spec.message_bytes, done)
+        self.write(conn, now, size, done)
 
 
 class CollectiveJob(Job):
