@@ -5,6 +5,10 @@ network's ``HostAgent`` hooks: an idle NIC port *pulls* the next data packet of 
 from the QPs that use it (round robin), and arriving packets are handed to the QP their BTH
 names. After every call into a QP it drains the QP's control packets onto the ports,
 (re)schedules the QP's timer and forwards its events.
+
+Idle ports are woken in a rotating order (``_kick``): when a window-limited MRC QP frees
+room for a few packets, the port asked first takes them, so a fixed order would hand a
+congested sender's whole window to plane 0 and leave the last planes idle.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Nic:
         self._senders: list[list[QueuePair]] = [[] for _ in range(planes)]
         self._rr = [0] * planes
         self._timer_at: dict[int, int] = {}
+        self._kick_from = 0
         self.unknown_qpn = 0
         host.attach(self)
 
@@ -45,6 +50,15 @@ class Nic:
         self.qps[qp.qpn] = qp
         for plane in planes:
             self._senders[plane].append(qp)
+
+    def remove(self, qp: QueuePair) -> None:
+        """Destroy ``qp`` here: it stops sending at once and later packets for it are
+        counted as ``unknown_qpn`` (what a NIC does with a torn-down QP)."""
+        self.qps.pop(qp.qpn, None)
+        for senders in self._senders:
+            if qp in senders:
+                senders.remove(qp)
+        self._timer_at.pop(qp.qpn, None)
 
     # ----------------------------------------------------------------- HostAgent hooks
     def pull(self, now: int, plane: int) -> Packet | None:
@@ -76,7 +90,7 @@ class Nic:
         if placed:
             self.recorder.placed(now, pkt.plane, placed)
         self._service(qp, now)
-        self.host.kick_all()
+        self._kick()
 
     # ----------------------------------------------------------------- application side
     def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
@@ -84,14 +98,26 @@ class Nic:
         now = self.sim.now
         qp.post_write(now, msg_id, length, payload=payload)
         self._service(qp, now)
-        self.host.kick_all()
+        self._kick()
 
     def poke(self, qp: QueuePair) -> None:
         """Service ``qp`` after an API call that changed it (e.g. EVs denied or allowed)."""
         self._service(qp, self.sim.now)
-        self.host.kick_all()
+        self._kick()
 
     # ----------------------------------------------------------------- internals
+    def _kick(self) -> None:
+        """Wake every idle port, starting one plane further on each call (fair share of a
+        window that just opened)."""
+        ports = self.host.ports
+        n = len(ports)
+        start = self._kick_from
+        self._kick_from = start + 1 if start + 1 < n else 0
+        for i in range(start, n):
+            ports[i].kick()
+        for i in range(start):
+            ports[i].kick()
+
     def _service(self, qp: QueuePair, now: int, defer_control: bool = False) -> None:
         if defer_control:
             control = qp.take_control()
@@ -123,6 +149,8 @@ class Nic:
             self._send_control(now, pkt)
 
     def _on_timer(self, qp: QueuePair) -> None:
+        if self.qps.get(qp.qpn) is not qp:
+            return  # destroyed
         now = self.sim.now
         if self._timer_at.get(qp.qpn) == now:
             del self._timer_at[qp.qpn]
@@ -130,7 +158,7 @@ class Nic:
         if deadline is not None and deadline <= now:
             qp.handle_timer(now)
             self._service(qp, now)
-            self.host.kick_all()
+            self._kick()
         elif deadline is not None and qp.qpn not in self._timer_at:
             self._timer_at[qp.qpn] = deadline
             self.sim.at(deadline, self._on_timer, qp)

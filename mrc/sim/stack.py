@@ -107,6 +107,15 @@ class Connection:
     def pending(self) -> int:
         return len(self._pending)
 
+    def abort(self, now: int, reason: str = "aborted") -> None:
+        """Tear the connection down (the application gave up, as NCCL does on any QP error):
+        its QPs leave the NICs at once and unfinished messages complete with ok=False."""
+        for qp in self.qps():
+            for nic in self.stack.nics:
+                if nic.qps.get(qp.qpn) is qp:
+                    nic.remove(qp)
+        self._failed(now, reason)
+
 
 class MrcConnection(Connection):
     """One MRC QP at each end; the source sprays over its EV set."""
@@ -124,7 +133,9 @@ class MrcConnection(Connection):
                               key_seed=stack.seed)
         self._expected: dict[int, int] = {}
         stack.register(self, self.sender, range(spec.planes))
-        stack.register(self, self.receiver, range(spec.planes))
+        # the far end only answers (ACK/NACK/PROBE_REPLY go out as control packets), so its
+        # ports never need to poll it for data
+        stack.register(self, self.receiver, ())
 
     def _post(self, now: int, msg_id: int, size: int) -> None:
         self._expected[msg_id] = self.sender.expected_checksum(msg_id, size)
@@ -229,6 +240,12 @@ class SimStack:
         host = qp.host if host is None else host
         self._owner[(qp.qpn, host)] = conn
         self.nics[host].add(qp, planes)
+
+    def abort(self, now: int, reason: str = "job aborted") -> None:
+        """Abort every connection (the whole job stops, as NCCL aborts the communicator)."""
+        for conn in self.connections:
+            if not conn.failed:
+                conn.abort(now, reason)
 
     # ----------------------------------------------------------------- operator
     def deny(self, now: int, plane: int | None = None, t1: int | None = None) -> int:

@@ -91,6 +91,9 @@ RTO_UNIT_PS = 1_024_000
 SPRAY_POLICIES = ("round_robin", "reps")
 #: ``retry_cnt_exp`` at or above this retries forever (NCCL_MRC_RETRY_CNT_EXP's convention).
 RETRY_INFINITE = 25
+#: Requester-side completion: every byte of a WRITE was acknowledged (detail: msg_id, bytes,
+#: posted_ps, dst). Same name as the RC QP's; receivers raise EVENT_MESSAGE_COMPLETED.
+EVENT_SEND_COMPLETED = "send_completed"
 _SACK_MASK = (1 << SACK_BITS) - 1
 #: Receiver: a DATA PSN further than this ahead of the cumulative point is refused as bogus
 #: (it would otherwise make the arrival bitmap huge).
@@ -121,7 +124,7 @@ class MrcConfig:
     loss_grace_ps: int = 4 * PS_PER_US  # suspected loss waits this long for a trim NACK
     cc: CcConfig = field(default_factory=CcConfig)
     ack_req_on_last: bool = True  # ask for an immediate ACK on a message's last packet
-    sender_completions: bool = True  # also raise MESSAGE_COMPLETED when a send is fully acked
+    sender_completions: bool = True  # raise EVENT_SEND_COMPLETED when a send is fully acked
 
     def __post_init__(self) -> None:
         if self.spray not in SPRAY_POLICIES:
@@ -160,18 +163,43 @@ class MrcStats:
     """Counters of one QP (sender and receiver side). Plain ints: bumped on hot paths."""
 
     FIELDS = (
-        "data_sent", "bytes_sent", "retransmissions", "acks_sent", "nacks_sent",
-        "acks_received", "nacks_received", "trims", "ecn_echoes", "losses", "timeouts",
-        "packets_timed_out", "qp_timeouts", "probes_sent", "probes_answered",
-        "probe_replies_sent", "paths_marked_bad", "reintegrated", "spurious_losses",
-        "data_received", "duplicates", "trimmed_received", "bad_packets",
-        "messages_sent", "messages_received", "reply_fallbacks", "dropped_after_error",
+        "data_sent", "bytes_sent", "retransmissions", "acks_sent", "nacks_sent", "acks_received",
+        "nacks_received", "trims", "ecn_echoes", "losses", "timeouts", "packets_timed_out",
+        "qp_timeouts", "probes_sent", "probes_answered", "probe_replies_sent", "paths_marked_bad",
+        "reintegrated", "spurious_losses", "data_received", "duplicates", "trimmed_received",
+        "bad_packets", "messages_sent", "messages_received", "reply_fallbacks",
+        "dropped_after_error",
     )
     __slots__ = FIELDS
 
     def __init__(self) -> None:
-        for name in self.FIELDS:
-            setattr(self, name, 0)
+        self.data_sent = 0  # DATA packets sent, retransmissions included
+        self.bytes_sent = 0  # payload bytes in them
+        self.retransmissions = 0  # DATA packets that were retransmissions
+        self.acks_sent = 0  # ACKs sent (receiver side)
+        self.nacks_sent = 0  # trim NACKs sent (receiver side)
+        self.acks_received = 0  # ACKs received
+        self.nacks_received = 0  # NACKs received
+        self.trims = 0  # trim NACKs that triggered a retransmission (congestion)
+        self.ecn_echoes = 0  # ACKs echoing a CE mark
+        self.losses = 0  # packets lost by per-EV FIFO evidence
+        self.timeouts = 0  # EV RTO expiries
+        self.packets_timed_out = 0  # packets resent because their EV timed out
+        self.qp_timeouts = 0  # watchdog expiries without progress (retry count)
+        self.probes_sent = 0  # PROBEs sent
+        self.probes_answered = 0  # PROBE_REPLYs that counted
+        self.probe_replies_sent = 0  # PROBE_REPLYs sent (receiver side)
+        self.paths_marked_bad = 0  # EV transitions to ASSUMED_BAD
+        self.reintegrated = 0  # EV transitions ASSUMED_BAD -> GOOD
+        self.spurious_losses = 0  # packets declared lost that were acknowledged after all
+        self.data_received = 0  # new DATA placed (receiver side)
+        self.duplicates = 0  # DATA that was already placed
+        self.trimmed_received = 0  # trimmed DATA received
+        self.bad_packets = 0  # malformed or impossible packets ignored
+        self.messages_sent = 0  # WRITEs fully acknowledged
+        self.messages_received = 0  # WRITEs fully placed
+        self.reply_fallbacks = 0  # replies for an EV missing from the reply map
+        self.dropped_after_error = 0  # posts and packets ignored after the QP error
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.FIELDS}
@@ -230,17 +258,18 @@ class _Msg:
 class _Seg:
     """One packet (PSN) on the sender side, across all its transmissions."""
 
-    __slots__ = ("seq", "msg", "offset", "length", "ev", "tx", "sent_ps", "state")
+    __slots__ = ("seq", "msg", "offset", "length", "ev", "tx", "sent_ps", "state", "sends")
 
     def __init__(self, seq: int, msg: _Msg, offset: int, length: int) -> None:
         self.seq = seq
         self.msg = msg
         self.offset = offset
         self.length = length
-        self.ev: _Ev | None = None
+        self.ev: _Ev = None  # type: ignore[assignment]  # set by the first transmission
         self.tx = 0  # id of the current transmission (global, increasing)
         self.sent_ps = 0
         self.state = _INFLIGHT
+        self.sends = 0
 
 
 EvSelector = Callable[[PathChoice], bool] | Iterable[int]
@@ -311,6 +340,10 @@ class MrcQueuePair:
         self._sacked = 0  # bit i: seq _snd_una + i known acknowledged
         self._outstanding: dict[int, _Seg] = {}
         self._retx: deque[_Seg] = deque()
+        #: False when poll() certainly has nothing (no new data, no retransmission, or
+        #: failed): the driver polls idle QPs on every port kick, so that answer must be one
+        #: attribute test.
+        self._sendable = False
         self._tx = 0
         self._pipe = 0  # payload bytes in flight (INFLIGHT + SUSPECT)
         self._gq: deque[tuple[int, _Seg, int]] = deque()  # (sent, seg, tx): RTO in send order
@@ -325,6 +358,7 @@ class MrcQueuePair:
         self._rcv_bits = 0  # bit i: seq _rcv_next + i arrived
         self._rx: dict[int, ReceiveBuffer] = {}
         self._rx_imm: dict[int, int] = {}
+        self._rx_first: dict[int, int] = {}  # earliest send time seen per message
         self._unrep: list[tuple[int, int, int]] = []  # arrivals not yet in an ACK: (seq, ev, ts)
         self._ack_due: int | None = None
         self._control: list[Packet] = []
@@ -382,6 +416,7 @@ class MrcQueuePair:
             self._cur = msg
         else:
             self._queue.append(msg)
+        self._sendable = True
         if self._watchdog_at is None:
             self._last_progress = now
             self._retries = 0
@@ -420,7 +455,7 @@ class MrcQueuePair:
     # ================================================================== sender: data
     def poll(self, now: int, plane: int) -> Packet | None:
         """The next DATA for the idle port of ``plane``, or None (cheap when nothing can go)."""
-        if self.failed or plane >= len(self._good):
+        if not self._sendable or plane >= len(self._good):
             return None
         good = self._good[plane]
         if not good:
@@ -432,9 +467,12 @@ class MrcQueuePair:
         while retx:
             seg = retx.popleft()
             if seg.state == _LOST:
+                if not retx and self._cur is None:
+                    self._sendable = False
                 return self._transmit(now, seg, plane, good, True)
         msg = self._cur
         if msg is None:
+            self._sendable = False
             return None
         offset = msg.next_offset
         length = msg.length - offset
@@ -446,7 +484,11 @@ class MrcQueuePair:
         msg.unacked += 1
         if msg.next_offset >= msg.length:
             msg.segmented = True
-            self._cur = self._queue.popleft() if self._queue else None
+            if self._queue:
+                self._cur = self._queue.popleft()
+            else:
+                self._cur = None
+                self._sendable = bool(retx)
         self._outstanding[seg.seq] = seg
         return self._transmit(now, seg, plane, good, False)
 
@@ -479,6 +521,7 @@ class MrcQueuePair:
         seg.tx = tx
         seg.sent_ps = now
         seg.state = _INFLIGHT
+        seg.sends += 1
         e.fifo.append((seg, tx))
         e.sent += 1
         self._gq.append((now, seg, tx))
@@ -558,6 +601,9 @@ class MrcQueuePair:
                 return
             buf = ReceiveBuffer(pkt.msg_id, pkt.msg_len, self.mtu, pkt.payload is not None)
             self._rx[pkt.msg_id] = buf
+            self._rx_first[pkt.msg_id] = pkt.ts
+        elif pkt.ts < self._rx_first[pkt.msg_id]:
+            self._rx_first[pkt.msg_id] = pkt.ts
         try:
             placed = buf.place(pkt.offset, pkt.length, pkt.digest, pkt.payload)
         except ValueError:
@@ -574,13 +620,19 @@ class MrcQueuePair:
         if pkt.flags & FLAG_IMM:
             self._rx_imm[pkt.msg_id] = pkt.imm
         if buf.complete:
-            del self._rx[pkt.msg_id]
+            msg_id = buf.msg_id
+            del self._rx[msg_id]
             stats.messages_received += 1
-            self.events.append(TransportEvent(now, EVENT_MESSAGE_COMPLETED, self.qpn, {
-                "side": "receiver", "msg_id": buf.msg_id, "bytes": buf.length,
-                "checksum": buf.checksum(), "posted_ps": None, "src": self.peer,
-                "src_qpn": self.peer_qpn, "imm": self._rx_imm.pop(buf.msg_id, None),
-                "data": buf.data()}))
+            # posted_ps: the earliest send time among the message's packets (the receiver
+            # cannot know the post time; the sender's driver does)
+            detail: dict[str, object] = {
+                "msg_id": msg_id, "bytes": buf.length, "checksum": buf.checksum(),
+                "posted_ps": self._rx_first.pop(msg_id), "src": self.peer,
+                "src_qpn": self.peer_qpn, "imm": self._rx_imm.pop(msg_id, None)}
+            data = buf.data()
+            if data is not None:
+                detail["data"] = data
+            self.events.append(TransportEvent(now, EVENT_MESSAGE_COMPLETED, self.qpn, detail))
         unrep = self._unrep
         item = (seq, pkt.ev, pkt.ts)
         unrep.append(item)
@@ -604,18 +656,17 @@ class MrcQueuePair:
             base = max(nxt, top - SACK_BITS + 1)
             self._emit_ack(nxt, base, bits, trigger, ecn)
             return
-        echo = trigger
+        first = True
         while items:
             base = max(nxt, items[-1][0] - SACK_BITS + 1)
             k = len(items)
             while k and items[k - 1][0] >= base:
                 k -= 1
-            if echo is None:
-                echo = items[-1]
+            # the first ACK echoes the trigger; extra ones echo the newest packet they cover
+            echo = trigger if first else items[-1]
             del items[k:]
-            self._emit_ack(nxt, base, bits, echo, ecn)
-            echo = None
-            ecn = False
+            self._emit_ack(nxt, base, bits, echo, ecn and first)
+            first = False
 
     def _emit_ack(self, nxt: int, base: int, bits: int, echo: tuple[int, int, int],
                   ecn: bool) -> None:
@@ -712,7 +763,8 @@ class MrcQueuePair:
         if newly:
             progress = True
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
-            echo_seq = una + psn_diff(pkt.echo_psn, una_psn) if ecn else -1
+            echo_seq = una + psn_diff(pkt.echo_psn, una_psn)
+            echo_ts = pkt.ts
             scan: list[_Seg] = []
             reps = self._reps and not nack
             recycle = self._recycle
@@ -722,11 +774,14 @@ class MrcQueuePair:
                 e = seg.ev
                 if state != _LOST:
                     self._pipe -= seg.length
-                    e.acked += 1  # type: ignore[union-attr]
-                    if state == _INFLIGHT:
+                    e.acked += 1
+                    # FIFO evidence needs to know *which* transmission arrived: certain
+                    # for a packet sent once, or for the very one this ACK echoes
+                    if state == _INFLIGHT and (seg.sends == 1 or (
+                            seg.seq == echo_seq and seg.sent_ps == echo_ts)):
                         scan.append(seg)
-                    if reps and seg.seq != echo_seq:
-                        recycle[e.plane].append(e)  # type: ignore[union-attr]
+                    if reps and not (ecn and seg.seq == echo_seq):
+                        recycle[e.plane].append(e)
                 else:
                     stats.spurious_losses += 1
                 acked_bytes += seg.length
@@ -757,15 +812,16 @@ class MrcQueuePair:
         seg.state = _LOST
         self._pipe -= seg.length
         self._retx.appendleft(seg)
+        self._sendable = True
         e = seg.ev
-        e.trims += 1  # type: ignore[union-attr]
+        e.trims += 1
         self.stats.trims += 1
-        self.cc.on_trim(now, e.ev)  # type: ignore[union-attr]
+        self.cc.on_trim(now, e.ev)
         return True
 
     def _infer_losses(self, now: int, acked: _Seg) -> None:
         """``acked`` came back: every live packet sent before it on its EV is lost (FIFO)."""
-        fifo = acked.ev.fifo  # type: ignore[union-attr]
+        fifo = acked.ev.fifo
         tx = acked.tx
         while fifo:
             seg, stx = fifo[0]
@@ -780,14 +836,15 @@ class MrcQueuePair:
                     self._suspects.append((now + self._grace, seg, stx))
                 else:
                     self._lose(seg)
-                    self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")  # type: ignore[arg-type]
+                    self.stats.losses += 1
+                    self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
 
     def _lose(self, seg: _Seg) -> None:
         seg.state = _LOST
         self._pipe -= seg.length
         self._retx.append(seg)
-        seg.ev.lost += 1  # type: ignore[union-attr]
-        self.stats.losses += 1
+        self._sendable = not self.failed
+        seg.ev.lost += 1
 
     def _loss_on(self, now: int, e: _Ev, reason: str) -> None:
         self.cc.on_loss(now, e.ev)
@@ -797,9 +854,9 @@ class MrcQueuePair:
     def _sender_done(self, now: int, msg: _Msg) -> None:
         self.stats.messages_sent += 1
         if self.config.sender_completions:
-            self.events.append(TransportEvent(now, EVENT_MESSAGE_COMPLETED, self.qpn, {
-                "side": "sender", "msg_id": msg.msg_id, "bytes": msg.length,
-                "checksum": None, "posted_ps": msg.posted_ps, "dst": self.peer}))
+            self.events.append(TransportEvent(now, EVENT_SEND_COMPLETED, self.qpn, {
+                "msg_id": msg.msg_id, "bytes": msg.length, "posted_ps": msg.posted_ps,
+                "dst": self.peer}))
 
     def _psn(self, seg: _Seg) -> int:
         return (self._psn0 + seg.seq) & PSN_MASK
@@ -925,7 +982,8 @@ class MrcQueuePair:
             _, seg, tx = sq.popleft()
             if seg.tx == tx and seg.state == _SUSPECT:
                 self._lose(seg)
-                self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")  # type: ignore[arg-type]
+                self.stats.losses += 1
+                self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
         # RTO: the oldest live transmission bounds every EV's deadline
         gq = self._gq
         limit = now - self._rto
@@ -954,7 +1012,7 @@ class MrcQueuePair:
     def _ev_timeout(self, now: int, seg: _Seg) -> None:
         """``seg``'s transmission went unanswered for an RTO: its EV is presumed broken and
         everything still in flight on it is resent elsewhere."""
-        e: _Ev = seg.ev  # type: ignore[assignment]
+        e = seg.ev
         self.stats.timeouts += 1
         e.timeouts += 1
         lost = 0
@@ -993,6 +1051,7 @@ class MrcQueuePair:
 
     def _fail(self, now: int, reason: str) -> None:
         self.failed = True
+        self._sendable = False
         self.error_reason = reason
         self._watchdog_at = None
         self._ack_due = None

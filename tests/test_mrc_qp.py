@@ -1,0 +1,724 @@
+"""MRC queue pair through the sans-IO API only: a tiny loopback driver moves packets between
+two QPs with per-EV delay (FIFO per EV, reordering across EVs), drops and trims."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mrc.packet import (
+    ACK,
+    DATA,
+    ECN_CE,
+    FLAG_ECN_ECHO,
+    FLAG_RETX,
+    FLAG_TRIM,
+    NACK,
+    PROBE,
+    PROBE_REPLY,
+    PSN_MOD,
+    SACK_BITS,
+    Packet,
+)
+from mrc.transport.base import (
+    ASSUMED_BAD,
+    DENIED,
+    EVENT_EV_STATE,
+    EVENT_MESSAGE_COMPLETED,
+    EVENT_QP_ERROR,
+    GOOD,
+    TransportEvent,
+)
+from mrc.transport.cc import CcConfig
+from mrc.transport.evset import PathChoice, build_ev_set, paths_of, reply_paths
+from mrc.transport.mrc_qp import EVENT_SEND_COMPLETED, MrcConfig, MrcQueuePair
+from topology import usid
+from topology.paths import ev_address
+from topology.spec import FabricSpec
+
+US = 1_000_000
+MTU = 1024
+PLANES = 2
+T1S = 4
+
+Fate = Callable[[int, Packet], str | None]  # -> None (deliver), "drop", "trim" or "dup"
+
+
+def make_evs(count: int = 8) -> list[PathChoice]:
+    """Synthetic EVs: plane k % PLANES, T1 (k // PLANES) % T1S; address = the EV (the loop
+    routes by EV, the QP only copies it into pkt.da)."""
+    out = []
+    for k in range(count):
+        plane, j = k % PLANES, k // PLANES
+        ev = usid.make_ev(plane, j % T1S, j // T1S)
+        out.append(PathChoice(ev, plane, j % T1S, 0xFC00 << 112 | ev))
+    return out
+
+
+def config(**kw) -> MrcConfig:
+    base = dict(rto_floor_ps=20 * US, rto_exp=0, probe_interval_ps=5 * US,
+                probes_to_reintegrate=3, retry_cnt_exp=None, loss_grace_ps=1 * US,
+                cc=CcConfig(algorithm="fixed", fixed_window_bytes=32 * MTU))
+    base.update(kw)
+    return MrcConfig(**base)
+
+
+class Loop:
+    """Two QPs joined by per-EV FIFO paths. Each NIC port serializes one DATA per ``ser_ps``
+    and pulls when idle; control packets go at once. ``fate`` decides drop/trim per packet."""
+
+    def __init__(self, cfg: MrcConfig | None = None, *, evs: list[PathChoice] | None = None,
+                 psn: int = 0, delay: Callable[[int], int] | None = None,
+                 fate: Fate | None = None, ser_ps: int = 100_000) -> None:
+        cfg = cfg or config()
+        evs = evs or make_evs()
+        self.a = MrcQueuePair(1, 0, 1, 2, MTU, evs, config=cfg, psn=psn, peer_psn=psn)
+        self.b = MrcQueuePair(2, 1, 0, 1, MTU, evs, config=cfg, psn=psn, peer_psn=psn)
+        self.qps = {0: self.a, 1: self.b}
+        self.delay = delay or (lambda ev: 2 * US + (ev & 0xFF) * 150_000)
+        self.fate = fate
+        self.ser_ps = ser_ps
+        self.now = 0
+        self._heap: list[tuple[int, int, Callable[..., None], tuple]] = []
+        self._seq = 0
+        self._busy: dict[tuple[int, int], bool] = {}
+        self._timer_at: dict[int, int] = {}
+        self.events: list[tuple[int, TransportEvent]] = []
+        self.sent: list[tuple[int, Packet]] = []  # (time, packet) of everything put on a wire
+        self.dropped = 0
+
+    # ------------------------------------------------------------- engine
+    def at(self, t: int, fn: Callable[..., None], *args: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, fn, args))
+
+    def run(self, until: int, stop: Callable[[], bool] | None = None) -> int:
+        while self._heap and self._heap[0][0] <= until:
+            t, _, fn, args = heapq.heappop(self._heap)
+            self.now = t
+            fn(*args)
+            if stop is not None and stop():
+                break
+        return self.now
+
+    # ------------------------------------------------------------- driver
+    def post(self, qp: MrcQueuePair, msg_id: int, length: int,
+             payload: bytes | None = None) -> None:
+        qp.post_write(self.now, msg_id, length, payload=payload)
+        self.service(qp)
+
+    def service(self, qp: MrcQueuePair) -> None:
+        for pkt in qp.take_control():
+            self.wire(pkt)
+        deadline = qp.next_timer()
+        if deadline is not None:
+            deadline = max(deadline, self.now)
+            scheduled = self._timer_at.get(qp.host)
+            if scheduled is None or deadline < scheduled:
+                self._timer_at[qp.host] = deadline
+                self.at(deadline, self.on_timer, qp)
+        while qp.events:
+            self.events.append((qp.host, qp.events.popleft()))
+        for plane in range(PLANES):
+            self.kick(qp, plane)
+
+    def kick(self, qp: MrcQueuePair, plane: int) -> None:
+        if self._busy.get((qp.host, plane)):
+            return
+        pkt = qp.poll(self.now, plane)
+        if pkt is None:
+            return
+        assert pkt.plane == plane
+        self._busy[(qp.host, plane)] = True
+        self.at(self.now + self.ser_ps, self.port_free, qp, plane)
+        self.wire(pkt)
+
+    def port_free(self, qp: MrcQueuePair, plane: int) -> None:
+        self._busy[(qp.host, plane)] = False
+        self.service(qp)
+
+    def wire(self, pkt: Packet) -> None:
+        self.sent.append((self.now, pkt))
+        fate = self.fate(self.now, pkt) if self.fate else None
+        if fate == "drop":
+            self.dropped += 1
+            return
+        if fate == "trim":
+            pkt.trimmed = True
+            pkt.payload = None
+            pkt.size = 128
+        self.at(self.now + self.delay(pkt.ev), self.deliver, pkt)
+        if fate == "dup":  # a stray copy, much later
+            self.at(self.now + 3 * self.delay(pkt.ev), self.deliver, pkt)
+
+    def deliver(self, pkt: Packet) -> None:
+        qp = self.qps[pkt.dst]
+        qp.receive(self.now, pkt)
+        self.service(qp)
+
+    def on_timer(self, qp: MrcQueuePair) -> None:
+        if self._timer_at.get(qp.host) == self.now:
+            del self._timer_at[qp.host]
+        deadline = qp.next_timer()
+        if deadline is not None and deadline <= self.now:
+            qp.handle_timer(self.now)
+        self.service(qp)
+
+    # ------------------------------------------------------------- views
+    def completions(self, host: int, kind: str = EVENT_MESSAGE_COMPLETED) -> list[dict]:
+        return [e.detail for h, e in self.events if h == host and e.kind == kind]
+
+    def ev_events(self, host: int = 0) -> list[TransportEvent]:
+        return [e for h, e in self.events if h == host and e.kind == EVENT_EV_STATE]
+
+    def data_sent(self, ev: int | None = None) -> list[tuple[int, Packet]]:
+        return [(t, p) for t, p in self.sent
+                if p.kind == DATA and p.src == 0 and (ev is None or p.ev == ev)]
+
+    def transfer(self, sizes: list[int], until: int = 10_000 * US,
+                 payload: bool = False) -> list[bytes | None]:
+        datas = []
+        for i, size in enumerate(sizes):
+            data = random.Random(i).randbytes(size) if payload else None
+            datas.append(data)
+            self.post(self.a, i, size, data)
+        self.run(until, stop=lambda: len(self.completions(1)) == len(sizes)
+                 and len(self.completions(0, EVENT_SEND_COMPLETED)) == len(sizes))
+        return datas
+
+
+def check_exact(loop: Loop, sizes: list[int], datas: list[bytes | None] | None = None) -> None:
+    done = loop.completions(1)
+    assert sorted(d["msg_id"] for d in done) == list(range(len(sizes)))  # each exactly once
+    for d in done:
+        i = d["msg_id"]
+        assert d["bytes"] == sizes[i]
+        payload = datas[i] if datas else None
+        assert d["checksum"] == loop.a.expected_checksum(i, sizes[i], payload)
+        if payload is not None:
+            assert d["data"] == payload
+        else:
+            assert "data" not in d
+    assert loop.b.bytes_placed == sum(sizes)
+    assert not loop.a.failed and not loop.b.failed
+
+
+# ====================================================================== delivery
+SIZES = [1, MTU - 1, MTU, MTU + 1, 37 * MTU + 5, 3]
+
+
+def test_exact_delivery_with_heavy_reordering() -> None:
+    # EV delays from 2 us to 9 us: packets arrive far out of PSN order
+    loop = Loop(delay=lambda ev: 2 * US + ((ev * 7919) % 8) * 900_000)
+    loop.transfer(SIZES)
+    check_exact(loop, SIZES)
+    assert loop.a.stats.retransmissions == 0
+    assert loop.a.stats.timeouts == 0
+    assert loop.a.inflight_bytes == 0
+    assert len(loop.completions(0, EVENT_SEND_COMPLETED)) == len(SIZES)
+    assert not loop.completions(1, EVENT_SEND_COMPLETED)
+    assert not loop.completions(0)  # only receivers report placement
+
+
+def test_real_payload_bytes_are_placed() -> None:
+    loop = Loop()
+    datas = loop.transfer(SIZES, payload=True)
+    check_exact(loop, SIZES, datas)
+
+
+def test_any_arrival_order_direct() -> None:
+    """Packets handed to the receiver in a random permutation, with duplicates."""
+    evs = make_evs()
+    cfg = config(cc=CcConfig(algorithm="fixed", fixed_window_bytes=1 << 30))
+    a = MrcQueuePair(1, 0, 1, 2, MTU, evs, config=cfg)
+    b = MrcQueuePair(2, 1, 0, 1, MTU, evs, config=cfg)
+    sizes = [5 * MTU + 3, 1, 2 * MTU]
+    for i, size in enumerate(sizes):
+        a.post_write(0, i, size)
+    pkts = []
+    while (p := a.poll(0, len(pkts) % PLANES)) is not None:
+        pkts.append(p)
+    assert len(pkts) == 6 + 1 + 2
+    rng = random.Random(4)
+    order = pkts + rng.sample(pkts, 5)  # every packet once, then 5 duplicates
+    rng.shuffle(order)
+    for t, p in enumerate(order):
+        b.receive(t, p)
+    done = [e.detail for e in b.events if e.kind == EVENT_MESSAGE_COMPLETED]
+    assert sorted(d["msg_id"] for d in done) == [0, 1, 2]
+    for d in done:
+        assert d["checksum"] == a.expected_checksum(d["msg_id"], sizes[d["msg_id"]])
+    assert b.bytes_placed == sum(sizes)
+    assert b.stats.duplicates == sum(1 for i, p in enumerate(order) if p in order[:i])
+
+
+def test_duplicate_and_late_packets_never_double_count() -> None:
+    loop = Loop()
+    loop.transfer(SIZES)
+    placed = loop.b.bytes_placed
+    completions = len(loop.completions(1))
+    # replay every DATA ever sent, long after completion
+    for _, pkt in loop.data_sent():
+        loop.b.receive(loop.now + 1, pkt)
+    assert loop.b.bytes_placed == placed == sum(SIZES)
+    assert len([e for e in loop.b.events if e.kind == EVENT_MESSAGE_COMPLETED]) == 0
+    assert len(loop.completions(1)) == completions
+    assert loop.b.stats.duplicates == len(loop.data_sent())
+    # and the sender copes with the flood of duplicate ACKs
+    for pkt in loop.b.take_control():
+        loop.a.receive(loop.now + 2, pkt)
+    assert loop.a.inflight_bytes == 0 and not loop.a.failed
+
+
+def test_psn_wraps_at_24_bits() -> None:
+    start = PSN_MOD - 7
+    loop = Loop(psn=start, delay=lambda ev: 2 * US + (ev & 0xFF) * 400_000)
+    sizes = [20 * MTU, 3 * MTU + 1]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    psns = [p.psn for _, p in loop.data_sent()]
+    assert min(psns) == 0 and max(psns) == PSN_MOD - 1  # it did wrap
+    assert start in psns and (start + 23) % PSN_MOD in psns
+    acks = [p for _, p in loop.sent if p.kind == ACK and p.src == 1]
+    assert acks[-1].psn == (start + 24) % PSN_MOD  # cumulative: next expected
+
+
+def test_psn_wrap_with_loss_and_retransmission() -> None:
+    victim = make_evs()[3].ev
+    dropped: list[int] = []
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.kind == DATA and pkt.ev == victim and len(dropped) < 2:
+            dropped.append(pkt.psn)
+            return "drop"
+        return None
+
+    loop = Loop(psn=PSN_MOD - 3, fate=fate)
+    sizes = [30 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    retx = [p.psn for _, p in loop.data_sent() if p.flags & FLAG_RETX]
+    assert sorted(retx) == sorted(dropped)
+
+
+def test_lazy_segmentation_of_a_huge_message() -> None:
+    a = MrcQueuePair(1, 0, 1, 2, 4096, make_evs(), config=config(
+        cc=CcConfig(algorithm="fixed", fixed_window_bytes=1 << 20)))
+    a.post_write(0, 0, 4 << 30)  # 4 GiB: a million packets, none materialised up front
+    sent = [a.poll(0, 0) for _ in range(10)]
+    assert all(p is not None for p in sent)
+    assert len(a._outstanding) == 10
+    assert a._cur is not None and a._cur.next_offset == 10 * 4096
+
+
+def test_acks_are_coalesced_and_tail_is_acked_by_timer() -> None:
+    cfg = config(ack_every=4, ack_req_on_last=False)
+    evs = make_evs()
+    a = MrcQueuePair(1, 0, 1, 2, MTU, evs, config=cfg)
+    b = MrcQueuePair(2, 1, 0, 1, MTU, evs, config=cfg)
+    a.post_write(0, 0, 6 * MTU)
+    a.post_write(0, 1, 6 * MTU)  # keeps the first message's packets free of ACK_REQ
+    pkts = [a.poll(0, 0) for _ in range(6)]
+    for i, p in enumerate(pkts):
+        b.receive(10 + i, p)
+    acks = b.take_control()
+    assert len(acks) == 1 and acks[0].kind == ACK  # one ACK for the first four
+    assert b.next_timer() == 14 + cfg.ack_delay_ps  # the tail waits for the delayed ACK
+    b.handle_timer(15 + cfg.ack_delay_ps)
+    tail = b.take_control()
+    assert len(tail) == 1 and tail[0].psn == 6 and tail[0].echo_psn == 5
+
+
+def test_sack_window_reports_every_arrival_even_when_spread() -> None:
+    """Arrivals more than 64 PSNs apart get an ACK each, so none goes unreported."""
+    evs = make_evs()
+    cfg = config(ack_every=3, cc=CcConfig(algorithm="fixed", fixed_window_bytes=1 << 30))
+    a = MrcQueuePair(1, 0, 1, 2, MTU, evs, config=cfg)
+    b = MrcQueuePair(2, 1, 0, 1, MTU, evs, config=cfg)
+    a.post_write(0, 0, 300 * MTU)
+    pkts = [a.poll(0, 0) for _ in range(300)]
+    for p in (pkts[10], pkts[150], pkts[290]):
+        b.receive(1, p)
+    acks = b.take_control()
+    assert len(acks) == 3
+    reported = set()
+    for ack in acks:
+        assert ack.psn == 0
+        reported |= {ack.sack_base + i for i in range(SACK_BITS) if ack.sack >> i & 1}
+    assert reported == {10, 150, 290}
+    for ack in acks:
+        a.receive(2, ack)
+    assert set(a._outstanding) == set(range(300)) - {10, 150, 290}
+
+
+# ====================================================================== loss and trims
+def test_single_loss_marks_only_that_ev_and_retransmits_elsewhere() -> None:
+    victim = make_evs()[5].ev
+    state = {"dropped": None}
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.kind == DATA and pkt.ev == victim and state["dropped"] is None:
+            state["dropped"] = pkt.psn
+            return "drop"
+        return None
+
+    loop = Loop(fate=fate)
+    sizes = [60 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    bad = [e for e in loop.ev_events() if e.detail["new"] == ASSUMED_BAD]
+    assert [e.detail["ev"] for e in bad] == [victim]
+    assert bad[0].detail["reason"].startswith("loss")  # FIFO evidence, not a timer
+    assert loop.a.stats.timeouts == 0
+    retx = [(t, p) for t, p in loop.data_sent() if p.flags & FLAG_RETX]
+    assert [p.psn for _, p in retx] == [state["dropped"]]
+    assert retx[0][1].ev != victim
+    # detected once the next packet on the victim EV was acked, plus the grace: well under RTO
+    first_send = next(t for t, p in loop.data_sent(victim))
+    assert bad[0].time_ps - first_send < loop.a.rto_ps
+    assert loop.a.stats.losses == 1 and loop.a.stats.paths_marked_bad == 1
+
+
+def test_dead_ev_times_out_and_only_it_goes_bad() -> None:
+    victim = make_evs()[2].ev
+    loop = Loop(fate=lambda now, p: "drop" if p.ev == victim else None)
+    sizes = [80 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    bad = [e for e in loop.ev_events() if e.detail["new"] == ASSUMED_BAD]
+    assert [e.detail["ev"] for e in bad] == [victim]
+    assert bad[0].detail["reason"].startswith("timeout")
+    first_send = next(t for t, _ in loop.data_sent(victim))
+    assert bad[0].time_ps == first_send + loop.a.rto_ps
+    lost = {p.psn for _, p in loop.data_sent(victim)}
+    retx = [p for _, p in loop.data_sent() if p.flags & FLAG_RETX]
+    assert {p.psn for p in retx} == lost and all(p.ev != victim for p in retx)
+    # no data on the dead EV after it was marked; it is probed instead
+    assert all(t <= bad[0].time_ps for t, _ in loop.data_sent(victim))
+    probes = [p for _, p in loop.sent if p.kind == PROBE and p.ev == victim]
+    assert probes and loop.a.ev_state(victim) == ASSUMED_BAD
+
+
+def test_trim_gets_immediate_nack_and_retransmit_ev_stays_good() -> None:
+    victim = make_evs()[1].ev
+    trimmed: list[int] = []
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.kind == DATA and pkt.ev == victim and len(trimmed) < 3:
+            trimmed.append(pkt.psn)
+            return "trim"
+        return None
+
+    loop = Loop(fate=fate)
+    sizes = [50 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    nacks = [(t, p) for t, p in loop.sent if p.kind == NACK]
+    assert sorted(p.echo_psn for _, p in nacks) == sorted(trimmed)
+    assert all(p.flags & FLAG_TRIM and p.ev == victim for _, p in nacks)
+    assert loop.a.stats.trims == 3 and loop.a.stats.timeouts == 0 and loop.a.stats.losses == 0
+    assert loop.ev_events() == []  # never a state change: trims are congestion
+    assert loop.a.ev_state(victim) == GOOD
+    # each retransmission leaves as soon as its NACK arrives (the port is idle)
+    d = loop.delay(victim)
+    for t_nack, nack in nacks:
+        t_retx = next(t for t, p in loop.data_sent()
+                      if p.flags & FLAG_RETX and p.psn == nack.echo_psn)
+        assert t_retx - (t_nack + d) <= loop.ser_ps
+
+
+def test_ecn_is_echoed_at_once_and_reps_avoids_marked_ev() -> None:
+    hot = make_evs()[0].ev
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.kind == DATA and pkt.ev == hot:
+            pkt.ecn = ECN_CE
+        return None
+
+    cfg = config(spray="reps", reps_explore_every=8)
+    loop = Loop(cfg, fate=fate)
+    sizes = [400 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    echoes = [p for _, p in loop.sent if p.kind == ACK and p.flags & FLAG_ECN_ECHO]
+    assert echoes and all(p.ev == hot for p in echoes)
+    assert loop.a.stats.ecn_echoes == len(echoes)
+    on_hot = len(loop.data_sent(hot))
+    plane0 = [p for _, p in loop.data_sent() if p.plane == 0]
+    # round robin would give the hot EV a quarter of plane 0; REPS only explores onto it
+    assert on_hot < len(plane0) / 8
+
+
+def test_round_robin_spreads_evenly() -> None:
+    loop = Loop(config(spray="round_robin"))
+    loop.transfer([128 * MTU])
+    counts = {pc.ev: len(loop.data_sent(pc.ev)) for pc in make_evs()}
+    assert set(counts.values()) == {16}
+
+
+# ====================================================================== probes, DENIED
+def test_probes_reintegrate_after_k_answers() -> None:
+    victim = make_evs()[4].ev
+    restore = 100 * US
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        return "drop" if pkt.ev == victim and now < restore else None
+
+    cfg = config()
+    loop = Loop(cfg, fate=fate)
+    loop.post(loop.a, 0, 3000 * MTU)
+    loop.run(2000 * US, stop=lambda: len(loop.completions(1)) == 1)
+    check_exact(loop, [3000 * MTU])
+    changes = [(e.time_ps, e.detail["old"], e.detail["new"]) for e in loop.ev_events()]
+    assert [c[1:] for c in changes] == [(GOOD, ASSUMED_BAD), (ASSUMED_BAD, GOOD)]
+    probes = [(t, p) for t, p in loop.sent if p.kind == PROBE and p.ev == victim]
+    answered = [(t, p) for t, p in probes if t >= restore]
+    k = cfg.probes_to_reintegrate
+    # GOOD exactly when the K-th probe after the restore is answered
+    t_kth, _ = answered[k - 1]
+    rtt = 2 * loop.delay(victim)
+    assert changes[1][0] == t_kth + rtt
+    assert all(b - a == cfg.probe_interval_ps for (a, _), (b, _) in zip(probes, probes[1:], strict=False))
+    assert loop.a.stats.reintegrated == 1
+    assert loop.a.stats.probes_answered == k
+    # and it carries data again afterwards
+    assert any(t > changes[1][0] for t, _ in loop.data_sent(victim))
+    replies = [p for _, p in loop.sent if p.kind == PROBE_REPLY]
+    assert all(p.ev == victim and p.plane == usid.ev_plane(victim) for p in replies)
+
+
+def test_a_lost_probe_restarts_the_count() -> None:
+    victim = make_evs()[4].ev
+    cfg = config(probes_to_reintegrate=3)
+    drop_probe = {"n": 0}
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.ev != victim:
+            return None
+        if now < 50 * US:
+            return "drop"
+        if pkt.kind == PROBE:
+            drop_probe["n"] += 1
+            if drop_probe["n"] == 3:  # two answered, the third lost
+                return "drop"
+        return None
+
+    loop = Loop(cfg, fate=fate)
+    loop.post(loop.a, 0, 2000 * MTU)
+    loop.run(3000 * US, stop=lambda: len(loop.completions(1)) == 1)
+    good = [e for e in loop.ev_events() if e.detail["new"] == GOOD]
+    assert len(good) == 1
+    probes = [t for t, p in loop.sent if p.kind == PROBE and p.ev == victim and t >= 50 * US]
+    # answered: 1, 2, (3 lost), 4 resets the count... GOOD after probes 4, 5, 6
+    assert good[0].time_ps == probes[5] + 2 * loop.delay(victim)
+
+
+def test_denied_evs_are_never_used_nor_probed() -> None:
+    evs = make_evs()
+    drained = {pc.ev for pc in evs if pc.plane == 1 and pc.t1 == 2}
+    loop = Loop()
+    changed = loop.a.deny(0, lambda pc: pc.plane == 1 and pc.t1 == 2)
+    assert set(changed) == drained and all(loop.a.ev_state(ev) == DENIED for ev in drained)
+    loop.transfer([200 * MTU])
+    check_exact(loop, [200 * MTU])
+    assert not [p for _, p in loop.sent if p.src == 0 and p.ev in drained]
+    assert all(e.detail["reason"] == "denied" for e in loop.ev_events())
+    # allow again: used again
+    loop.a.allow(loop.now, drained)
+    assert all(loop.a.ev_state(ev) == GOOD for ev in drained)
+    loop.post(loop.a, 99, 64 * MTU)
+    loop.run(loop.now + 1000 * US, stop=lambda: len(loop.completions(1)) == 2)
+    assert [p for _, p in loop.sent if p.src == 0 and p.ev in drained]
+
+
+def test_denied_ev_survives_loss_and_is_not_probed() -> None:
+    evs = make_evs()
+    target = evs[0].ev
+    loop = Loop(fate=lambda now, p: "drop" if p.ev == target else None)
+    loop.post(loop.a, 0, 100 * MTU)
+    loop.run(3 * US)  # packets in flight on the target EV
+    loop.a.deny(loop.now, [target])
+    loop.run(5000 * US, stop=lambda: len(loop.completions(1)) == 1)
+    check_exact(loop, [100 * MTU])
+    assert loop.a.ev_state(target) == DENIED  # loss does not un-deny it
+    assert not [p for _, p in loop.sent if p.kind == PROBE]
+
+
+def test_allow_with_validation_probes_first() -> None:
+    loop = Loop()
+    ev = make_evs()[3].ev
+    loop.a.deny(0, [ev])
+    loop.a.allow(0, [ev], validate=True)
+    assert loop.a.ev_state(ev) == ASSUMED_BAD
+    loop.service(loop.a)
+    loop.run(200 * US)
+    assert loop.a.ev_state(ev) == GOOD
+    assert loop.a.stats.probes_answered == loop.a.config.probes_to_reintegrate
+
+
+# ====================================================================== RTO, retries, QP error
+def test_qp_errors_only_when_every_path_is_dead_at_the_predicted_time() -> None:
+    cut = 30 * US
+    cfg = config(retry_cnt_exp=2)
+    loop = Loop(cfg, fate=lambda now, p: "drop" if now >= cut else None)
+    loop.post(loop.a, 0, 5000 * MTU)
+    loop.run(100_000 * US)
+    errors = [e for h, e in loop.events if e.kind == EVENT_QP_ERROR]
+    assert len(errors) == 1 and loop.a.failed and not loop.b.failed
+    # last progress: the last ACK that got through (sent before the cut)
+    last_progress = max(t + loop.delay(p.ev) for t, p in loop.sent
+                        if p.kind == ACK and t < cut)
+    assert errors[0].time_ps == last_progress + cfg.rto_ps * (2 ** 3 - 1)
+    assert cfg.error_after_ps() == cfg.rto_ps * 7
+    reason = errors[0].detail["reason"]
+    assert "retry_cnt_exp=2" in reason and "assumed_bad=8" in reason
+    assert all(loop.a.ev_state(pc.ev) == ASSUMED_BAD for pc in make_evs())
+    assert loop.completions(1) == []  # nothing partial is reported complete
+    assert loop.b.bytes_placed < 5000 * MTU
+    # no further sending of any kind
+    n = len(loop.sent)
+    assert loop.a.poll(loop.now, 0) is None and loop.a.next_timer() is None
+    loop.run(loop.now + 1000 * US)
+    assert len(loop.sent) == n
+
+
+def test_never_errors_while_one_path_stays_up() -> None:
+    keep = make_evs()[6].ev
+    cfg = config(retry_cnt_exp=0)  # the harshest budget: a single timeout without progress
+    loop = Loop(cfg, fate=lambda now, p: None if p.ev == keep or now < 20 * US else "drop")
+    sizes = [600 * MTU]
+    loop.transfer(sizes, until=100_000 * US)
+    check_exact(loop, sizes)
+    assert loop.a.ev_state(keep) == GOOD
+    assert all(loop.a.ev_state(pc.ev) == ASSUMED_BAD for pc in make_evs() if pc.ev != keep)
+
+
+def test_all_paths_down_then_back_resumes_without_error() -> None:
+    outage = (30 * US, 330 * US)
+    cfg = config(retry_cnt_exp=4)  # errors only after 31 x rto = 620 us without progress
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        return "drop" if outage[0] <= now < outage[1] else None
+
+    loop = Loop(cfg, fate=fate)
+    sizes = [1500 * MTU]
+    loop.transfer(sizes, until=100_000 * US)
+    check_exact(loop, sizes)
+    bad = {e.detail["ev"] for e in loop.ev_events() if e.detail["new"] == ASSUMED_BAD}
+    assert bad == {pc.ev for pc in make_evs()}  # every EV went bad...
+    assert all(s == GOOD for s in loop.a.ev_states().values())  # ...and came back
+    assert loop.a.stats.qp_timeouts >= 1
+
+
+def test_rto_formula() -> None:
+    assert MrcConfig(rto_floor_ps=1, rto_exp=20).rto_ps == 1_024_000 * 2**20
+    assert MrcConfig(rto_floor_ps=50 * US, rto_exp=3).rto_ps == 50 * US
+    assert MrcConfig(retry_cnt_exp=25).error_after_ps() is None
+    assert MrcConfig(retry_cnt_exp=None).error_after_ps() is None
+    with pytest.raises(ValueError):
+        MrcConfig(spray="ecmp")
+    with pytest.raises(ValueError):
+        MrcConfig(rto_exp=25)
+
+
+# ====================================================================== EV sets
+def test_build_ev_set_spreads_evenly_and_is_symmetric() -> None:
+    spec = FabricSpec(planes=4, hosts=8, hosts_per_t0=2, t1_per_plane=4)
+    evs = build_ev_set(spec, 0, 5, count=128, seed=3)
+    assert len(evs) == 128 and len({pc.ev for pc in evs}) == 128
+    groups = paths_of(evs)
+    assert len(groups) == 16 and {len(v) for v in groups.values()} == {8}
+    for pc in evs:
+        assert usid.ev_plane(pc.ev) == pc.plane and usid.ev_t1(pc.ev) == pc.t1
+        assert pc.address == ev_address(spec, 0, 5, pc.ev)
+    back = build_ev_set(spec, 5, 0, count=128, seed=3)
+    assert [pc.ev for pc in back] == [pc.ev for pc in evs]
+    assert back == reply_paths(spec, 5, 0, evs)
+    assert build_ev_set(spec, 0, 5, count=128, seed=3) == evs  # deterministic
+    # fewer EVs than paths: distinct paths, even over planes
+    few = build_ev_set(spec, 0, 5, count=8, seed=1)
+    assert len(paths_of(few)) == 8 and sorted(pc.plane for pc in few) == [0, 0, 1, 1, 2, 2, 3, 3]
+    # same T0: one path per plane, no T1
+    local = build_ev_set(spec, 0, 1, count=16)
+    assert {pc.t1 for pc in local} == {None} and len({pc.ev for pc in local}) == 16
+    with pytest.raises(ValueError):
+        build_ev_set(spec, 0, 1, count=4 * 257)
+
+
+def test_qp_on_a_real_ev_set_replies_along_the_same_path() -> None:
+    spec = FabricSpec(planes=4, hosts=8, hosts_per_t0=2, t1_per_plane=4)
+    evs_ab = build_ev_set(spec, 0, 5, count=32)
+    evs_ba = build_ev_set(spec, 5, 0, count=32)
+    a = MrcQueuePair(1, 0, 5, 2, MTU, evs_ab, config=config())
+    b = MrcQueuePair(2, 5, 0, 1, MTU, evs_ba, config=config())
+    a.post_write(0, 0, 3 * MTU)
+    for plane in range(3):
+        pkt = a.poll(0, plane)
+        assert pkt is not None and pkt.plane == plane == usid.ev_plane(pkt.ev)
+        assert pkt.da == ev_address(spec, 0, 5, pkt.ev)
+        b.receive(1, pkt)
+    for ack in b.take_control():
+        assert ack.da == ev_address(spec, 5, 0, ack.ev) and ack.plane == usid.ev_plane(ack.ev)
+    assert b.stats.reply_fallbacks == 0
+
+
+# ====================================================================== property
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    sizes=st.lists(st.integers(1, 150 * MTU), min_size=1, max_size=4),
+    outages=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 150), st.integers(1, 300),
+                               st.sampled_from(["both", "forward", "reverse"])),
+                     max_size=12),
+    p_drop=st.sampled_from([0.0, 0.01, 0.05]),
+    p_trim=st.sampled_from([0.0, 0.02, 0.1]),
+    p_dup=st.sampled_from([0.0, 0.02]),
+    safe=st.integers(0, 7),
+    spray=st.sampled_from(["round_robin", "reps"]),
+)
+def test_random_faults_with_one_live_path_never_lose_duplicate_or_corrupt(
+        seed: int, sizes: list[int], outages: list[tuple[int, int, int, str]], p_drop: float,
+        p_trim: float, p_dup: float, safe: int, spray: str) -> None:
+    evs = make_evs()
+    safe_ev = evs[safe].ev
+    windows = [(evs[i].ev, start * US, (start + length) * US, way)
+               for i, start, length, way in outages if evs[i].ev != safe_ev]
+    rng = random.Random(seed)
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.ev == safe_ev:
+            return None
+        for ev, start, end, way in windows:
+            if ev == pkt.ev and start <= now < end and (
+                    way == "both" or (way == "forward") == (pkt.src == 0)):
+                return "drop"
+        r = rng.random()
+        if r < p_drop:
+            return "drop"
+        if pkt.kind == DATA and r < p_drop + p_trim:
+            return "trim"
+        if r < p_drop + p_trim + p_dup:
+            return "dup"
+        return None
+
+    # the harshest retry budget that still must never fire: one live EV is enough
+    cfg = config(spray=spray, retry_cnt_exp=1, ack_every=1 + seed % 6,
+                 loss_grace_ps=(seed % 3) * US)
+    loop = Loop(cfg, fate=fate, psn=rng.randrange(PSN_MOD))
+    datas = loop.transfer(sizes, until=200_000 * US, payload=bool(seed & 1))
+    check_exact(loop, sizes, datas)
+    assert loop.a.inflight_bytes == 0
+
+
+def test_stats_are_a_plain_dict() -> None:
+    loop = Loop()
+    loop.transfer([10 * MTU])
+    stats = loop.a.stats.as_dict()
+    assert stats["data_sent"] == 10 and stats["retransmissions"] == 0
+    assert loop.b.stats.as_dict()["acks_sent"] >= 1
+    assert loop.a.window == 32 * MTU
