@@ -7,7 +7,8 @@ line rate, so queues build, trims happen and the header queues work, as in a con
 A packet-hop is one packet crossing one link (serialization, propagation, forwarding decision
 at the far end): the sum of ``delivered`` over all ports. Prints a human line and a JSON line.
 
-    python benchmarks/bench_forwarding.py [--sim-us 300] [--profile]
+    python benchmarks/bench_forwarding.py [--sim-us 300] [--buffer-kb 512] [--repeat 3]
+                                          [--profile]
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ def address_tables(spec: FabricSpec) -> list[list[int]]:
 
 
 def run(planes: int, hosts: int, hosts_per_t0: int, sim_us: float, seed: int,
-        profile: bool = False) -> dict[str, object]:
-    spec = FabricSpec(planes=planes, hosts=hosts, hosts_per_t0=hosts_per_t0, name="bench")
+        profile: bool = False, buffer_kb: int = 512) -> dict[str, object]:
+    spec = FabricSpec(planes=planes, hosts=hosts, hosts_per_t0=hosts_per_t0,
+                      buffer_bytes=buffer_kb * 1024,
+                      ecn_threshold_bytes=min(128 * 1024, buffer_kb * 1024 // 4), name="bench")
     sim = Simulator(seed)
     net = build_network(sim, spec)
     tables = address_tables(spec)
@@ -98,21 +101,24 @@ def run(planes: int, hosts: int, hosts_per_t0: int, sim_us: float, seed: int,
     net.kick_all()
     profiler = cProfile.Profile() if profile else None
     wall0 = time.perf_counter()
+    cpu0 = time.process_time()
     if profiler is not None:
         profiler.enable()
     sim.run(until_ps=us(sim_us))
     if profiler is not None:
         profiler.disable()
     wall = time.perf_counter() - wall0
+    cpu = time.process_time() - cpu0
     totals = net.totals()
     hops = totals["delivered"]
     result: dict[str, object] = {
         "benchmark": "forwarding",
         "planes": planes, "hosts": hosts, "hosts_per_t0": hosts_per_t0, "t1_per_plane": spec.t1,
-        "links": len(net.links), "seed": seed, "sim_us": sim_us,
-        "wall_s": round(wall, 3),
+        "links": len(net.links), "buffer_bytes": spec.buffer_bytes, "seed": seed,
+        "sim_us": sim_us, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
         "packet_hops": hops,
         "packet_hops_per_s": round(hops / wall),
+        "packet_hops_per_cpu_s": round(hops / cpu) if cpu > 0 else None,
         "events": sim.events_processed,
         "events_per_s": round(sim.events_processed / wall),
         "events_per_hop": round(sim.events_processed / max(hops, 1), 3),
@@ -133,14 +139,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=64)
     parser.add_argument("--hosts-per-t0", type=int, default=8)
     parser.add_argument("--sim-us", type=float, default=300.0, help="simulated microseconds")
+    parser.add_argument("--buffer-kb", type=int, default=512, help="per-port data buffer")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run N times and report the fastest (the machine may be shared)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
     args = parser.parse_args(argv)
-    result = run(args.planes, args.hosts, args.hosts_per_t0, args.sim_us, args.seed,
-                 args.profile)
+    runs = [run(args.planes, args.hosts, args.hosts_per_t0, args.sim_us, args.seed,
+                args.profile, args.buffer_kb) for _ in range(max(1, args.repeat))]
+    result = max(runs, key=lambda r: r["packet_hops_per_s"])  # type: ignore[arg-type,return-value]
+    result["repeats"] = len(runs)
     print(f"forwarding: {result['packet_hops']:,} packet-hops in {result['wall_s']} s wall "
           f"({result['sim_us']} us simulated) = {result['packet_hops_per_s']:,} packet-hops/s "
-          f"(target {TARGET_HOPS_PER_S:,}); {result['events_per_hop']} events/hop, "
+          f"(target {TARGET_HOPS_PER_S:,}; {result['packet_hops_per_cpu_s']:,} per CPU second); "
+          f"{result['events_per_hop']} events/hop, "
           f"{result['trims']:,} trims, {result['drops']:,} drops")
     print(json.dumps(result))
     return 0

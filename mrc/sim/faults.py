@@ -9,7 +9,8 @@ by its action name, which is how a fault schedule written as data gets executed.
 Semantics, chosen to match what hardware does:
 
 * ``link_down``: both directions stop; packets queued for the link and packets on the wire are
-  lost (on-wire packets are counted as ``link_down`` drops when they would have arrived).
+  lost (on-wire packets are counted as ``link_down`` drops when they would have arrived). The
+  far switch's latency is part of the hop, so a packet still inside it is lost too.
 * ``switch_down``: every link of the switch goes down (the neighbours see loss of signal, so a
   host under a dead T0 stops pulling on that plane). ``switch_up`` revives only links that
   nothing else holds down: a link cut on its own stays cut.

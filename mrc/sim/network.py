@@ -184,8 +184,9 @@ class Network:
             out["ecn_marks"] += port.ecn_marks
             for reason, count in port.drops.items():
                 out[f"drop_{reason}"] += count
-        for element in [*self.switches.values(), *self.hosts]:
-            for reason, count in element.drops.items():
+        for drops in [*(sw.drops for sw in self.switches.values()),
+                      *(host.drops for host in self.hosts)]:
+            for reason, count in drops.items():
                 out[f"drop_{reason}"] += count
         out["drops"] = sum(out[f"drop_{reason}"] for reason in DROP_REASONS)
         return out
@@ -198,7 +199,9 @@ class OutPort:
     queue (``header_queue_bytes``) for trimmed DATA and for every non-DATA packet. A DATA packet
     that does not fit the data queue within ``trim_threshold_bytes`` is trimmed to
     ``trim_size_bytes`` and sent on the header queue instead (or dropped if trimming is off).
-    Queue occupancy counts packets waiting, not the one being serialized. ``tx_*`` count
+    An ECN-capable DATA packet admitted while the data queue already holds more than
+    ``ecn_threshold_bytes`` is marked CE. Queue occupancy counts packets waiting, not the one
+    being serialized. ``tx_*`` count
     packets put on the wire (IPv6 bytes); ``delivered`` those that reached the far end.
 
     Departures are computed lazily (see the module doc): the deques may still hold packets
@@ -598,6 +601,7 @@ class NicPort(OutPort):
         """Put the next packet on the wire: control first, else whatever the agent gives."""
         self._pending = True  # a nested send() from inside pull() must only queue
         hq = self.hq
+        pkt: Packet | None
         if hq:
             pkt = hq.popleft()
             self._hqb -= pkt.size
@@ -688,7 +692,7 @@ class Switch:
     """A T0 or T1 of one plane, forwarding by uSID shift-and-forward from static tables."""
 
     __slots__ = ("name", "net", "plane", "tier", "index", "usid", "_block", "_next", "_ua",
-                 "uplinks", "downlinks", "up", "drops", "rx_packets")
+                 "uplinks", "downlinks", "up", "drops")
 
     def __init__(self, net: Network, name: str, plane: int, tier: int, index: int) -> None:
         self.name = name
@@ -705,9 +709,8 @@ class Switch:
         self._ua: dict[int, OutPort] = {}
         self.uplinks: list[OutPort] = []
         self.downlinks: list[OutPort] = []
-        self.up = True
+        self.up = True  # a dead switch also holds all its links down (mrc.sim.faults)
         self.drops: dict[str, int] = {}
-        self.rx_packets = 0
 
     def __repr__(self) -> str:
         return f"<Switch {self.name}{'' if self.up else ' DOWN'}>"
@@ -741,7 +744,13 @@ class Switch:
 
     def receive(self, pkt: Packet) -> None:
         """Shift-and-forward: own uSID active -> shift (uN); look the active uSID up; a local
-        port uSID (uA) shifts once more and leaves on that downlink; anything else is dropped."""
+        port uSID (uA) shifts once more and leaves on that downlink; anything else is dropped.
+
+        Packets from links arrive through ``OutPort._arrive_switch``, which inlines this; this
+        method is the entry point for packets injected directly (tests, tools)."""
+        if not self.up:
+            self._count_drop(pkt, "down")
+            return
         da = pkt.da
         if da >> 96 != self._block:
             self._no_route(pkt)
@@ -777,9 +786,12 @@ class Switch:
         return port, da
 
     def _no_route(self, pkt: Packet) -> None:
-        self.drops["no_route"] = self.drops.get("no_route", 0) + 1
+        self._count_drop(pkt, "no_route")
+
+    def _count_drop(self, pkt: Packet, reason: str) -> None:
+        self.drops[reason] = self.drops.get(reason, 0) + 1
         if self.net.observer is not None:
-            self.net.observer(self.net.sim.now, self.name, pkt, "no_route")
+            self.net.observer(self.net.sim.now, self.name, pkt, reason)
 
     @property
     def ports(self) -> list[OutPort]:
@@ -789,9 +801,11 @@ class Switch:
         row: dict[str, object] = {"switch": self.name, "plane": self.plane,
                                   "tier": f"t{self.tier}", "index": self.index, "up": self.up}
         row["drop_no_route"] = self.drops.get("no_route", 0)
+        row["drop_down"] = self.drops.get("down", 0)
         for key in ("tx_packets", "trims", "ecn_marks"):
             row[key] = sum(getattr(p, key) for p in self.ports)
-        row["drops"] = sum(sum(p.drops.values()) for p in self.ports) + row["drop_no_route"]
+        row["drops"] = (sum(sum(p.drops.values()) for p in self.ports)
+                        + sum(self.drops.values()))
         row["peak_queue_bytes"] = max((p.peak_qbytes for p in self.ports), default=0)
         return row
 

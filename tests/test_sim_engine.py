@@ -1,0 +1,87 @@
+"""The event engine: ordering, run limits, stop, event counting."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrc.sim.engine import Simulator, ns, us
+
+
+def test_time_order_and_fifo_ties() -> None:
+    sim = Simulator()
+    seen: list[tuple[int, str]] = []
+    for label, t in [("c", 30), ("a", 10), ("b1", 20), ("b2", 20), ("b3", 20)]:
+        sim.at(t, lambda x: seen.append((sim.now, x)), label)
+    sim.run()
+    assert seen == [(10, "a"), (20, "b1"), (20, "b2"), (20, "b3"), (30, "c")]
+    assert sim.events_processed == 5
+    assert sim.pending() == 0
+
+
+def test_run_until_includes_limit_and_advances_clock() -> None:
+    sim = Simulator()
+    seen: list[int] = []
+    for t in (5, 10, 15):
+        sim.at(t, seen.append, t)
+    assert sim.run(until_ps=10) == 10
+    assert seen == [5, 10] and sim.pending() == 1 and sim.next_time() == 15
+    assert sim.run(until_ps=12) == 12  # nothing due: the clock still moves to the limit
+    assert sim.run() == 15 and seen == [5, 10, 15]
+    assert sim.events_processed == 3
+
+
+def test_stop_returns_after_current_event_and_resumes() -> None:
+    sim = Simulator()
+    seen: list[int] = []
+
+    def event(x: int) -> None:
+        seen.append(x)
+        if x == 2:
+            sim.stop()
+            sim.after(1, event, 99)  # scheduled after stop(): runs on the next run()
+
+    for t in range(5):
+        sim.at(t * 10, event, t)
+    assert sim.run(until_ps=1000) == 20  # stopped: the clock is not advanced to the limit
+    assert seen == [0, 1, 2] and sim.events_processed == 3 and sim.pending() == 3
+    sim.run()
+    assert seen == [0, 1, 2, 99, 3, 4] and sim.events_processed == 6
+
+
+def test_stop_outside_run_is_a_noop() -> None:
+    sim = Simulator()
+    seen: list[int] = []
+    sim.at(5, seen.append, 5)
+    sim.stop()
+    sim.run()
+    assert seen == [5] and sim.events_processed == 1
+
+
+def test_no_scheduling_in_the_past_and_units() -> None:
+    sim = Simulator()
+    sim.at(10, lambda _: None)
+    sim.run()
+    with pytest.raises(ValueError):
+        sim.at(5, lambda _: None)
+    assert us(1.5) == 1_500_000 and ns(0.5) == 500
+
+
+def test_exception_in_callback_keeps_counts_consistent() -> None:
+    sim = Simulator()
+
+    def boom(_: object) -> None:
+        raise RuntimeError("boom")
+
+    sim.at(1, lambda _: None)
+    sim.at(2, boom)
+    sim.at(3, lambda _: None)
+    with pytest.raises(RuntimeError):
+        sim.run()
+    assert sim.events_processed == 2 and sim.pending() == 1
+    sim.run()
+    assert sim.events_processed == 3
+
+
+def test_seeded_rng_is_reproducible() -> None:
+    a, b = Simulator(seed=7), Simulator(seed=7)
+    assert [a.rng.random() for _ in range(5)] == [b.rng.random() for _ in range(5)]
