@@ -21,8 +21,8 @@ changes modelled timestamps; it is measured and reported (``lag_*``).
 Faults are the simulator's primitives with the same semantics (``mrc.sim.faults``): causes
 hold a link down, a dead switch downs all its links, queued and on-wire packets are lost,
 random loss per transmission, degraded rate for later packets. A host link going down is seen
-by the host's NIC (loss of signal): ``on_carrier`` tells the host driver, as in the simulator
-a host under a dead T0 stops pulling on that plane.
+by the host's NIC (loss of signal): ``nic_link`` tells the host driver, as in the simulator
+a host under a dead T0 stops pulling on that plane; a degraded host link paces the NIC too.
 """
 
 from __future__ import annotations
@@ -53,13 +53,18 @@ _ZERO_CARRIER = bytes(12)
 _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
 #: Largest datagram accepted (an IPv6 packet cannot be longer without jumbograms).
 MAX_DATAGRAM = 65_535
+#: Datagrams read per wake-up beyond the first (then the loop gets its turn).
+RX_BATCH = 64
 
-#: Why a packet was lost (the simulator's reasons, plus what only bytes can get wrong):
+#: Why the fabric lost a packet (the simulator's reasons, same meaning).
+DROP_REASONS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
+                "misdelivered")
+#: Why a datagram was refused at the door, before it was a packet in the fabric:
 #: ``malformed``: not an IPv6-in-IPv6 MRC envelope; ``unknown_source``: the datagram came from
 #: an address that is not a registered host; ``spoofed``: the inner source is another host;
-#: ``no_plane``: the outer destination is not in a plane of this fabric.
-DROP_REASONS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered", "malformed", "unknown_source", "spoofed", "no_plane")
+#: ``no_plane``: the outer destination is not in a plane of this fabric; ``no_host``: the
+#: destination host has no socket (yet, or any more).
+REJECT_REASONS = ("malformed", "unknown_source", "spoofed", "no_plane", "no_host")
 
 CAUSE_LINK = "link"
 CAUSE_NIC = "nic"
@@ -68,8 +73,11 @@ CAUSE_NIC = "nic"
 Tap = Callable[[int, str, bytearray], None]
 #: ``deliver(host, packet_bytes, time_ps)``: a packet reached host ``host``.
 Deliver = Callable[[int, bytearray, int], None]
-#: ``on_carrier(host, plane, up)``: the host's NIC port sees its link go down or up.
-Carrier = Callable[[int, int, bool], None]
+#: ``nic_link(host, plane, up, bps)``: what a host's NIC port sees of its link (loss of
+#: signal, or the rate it now runs at).
+NicLink = Callable[[int, int, bool, int], None]
+#: ``observer(time_ps, event)``: ``"trim"``, ``"ecn"`` or a drop reason, where it happened.
+Observer = Callable[[int, str], None]
 
 
 class FabricPort:
@@ -171,6 +179,8 @@ class FabricPort:
                     if ecn != ECN_NOT_ECT and ecn != ECN_CE:
                         buf[1] |= 0x30
                         self.ecn_marks += 1
+                        if self.core.observer is not None:
+                            self.core.observer(now, "ecn")
                 qbytes += size
                 self.qbytes = qbytes
                 if qbytes > self.peak_qbytes:
@@ -180,6 +190,8 @@ class FabricPort:
                 if not wire.trim(buf, self.trim_size):
                     wire.set_outer_dscp(buf, TRIM_DSCP)  # already short: the re-mark alone
                 self.trims += 1
+                if self.core.observer is not None:
+                    self.core.observer(now, "trim")
                 if not self._enqueue_header(buf):
                     return
             else:
@@ -273,6 +285,9 @@ class FabricPort:
 
     def _drop(self, reason: str) -> None:
         self.drops[reason] = self.drops.get(reason, 0) + 1
+        observer = self.core.observer
+        if observer is not None:
+            observer(self.core.now, reason)
 
     def _update_special(self) -> None:
         self._special = (self.tapped and self.core.tap is not None) or self.loss_p > 0
@@ -331,10 +346,11 @@ class FabricPort:
 class Switch:
     """A T0 or T1 of one plane: its own uSID and the expanded static table."""
 
-    __slots__ = ("name", "plane", "tier", "index", "usid", "block_bytes", "forward", "ua",
-                 "ports", "up", "drops")
+    __slots__ = ("core", "name", "plane", "tier", "index", "usid", "block_bytes", "forward",
+                 "ua", "ports", "up", "drops")
 
-    def __init__(self, name: str, plane: int, tier: int, index: int) -> None:
+    def __init__(self, core: FabricCore, name: str, plane: int, tier: int, index: int) -> None:
+        self.core = core
         self.name = name
         self.plane = plane
         self.tier = tier
@@ -351,6 +367,8 @@ class Switch:
 
     def no_route(self) -> None:
         self.drops["no_route"] = self.drops.get("no_route", 0) + 1
+        if self.core.observer is not None:
+            self.core.observer(self.core.now, "no_route")
 
 
 class FabricLink:
@@ -400,14 +418,15 @@ class FabricCore:
     """
 
     def __init__(self, spec: FabricSpec, *, seed: int = 0, deliver: Deliver | None = None,
-                 on_carrier: Carrier | None = None, nic_buffer_bytes: int = 16 << 20) -> None:
+                 nic_link: NicLink | None = None, nic_buffer_bytes: int = 16 << 20) -> None:
         self.spec = spec
         self.now = 0
         self.heap: list[tuple[int, int, Callable[[Any], None], Any]] = []
         self.seq: Callable[[], int] = itertools.count(1).__next__
         self.rng = random.Random(seed)
         self.deliver: Deliver = deliver or (lambda host, buf, t: None)
-        self.on_carrier = on_carrier
+        self.nic_link = nic_link
+        self.observer: Observer | None = None
         self.nic_buffer_bytes = nic_buffer_bytes
         self.tap: Tap | None = None
         self.switches: dict[str, Switch] = {}
@@ -416,7 +435,7 @@ class FabricCore:
         #: ``uplinks[host][plane]``: the port a host's packets of that plane enter.
         self.uplinks: list[list[FabricPort]] = [[] for _ in range(spec.hosts)]
         self.fault_log: list[dict[str, Any]] = []
-        self.drops: dict[str, int] = {}  # ingress drops (before any port)
+        self.drops: dict[str, int] = {}  # datagrams refused at the door (REJECT_REASONS)
         self.rx_datagrams = 0
         self.delivered_datagrams = 0
         #: Datagrams entering each plane, split DATA / other (for per-plane checks).
@@ -431,9 +450,9 @@ class FabricCore:
         spec = self.spec
         latency = spec.switch_latency_ps
         for plane in range(spec.planes):
-            t0s = [Switch(names.t0_name(plane, i), plane, 0, i)
+            t0s = [Switch(self, names.t0_name(plane, i), plane, 0, i)
                    for i in range(spec.t0_per_plane)]
-            t1s = [Switch(names.t1_name(plane, k), plane, 1, k) for k in range(spec.t1)]
+            t1s = [Switch(self, names.t1_name(plane, k), plane, 1, k) for k in range(spec.t1)]
             for sw in (*t0s, *t1s):
                 self.switches[sw.name] = sw
             downlinks: list[list[FabricPort]] = [[] for _ in t0s]
@@ -519,6 +538,7 @@ class FabricCore:
         return True
 
     def _ingress_drop(self, reason: str) -> None:
+        # Not reported to the observer: these never were the transports' packets.
         self.drops[reason] = self.drops.get(reason, 0) + 1
 
     def run_until(self, now: int) -> int:
@@ -601,8 +621,12 @@ class FabricCore:
         return record
 
     def _carrier(self, link: FabricLink, was_up: bool) -> None:
-        if link.host is not None and link.is_up != was_up and self.on_carrier is not None:
-            self.on_carrier(link.host, link.plane, link.is_up)
+        if link.host is not None and link.is_up != was_up:
+            self._signal(link)
+
+    def _signal(self, link: FabricLink) -> None:
+        if self.nic_link is not None and link.host is not None:
+            self.nic_link(link.host, link.plane, link.is_up, link.up_port.bps)
 
     def _hold(self, link: FabricLink, cause: str) -> int:
         was_up = link.is_up
@@ -663,6 +687,8 @@ class FabricCore:
         name, ports = self._ports(target, direction)
         for port in ports:
             port.set_rate_fraction(fraction)
+            if port.nic and port.link is not None:
+                self._signal(port.link)  # the NIC now runs its port at that rate
         return self._record("degrade", name, fraction=fraction)
 
     #: Lab schedule actions (``mrc.labs.schema.FaultAction.action``) -> primitive and its
@@ -713,8 +739,6 @@ class FabricCore:
                                "tx_packets": 0, "tx_bytes": 0, "trims": 0, "ecn_marks": 0,
                                "events": self.events_processed}
         drops = dict.fromkeys(DROP_REASONS, 0)
-        for reason, count in self.drops.items():
-            drops[reason] += count
         for port in self.ports.values():
             out["tx_packets"] += port.tx_packets
             out["tx_bytes"] += port.tx_bytes
@@ -728,7 +752,31 @@ class FabricCore:
         for reason, count in drops.items():
             out[f"drop_{reason}"] = count
         out["drops"] = sum(drops.values())
+        for reason in REJECT_REASONS:
+            out[f"rejected_{reason}"] = self.drops.get(reason, 0)
+        out["rejected"] = sum(self.drops.values())
         return out
+
+
+def udp_kernel_drops(sock: socket.socket | None) -> int | None:
+    """Datagrams the kernel dropped on ``sock`` (full receive buffer): losses outside the
+    model, so runs report them. Linux only (``/proc/net/udp*``); None elsewhere."""
+    if sock is None or sock.fileno() < 0:
+        return None
+    try:
+        import os
+
+        inode = str(os.fstat(sock.fileno()).st_ino)
+        for table in ("/proc/net/udp", "/proc/net/udp6"):
+            with open(table, encoding="ascii") as f:
+                next(f, None)
+                for line in f:
+                    cols = line.split()
+                    if len(cols) > 12 and cols[9] == inode:
+                        return int(cols[-1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def check_bind_address(host: str, allow_non_loopback: bool) -> None:
@@ -760,10 +808,12 @@ class FabricServer(asyncio.DatagramProtocol):
         self.bind = (host, port)
         self.rcvbuf_bytes = rcvbuf_bytes
         self.transport: asyncio.DatagramTransport | None = None
+        self._sock: socket.socket | None = None
         self.address: tuple[str, int] | None = None
         self.hosts: dict[tuple[str, int], int] = {}
         self.host_addr: list[tuple[str, int] | None] = [None] * core.spec.hosts
         self.send_errors = 0
+        self.kernel_drops: int | None = None
         self.lag_max_ps = 0
         self.lag_sum_ps = 0
         self.lag_samples = 0
@@ -788,6 +838,7 @@ class FabricServer(asyncio.DatagramProtocol):
             sock.close()
             raise
         self.transport = transport  # type: ignore[assignment]
+        self._sock = sock
         self.address = sock.getsockname()[:2]
         return self.address
 
@@ -799,13 +850,28 @@ class FabricServer(asyncio.DatagramProtocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+        self._ingest(data, addr)
+        sock = self._sock
+        if sock is not None:  # read what else waits now: a loop turn per datagram costs most
+            for _ in range(RX_BATCH):
+                try:
+                    data, addr = sock.recvfrom(MAX_DATAGRAM)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    self.send_errors += 1  # an ICMP error queued on the socket
+                    continue
+                self._ingest(data, addr)
+        self._arm()
+
+    def _ingest(self, data: bytes, addr: tuple[str, int]) -> None:
         core = self.core
         now = self.clock.now_ps()
         if core.heap and core.heap[0][0] <= now:
             self._run(now)
-        core.now = now if now > core.now else core.now
+        if now > core.now:
+            core.now = now
         core.inject(data, self.hosts.get(addr[:2]))
-        self._arm()
 
     def error_received(self, exc: Exception) -> None:
         # ICMP port unreachable from a host that already closed: count, never crash.
@@ -857,12 +923,18 @@ class FabricServer(asyncio.DatagramProtocol):
         addr = self.host_addr[host]
         transport = self.transport
         if addr is None or transport is None or transport.is_closing():
-            self.core._ingress_drop("misdelivered")
+            self.core._ingress_drop("no_host")
             return
         try:
             transport.sendto(buf, addr)
         except OSError:
             self.send_errors += 1
+
+    def call_at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
+        """Run ``fn(arg)`` at modelled time ``time_ps``, in order with the packets (the live
+        runtime's one modelled-time scheduler)."""
+        self.core.at(time_ps, fn, arg)
+        self._arm()
 
     def schedule_fault(self, time_ps: int, action: str, target: str,
                        params: dict[str, Any] | None = None) -> None:
@@ -873,6 +945,8 @@ class FabricServer(asyncio.DatagramProtocol):
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.core.totals())
         out["send_errors"] = self.send_errors
+        out["kernel_drops"] = (udp_kernel_drops(self._sock) if self._sock is not None
+                               else self.kernel_drops)
         out["lag_max_us"] = self.lag_max_ps / 1e6
         out["lag_mean_us"] = (self.lag_sum_ps / self.lag_samples / 1e6
                               if self.lag_samples else 0.0)
@@ -881,8 +955,11 @@ class FabricServer(asyncio.DatagramProtocol):
     async def close(self) -> None:
         """Stop the timer and close the socket (idempotent)."""
         self._cancel_timer()
+        if self._sock is not None:
+            self.kernel_drops = udp_kernel_drops(self._sock)
         transport = self.transport
         self.transport = None
+        self._sock = None
         if transport is not None:
             transport.close()
             await asyncio.sleep(0)  # let connection_lost run
