@@ -33,6 +33,7 @@ from mrc.labs.schema import (
     check_int,
     fault_windows,
     load_lab,
+    materialize,
     set_keys,
     validate,
 )
@@ -158,7 +159,7 @@ def prepare(lab_or_path: str | Path | Mapping[str, Any] | Lab, *, seed: int | No
     """Load and validate, applying command-line style overrides (all before any run)."""
     lab = load_lab(lab_or_path)
     if overrides:
-        lab = validate(set_keys(lab.raw, overrides), name=lab.name, source=lab.source,
+        lab = validate(set_keys(materialize(lab), overrides), name=lab.name, source=lab.source,
                        base_dir=lab.base_dir)
     run = lab.run
     if seed is not None:

@@ -1169,3 +1169,14 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         value = value_text.strip()
     return path, value
 
+
+def materialize(base: Lab) -> dict[str, Any]:
+    """The base lab's raw dict with defaulted sections written out, so that setting one key
+    inside them keeps the rest of the default (setting ``transport.mrc.ev_count`` must not
+    drop the default ``rc``; setting ``fabric.planes`` must keep the default preset)."""
+    raw = copy.deepcopy(base.raw)
+    if "transport" not in raw:
+        raw["transport"] = {name: {} for name in base.transports}
+    if "fabric" not in raw and base.fabric_preset is not None:
+        raw["fabric"] = {"preset": base.fabric_preset}
+    return raw

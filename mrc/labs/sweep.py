@@ -70,6 +70,7 @@ from mrc.labs.schema import (
     decode_lab_bytes,
     find_bundled,
     load_lab,
+    materialize,
     parse_toml,
     resolve_lab_path,
     set_key,
@@ -300,18 +301,6 @@ def _check_disjoint(paths: Sequence[tuple[str, str]]) -> None:
             if a.startswith(b + ".") or b.startswith(a + "."):
                 raise LabError(f"{a!r} overlaps {b!r} (set by {where_b}); the order would be "
                                "ambiguous", where_a)
-
-
-def materialize(base: Lab) -> dict[str, Any]:
-    """The base lab's raw dict with defaulted sections written out, so that setting one key
-    inside them keeps the rest of the default (setting ``transport.mrc.ev_count`` must not
-    drop the default ``rc``; setting ``fabric.planes`` must keep the default preset)."""
-    raw = copy.deepcopy(base.raw)
-    if "transport" not in raw:
-        raw["transport"] = {name: {} for name in base.transports}
-    if "fabric" not in raw and base.fabric_preset is not None:
-        raw["fabric"] = {"preset": base.fabric_preset}
-    return raw
 
 
 def apply_param(lab: Mapping[str, Any], path: str, value: Any, key: str) -> dict[str, Any]:
