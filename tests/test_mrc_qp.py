@@ -385,8 +385,9 @@ def test_single_loss_marks_only_that_ev_and_retransmits_elsewhere() -> None:
 
 
 def test_dead_ev_times_out_and_only_it_goes_bad() -> None:
+    """The RTO backstop alone (overdue evidence off)."""
     victim = make_evs()[2].ev
-    loop = Loop(fate=lambda now, p: "drop" if p.ev == victim else None)
+    loop = Loop(config(overdue_loss=False), fate=lambda now, p: "drop" if p.ev == victim else None)
     sizes = [80 * MTU]
     loop.transfer(sizes)
     check_exact(loop, sizes)
@@ -459,6 +460,199 @@ def test_round_robin_spreads_evenly() -> None:
     loop.transfer([128 * MTU])
     counts = {pc.ev: len(loop.data_sent(pc.ev)) for pc in make_evs()}
     assert set(counts.values()) == {16}
+
+
+# ====================================================================== overdue evidence
+def bad_events(loop: Loop, host: int = 0) -> list[TransportEvent]:
+    return [e for e in loop.ev_events(host) if e.detail["new"] == ASSUMED_BAD]
+
+
+def test_silent_ev_is_found_by_overdue_evidence_well_before_the_rto() -> None:
+    """A dead path leaves no later packet on its EV to prove a loss; packets sent later on
+    the other EVs being acknowledged does, within the reorder window."""
+    victim = make_evs()[2].ev
+    fault = 60 * US  # the scopes are warm by then
+    loop = Loop(fate=lambda now, p: "drop" if p.ev == victim and now >= fault else None)
+    sizes = [3000 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    bad = bad_events(loop)
+    assert [e.detail["ev"] for e in bad] == [victim]  # no other EV suspected
+    assert bad[0].detail["reason"].startswith("overdue")
+    assert bad[0].time_ps - fault < loop.a.rto_ps
+    stats = loop.a.stats
+    assert stats.timeouts == 0 and stats.overdue_losses >= 1
+    lost = {p.psn for t, p in loop.data_sent(victim) if t >= fault}
+    retx = [p for _, p in loop.data_sent() if p.flags & FLAG_RETX]
+    assert {p.psn for p in retx} == lost and all(p.ev != victim for p in retx)
+    assert all(t <= bad[0].time_ps for t, _ in loop.data_sent(victim))  # then only probes
+
+
+def test_a_silent_plane_is_caught_by_the_qp_wide_scope() -> None:
+    """No EV of the plane delivers, so only the other plane's ACKs can prove the loss."""
+    fault = 60 * US
+    loop = Loop(fate=lambda now, p: "drop" if p.plane == 1 and now >= fault else None)
+    sizes = [3000 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    bad = bad_events(loop)
+    plane1 = {pc.ev for pc in make_evs() if pc.plane == 1}
+    assert {e.detail["ev"] for e in bad} == plane1
+    assert all(e.detail["reason"].startswith("overdue") for e in bad)
+    assert min(e.time_ps for e in bad) - fault < loop.a.rto_ps
+    assert loop.a.stats.timeouts == 0  # never the RTO: each EV is found when next used
+
+
+def test_heavy_static_reordering_is_not_loss() -> None:
+    """EV paths from 2 to 9 us one way: the window learns the 14 us RTT spread."""
+    loop = Loop(delay=lambda ev: 2 * US + ((ev * 7919) % 8) * 900_000)
+    sizes = [4000 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    stats = loop.a.stats
+    assert stats.retransmissions == stats.losses == stats.overdue_losses == 0
+    assert loop.ev_events() == []
+    spread = 2 * 7 * 900_000
+    assert all(sc.window > spread for sc in loop.a._scopes)
+
+
+def test_queues_building_on_some_paths_widen_the_window() -> None:
+    """Half the paths of each plane queue up (to 6 us more each way, 0.25 us per us): a
+    growing queue is reordering, never loss."""
+    loop = Loop()
+
+    def delay(ev: int) -> int:
+        base = 2 * US + (ev & 0xFF) * 150_000
+        if usid.ev_t1(ev) < 2:
+            base += min(6 * US, max(0, loop.now - 40 * US) // 4)
+        return base
+
+    loop.delay = delay
+    sizes = [6000 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    assert loop.a.stats.overdue_losses == loop.a.stats.retransmissions == 0
+    assert loop.ev_events() == []
+
+
+def test_a_trim_nack_within_the_grace_beats_overdue_evidence() -> None:
+    """A trimmed packet on a slow path looks overdue before its NACK is back: the grace
+    lets the NACK make it a trim (congestion), never a loss."""
+    victim = make_evs()[3].ev
+    trimmed: list[int] = []
+
+    def fate(now: int, pkt: Packet) -> str | None:
+        if pkt.kind == DATA and pkt.ev == victim and now > 50 * US and not trimmed:
+            trimmed.append(pkt.psn)
+            return "trim"
+        return None
+
+    cfg = config(reorder_window_ps=1 * US, loss_grace_ps=10 * US)
+    loop = Loop(cfg, fate=fate, delay=lambda ev: 6 * US if ev == victim else 2 * US)
+    sizes = [2000 * MTU]
+    loop.transfer(sizes)
+    check_exact(loop, sizes)
+    stats = loop.a.stats
+    assert trimmed and stats.trims == 1 and stats.losses == stats.overdue_losses == 0
+    assert loop.ev_events() == []
+
+
+def _strike_case(deliver_until: int) -> tuple[MrcQueuePair, list[int]]:
+    """EV 0 (plane 0) carries packets sent at 0, 4 and 8 us and loses them all; every other
+    packet sent up to ``deliver_until`` is acknowledged. Window 1 us, no grace."""
+    evs = make_evs()
+    cfg = config(reorder_window_ps=1 * US, loss_grace_ps=0, overdue_strikes=2, ack_every=64,
+                 ack_req_on_last=False, spray="round_robin",
+                 cc=CcConfig(algorithm="fixed", fixed_window_bytes=1 << 20))
+    a = MrcQueuePair(1, 0, 1, 2, MTU, evs, config=cfg)
+    b = MrcQueuePair(2, 1, 0, 1, MTU, evs, config=cfg)
+    a.post_write(0, 0, 100 * MTU)
+    a.post_write(0, 1, MTU)  # keeps the ACK_REQ of "nothing queued" off these packets
+    victim = evs[0].ev
+    mine = []
+    for i in range(12):  # one packet per plane every 1 us
+        for plane in range(PLANES):
+            pkt = a.poll(i * US, plane)
+            assert pkt is not None
+            if pkt.ev == victim:
+                mine.append(pkt.psn)
+            elif pkt.ts <= deliver_until:
+                b.receive(20 * US, pkt)
+    assert len(mine) == 3
+    b.handle_timer(30 * US)  # one delayed ACK reports them all
+    for ack in b.take_control():
+        a.receive(21 * US, ack)
+    return a, mine
+
+
+def test_overdue_strikes_make_an_ev_bad() -> None:
+    """Two overdue losses with no delivery between: ASSUMED_BAD although the EV's newest
+    packet is not overdue yet; that packet is resent elsewhere at once."""
+    a, mine = _strike_case(deliver_until=6 * US)  # overdue: sent before 5 us
+    assert a.stats.overdue_losses == 2 and a.stats.evicted == 1
+    assert a.ev_state(make_evs()[0].ev) == ASSUMED_BAD
+    assert [e.detail["reason"] for e in a.events if e.kind == EVENT_EV_STATE] == [
+        f"overdue psn={mine[1]} strikes=2"]
+
+
+def test_an_ev_whose_packets_are_all_overdue_goes_bad_at_the_first() -> None:
+    a, mine = _strike_case(deliver_until=11 * US)  # all three overdue
+    assert a.stats.overdue_losses == 1 and a.stats.evicted == 2
+    assert [e.detail["reason"] for e in a.events if e.kind == EVENT_EV_STATE] == [
+        f"overdue psn={mine[0]} strikes=1"]
+
+
+def test_a_delivery_clears_the_strikes() -> None:
+    a, _ = _strike_case(deliver_until=2 * US)  # only the packet sent at 0 us is overdue
+    e = a._by_ev[make_evs()[0].ev]
+    assert a.stats.overdue_losses == 1 and e.strikes == 1 and e.state == GOOD
+    e.strikes = 1
+    a._set_state(0, e, GOOD, "test")  # any fresh start clears them
+    assert e.strikes == 0
+
+
+def test_port_down_marks_the_plane_at_once_and_probes_bring_it_back() -> None:
+    down, up = 30 * US, 90 * US
+    loop = Loop(fate=lambda now, p: "drop" if p.plane == 1 and down <= now < up else None)
+    loop.post(loop.a, 0, 3000 * MTU)
+    loop.run(down)
+    t_down = loop.now
+    in_flight = sum(1 for t, p in loop.data_sent() if p.plane == 1 and t > down - 5 * US)
+    changed = loop.a.port_down(loop.now, 1)
+    plane1 = {pc.ev for pc in make_evs() if pc.plane == 1}
+    assert set(changed) == plane1
+    assert all(loop.a.ev_state(ev) == ASSUMED_BAD for ev in plane1)
+    assert 0 < loop.a.stats.evicted <= in_flight
+    assert loop.a.port_down(loop.now, 1) == [] and loop.a.port_down(loop.now, 7) == []
+    loop.service(loop.a)
+    loop.run(5000 * US, stop=lambda: len(loop.completions(1)) == 1)
+    check_exact(loop, [3000 * MTU])
+    bad = bad_events(loop)
+    assert len(bad) == len(plane1)
+    assert all(e.time_ps == t_down and e.detail["reason"] == "port down" for e in bad)
+    assert all(loop.a.ev_state(ev) == GOOD for ev in plane1)  # probed back after ``up``
+    assert loop.a.stats.timeouts == 0 and loop.a.stats.reintegrated == len(plane1)
+
+
+def test_reorder_window_learns_the_spread_and_holds_it() -> None:
+    from mrc.transport.mrc_qp import _Reorder
+
+    rto = 100 * US
+    sc = _Reorder(rto)
+    sc.sample(0, 10 * US, hold_rtts=8)
+    assert sc.refresh(rto, 1.0, 1.0) == rto  # cold: nothing known about the spread
+    sc.cur_max = 30 * US  # a packet reported 30 us after it was sent
+    sc.sample(41 * US, 10 * US, hold_rtts=8)  # half a hold period (4 x 10 us): rotates
+    assert sc.refresh(rto, 1.0, 1.0) == 10 * US + 20 * US  # margin + spread
+    assert sc.refresh(rto, 0.5, 2.0) == 5 * US + 40 * US
+    sc.sample(82 * US, 10 * US, hold_rtts=8)
+    assert sc.refresh(rto, 1.0, 1.0) == 10 * US  # the spread is gone: narrow again
+    sc.cur_max = 500 * US
+    assert sc.refresh(rto, 1.0, 1.0) == rto  # never past the RTO
+    with pytest.raises(ValueError):
+        MrcConfig(reorder_window_ps=0)
+    with pytest.raises(ValueError):
+        MrcConfig(overdue_strikes=0)
 
 
 # ====================================================================== probes, DENIED

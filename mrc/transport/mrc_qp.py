@@ -21,17 +21,58 @@ Receiver
     burst that does not fit one window gets several ACKs). A trimmed DATA gets an immediate
     NACK(FLAG_TRIM). Each reply travels back along the plane/T1 of the EV it echoes.
 
-Loss, per EV (spraying makes global PSN gaps normal)
-    Paths are FIFO, so a packet is lost when a packet sent *after* it on the same EV has been
-    acknowledged. Because the proof and a trim NACK may come back on different reverse paths,
-    such a packet is only *suspected* for ``loss_grace_ps``; a NACK in that time turns it
-    into a trim. A trim is congestion: retransmit at once, tell the congestion control, the
-    EV stays GOOD. A loss, or the EV's oldest packet being unacknowledged for RTO =
-    max(floor, 1.024 us x 2^n), moves the EV to ASSUMED_BAD: it stops carrying data at once,
-    its missing packets are resent on other GOOD EVs, and it is probed every
-    ``probe_interval_ps`` (PROBE/PROBE_REPLY along the same path) until K consecutive probes
-    are answered, then it is GOOD again. DENIED EVs (``deny``/``allow``) are never used or
-    probed.
+Loss evidence (spraying makes global PSN gaps normal)
+    *Same EV (FIFO)*: paths are FIFO, so a packet is lost when a packet sent *after* it on
+    the same EV has been acknowledged.
+
+    *Other EVs (overdue)*, in the spirit of RACK (RFC 8985) and UEC's out-of-order loss
+    detection: a silently dropped packet (a dead T1 or link) leaves no later packet on its
+    EV to prove the loss, so time stands in for order. A packet is *overdue* when a packet
+    sent more than the reorder window ``W`` after it, on any other EV of the same plane or
+    of the QP, has been acknowledged while it has not. ``W`` is kept per scope (each plane,
+    and the whole QP) from what that scope's ACKs show (a trim NACK skips the queues and is
+    not used)::
+
+        W = min(RTO, reorder_margin_rtts x min_rtt
+                     + reorder_spread_gain x (recent max delay - min_rtt))
+
+    where ``min_rtt`` comes from the RTTs ACKs echo and a *delay* is the age (send to ACK)
+    of every packet an ACK newly reports, not only the echoed one (slow paths are seldom
+    the echoed one). Paths of a scope differ only in queueing, so the spread of delays
+    bounds how far a packet can fall behind one sent later on another path; the margin
+    (one min RTT by default) covers a queue that grows while nothing of its path is being
+    acknowledged. "Recent" is a two-bucket windowed max over about ``reorder_hold_rtts``
+    smoothed RTTs: queueing widens ``W`` at once (an 8-to-1 incast with 40 us queues gets
+    ``W`` of ~46 us and no false loss) and it narrows only after the spread has been
+    gone a while. A scope that has not yet seen half a hold period of samples is cold:
+    ``W`` is the RTO, nothing is declared on unknown reordering. Planes share their first
+    and last hop, so a plane's ``W`` is the tight one; the QP's also covers the skew between
+    planes and catches a whole plane going silent (a dead T0). A path whose queue grows by
+    more than ``W`` while unobserved still looks like a loss: a spurious retransmission,
+    and its late ACK widens ``W``.
+
+    Each scope keeps its transmissions in send order; when its newest acknowledged send
+    time advances, the front is popped up to that time minus ``W``: amortised O(1) per
+    packet. ``reorder_window_ps`` fixes ``W`` instead; ``overdue_loss=False`` turns it off.
+
+    Either evidence only makes the packet *suspected* for ``loss_grace_ps``, because the
+    proof and a trim NACK may come back on different reverse paths; a NACK in that time
+    turns it into a trim. A trim is congestion: retransmit at once, tell the congestion
+    control, the EV stays GOOD.
+
+EV states
+    A FIFO loss, or the EV's oldest packet being unacknowledged for RTO =
+    max(floor, 1.024 us x 2^n), moves the EV to ASSUMED_BAD. An overdue loss gives its EV
+    a *strike* (cleared whenever the EV delivers a packet); the EV goes ASSUMED_BAD when
+    all it carries is overdue (its newest transmission is) or after ``overdue_strikes``
+    strikes, and what it still has in flight is resent at once. So a dead T1 is found
+    ``W`` + one RTT + the grace after the fault (~23 us on lab-8plane), not after the RTO.
+    ASSUMED_BAD EVs stop carrying data at once, their missing packets are resent on other
+    GOOD EVs, and they are probed every ``probe_interval_ps`` (PROBE/PROBE_REPLY along the
+    same path) until K consecutive probes are answered, then they are GOOD again. DENIED
+    EVs (``deny``/``allow``) are never used or probed. ``port_down(now, plane)`` is local
+    knowledge the driver may pass on (its NIC port lost signal): that plane's EVs go
+    ASSUMED_BAD at once, without waiting for evidence, and the probes bring them back.
 
 QP error
     A watchdog counts consecutive RTO periods (doubling, like an exponential retry range)
@@ -122,6 +163,12 @@ class MrcConfig:
     rto_exp: int = 6  # RTO = max(floor, 1.024 us x 2^rto_exp): 65.5 us
     retry_cnt_exp: int | None = 7  # None or >= 25: never error
     loss_grace_ps: int = 4 * PS_PER_US  # suspected loss waits this long for a trim NACK
+    overdue_loss: bool = True  # time-based loss evidence from packets sent later on other EVs
+    reorder_window_ps: int | None = None  # None: adaptive (module docstring); else fixed
+    reorder_margin_rtts: float = 1.0  # window = this x min RTT + gain x RTT spread, <= RTO
+    reorder_spread_gain: float = 1.0
+    reorder_hold_rtts: int = 8  # the RTT spread is the max over about this many RTTs
+    overdue_strikes: int = 2  # overdue losses with no delivery between that make an EV bad
     cc: CcConfig = field(default_factory=CcConfig)
     ack_req_on_last: bool = True  # ask for an immediate ACK on a message's last packet
     sender_completions: bool = True  # raise EVENT_SEND_COMPLETED when a send is fully acked
@@ -133,7 +180,8 @@ class MrcConfig:
             raise ValueError(f"rto_exp must be in 0..24, got {self.rto_exp}")
         if self.retry_cnt_exp is not None and self.retry_cnt_exp < 0:
             raise ValueError("retry_cnt_exp must be >= 0 or None")
-        for name in ("ev_count", "reps_explore_every", "ack_every", "probes_to_reintegrate"):
+        for name in ("ev_count", "reps_explore_every", "ack_every", "probes_to_reintegrate",
+                     "reorder_hold_rtts", "overdue_strikes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         for name in ("ack_delay_ps", "probe_interval_ps", "rto_floor_ps"):
@@ -143,6 +191,10 @@ class MrcConfig:
             raise ValueError("loss_grace_ps must not be negative")
         if self.probe_timeout_ps is not None and self.probe_timeout_ps <= 0:
             raise ValueError("probe_timeout_ps must be positive")
+        if self.reorder_window_ps is not None and self.reorder_window_ps <= 0:
+            raise ValueError("reorder_window_ps must be positive")
+        if self.reorder_spread_gain < 0 or self.reorder_margin_rtts < 0:
+            raise ValueError("reorder_margin_rtts and reorder_spread_gain must not be negative")
 
     @property
     def rto_ps(self) -> int:
@@ -164,7 +216,8 @@ class MrcStats:
 
     FIELDS = (
         "data_sent", "bytes_sent", "retransmissions", "acks_sent", "nacks_sent", "acks_received",
-        "nacks_received", "trims", "ecn_echoes", "losses", "timeouts", "packets_timed_out",
+        "nacks_received", "trims", "ecn_echoes", "losses", "overdue_losses", "evicted",
+        "timeouts", "packets_timed_out",
         "qp_timeouts", "probes_sent", "probes_answered", "probe_replies_sent", "paths_marked_bad",
         "reintegrated", "spurious_losses", "data_received", "duplicates", "trimmed_received",
         "bad_packets", "messages_sent", "messages_received", "reply_fallbacks",
@@ -182,7 +235,9 @@ class MrcStats:
         self.nacks_received = 0  # NACKs received
         self.trims = 0  # trim NACKs that triggered a retransmission (congestion)
         self.ecn_echoes = 0  # ACKs echoing a CE mark
-        self.losses = 0  # packets lost by per-EV FIFO evidence
+        self.losses = 0  # packets declared lost by evidence (per-EV FIFO or overdue)
+        self.overdue_losses = 0  # of which: packets sent later on other EVs were acked
+        self.evicted = 0  # in-flight packets resent because their EV went silent or port down
         self.timeouts = 0  # EV RTO expiries
         self.packets_timed_out = 0  # packets resent because their EV timed out
         self.qp_timeouts = 0  # watchdog expiries without progress (retry count)
@@ -210,7 +265,7 @@ class _Ev:
 
     __slots__ = ("ev", "plane", "t1", "address", "state", "usable", "fifo", "epoch",
                  "probe_seq", "probe_ok", "probes_out", "sent", "acked", "lost", "trims",
-                 "timeouts")
+                 "timeouts", "strikes", "last_sent")
 
     def __init__(self, choice: PathChoice) -> None:
         self.ev = choice.ev
@@ -230,10 +285,56 @@ class _Ev:
         self.lost = 0
         self.trims = 0
         self.timeouts = 0
+        self.strikes = 0  # overdue losses since the EV last delivered a packet
+        self.last_sent = -1  # send time of its newest transmission
 
     @property
     def choice(self) -> PathChoice:
         return PathChoice(self.ev, self.plane, self.t1, self.address)
+
+
+class _Reorder:
+    """Overdue-loss state of one scope (one plane, or the whole QP): its transmissions in
+    send order, the send time of the newest one known delivered, and the reorder window
+    learnt from the delays seen in that scope (see the module docstring)."""
+
+    __slots__ = ("dq", "newest", "min_rtt", "srtt", "cur_max", "cur_start", "prev_max",
+                 "window")
+
+    def __init__(self, window: int) -> None:
+        self.dq: deque[tuple[int, _Seg, int]] = deque()  # (sent, seg, tx)
+        self.newest = -1  # send time of the newest transmission certainly acknowledged
+        self.min_rtt = 0  # 0: no sample yet
+        self.srtt = 0
+        self.cur_max = 0  # longest delay in the current half of the hold period
+        self.cur_start = -1  # when the current half began (-1: no sample yet)
+        self.prev_max = -1  # longest delay in the previous half; -1: cold (window = RTO)
+        self.window = window
+
+    def sample(self, now: int, rtt: int, hold_rtts: int) -> None:
+        """The RTT an ACK echoes (exact): min and smoothed RTT, and the clock of the
+        two-bucket windowed max (each bucket half of ``hold_rtts`` smoothed RTTs)."""
+        if not self.min_rtt or rtt < self.min_rtt:
+            self.min_rtt = rtt
+        srtt = self.srtt = rtt if not self.srtt else self.srtt + ((rtt - self.srtt) >> 3)
+        if self.cur_start < 0:
+            self.cur_start = now
+        elif now - self.cur_start >= (hold_rtts * srtt) >> 1:
+            self.prev_max = self.cur_max
+            self.cur_max = 0
+            self.cur_start = now
+        if rtt > self.cur_max:
+            self.cur_max = rtt
+
+    def refresh(self, rto: int, margin: float, gain: float) -> int:
+        """window = min(RTO, margin x min RTT + gain x (recent max delay - min RTT)); the
+        RTO while the scope is cold (no evidence before the spread is known)."""
+        prev = self.prev_max
+        if prev >= 0:
+            hi = prev if prev > self.cur_max else self.cur_max
+            window = int(margin * self.min_rtt + gain * (hi - self.min_rtt))
+            self.window = window if window < rto else rto
+        return self.window
 
 
 class _Msg:
@@ -347,7 +448,15 @@ class MrcQueuePair:
         self._tx = 0
         self._pipe = 0  # payload bytes in flight (INFLIGHT + SUSPECT)
         self._gq: deque[tuple[int, _Seg, int]] = deque()  # (sent, seg, tx): RTO in send order
-        self._suspects: deque[tuple[int, _Seg, int]] = deque()  # (deadline, seg, tx)
+        #: (deadline, seg, tx, overdue): suspected losses waiting out the grace; overdue
+        #: tells the cross-EV evidence from the same-EV (FIFO) one
+        self._suspects: deque[tuple[int, _Seg, int, bool]] = deque()
+        # overdue-loss scopes: one per plane, and one for the whole QP
+        self._overdue = cfg.overdue_loss
+        self._fixed_window = cfg.reorder_window_ps
+        first = cfg.reorder_window_ps or self._rto
+        self._scopes: list[_Reorder] = [_Reorder(first) for _ in range(planes)]
+        self._qscope = _Reorder(first)
         self._probe_q: deque[tuple[int, _Ev, int]] = deque()  # (due, ev, epoch)
         self._watchdog_at: int | None = None
         self._retries = 0
@@ -389,7 +498,8 @@ class MrcQueuePair:
     def ev_stats(self) -> list[dict[str, Any]]:
         """Per-EV counters (tables, not hot paths)."""
         return [{"ev": e.ev, "plane": e.plane, "t1": e.t1, "state": e.state, "sent": e.sent,
-                 "acked": e.acked, "lost": e.lost, "trims": e.trims, "timeouts": e.timeouts}
+                 "acked": e.acked, "lost": e.lost, "trims": e.trims, "timeouts": e.timeouts,
+                 "strikes": e.strikes}
                 for e in self._evs]
 
     def message_key(self, msg_id: int) -> int:
@@ -444,6 +554,21 @@ class MrcQueuePair:
                 else:
                     self._set_state(now, e, GOOD, reason)
                 changed.append(e.ev)
+        return changed
+
+    def port_down(self, now: int, plane: int) -> list[int]:
+        """The NIC's own port of ``plane`` lost signal (local knowledge, no evidence needed):
+        every GOOD EV of that plane goes ASSUMED_BAD at once and whatever was in flight on
+        the plane is resent on the others. Returns the EVs that changed. Nothing is needed
+        when the port comes back: the probes get answered and reintegrate the EVs."""
+        if self.failed or not 0 <= plane < len(self._plane_evs):
+            return []
+        changed = []
+        for e in self._plane_evs[plane]:
+            if e.state == GOOD:
+                self._mark_bad(now, e, "port down")
+                changed.append(e.ev)
+            self._evict(e)
         return changed
 
     def take_control(self) -> list[Packet]:
@@ -524,7 +649,12 @@ class MrcQueuePair:
         seg.sends += 1
         e.fifo.append((seg, tx))
         e.sent += 1
-        self._gq.append((now, seg, tx))
+        e.last_sent = now
+        item = (now, seg, tx)
+        self._gq.append(item)
+        if self._overdue:
+            self._scopes[plane].dq.append(item)
+            self._qscope.dq.append(item)
         length = seg.length
         self._pipe += length
         stats = self.stats
@@ -760,25 +890,57 @@ class MrcQueuePair:
                         newly.append(seg)
         acked_bytes = 0
         progress = False
+        ts = pkt.ts
+        rtt = now - ts if not nack and 0 < ts <= now else None
+        overdue = self._overdue
+        learn = overdue and self._fixed_window is None
+        if rtt is not None and learn:
+            # the reorder windows learn from ACKs only: a trim NACK skips the queues
+            e = self._by_ev.get(pkt.ev)
+            hold = self.config.reorder_hold_rtts
+            if e is not None:
+                self._scopes[e.plane].sample(now, rtt, hold)
+            self._qscope.sample(now, rtt, hold)
         if newly:
             progress = True
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
             echo_seq = una + psn_diff(pkt.echo_psn, una_psn)
-            echo_ts = pkt.ts
             scan: list[_Seg] = []
             reps = self._reps and not nack
             recycle = self._recycle
+            scopes = self._scopes
+            qscope = self._qscope
+            touched: list[_Reorder] = []
             for seg in newly:
                 state = seg.state
                 seg.state = _ACKED
                 e = seg.ev
+                # loss evidence needs to know *which* transmission arrived: certain for a
+                # packet sent once, or for the very one this ACK echoes
+                certain = seg.sends == 1 or (seg.seq == echo_seq and seg.sent_ps == ts)
+                if certain:
+                    e.strikes = 0  # the EV delivered: its path works
+                    if overdue:
+                        sent = seg.sent_ps
+                        sc = scopes[e.plane]
+                        if learn:
+                            # every packet this ACK reports is a delay sample, not only
+                            # the one it echoes: slow paths are rarely the echoed one
+                            age = now - sent
+                            if age > sc.cur_max:
+                                sc.cur_max = age
+                            if age > qscope.cur_max:
+                                qscope.cur_max = age
+                        if sent > sc.newest:
+                            if sc not in touched:
+                                touched.append(sc)
+                            sc.newest = sent
+                        if sent > qscope.newest:
+                            qscope.newest = sent
                 if state != _LOST:
                     self._pipe -= seg.length
                     e.acked += 1
-                    # FIFO evidence needs to know *which* transmission arrived: certain
-                    # for a packet sent once, or for the very one this ACK echoes
-                    if state == _INFLIGHT and (seg.sends == 1 or (
-                            seg.seq == echo_seq and seg.sent_ps == echo_ts)):
+                    if state == _INFLIGHT and certain:
                         scan.append(seg)
                     if reps and not (ecn and seg.seq == echo_seq):
                         recycle[e.plane].append(e)
@@ -791,12 +953,14 @@ class MrcQueuePair:
                     self._sender_done(now, msg)
             for seg in scan:
                 self._infer_losses(now, seg)
+            if overdue:
+                for sc in touched:
+                    self._scan_overdue(now, sc)
+                self._scan_overdue(now, qscope)
         if nack:
             if pkt.flags & FLAG_TRIM:
                 progress = self._on_trim(now, pkt, una, una_psn) or progress
         else:
-            ts = pkt.ts
-            rtt = now - ts if 0 < ts <= now else None
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
             if ecn:
                 stats.ecn_echoes += 1
@@ -833,11 +997,67 @@ class MrcQueuePair:
             if seg.state == _INFLIGHT and seg.tx == stx:
                 if self._grace:
                     seg.state = _SUSPECT
-                    self._suspects.append((now + self._grace, seg, stx))
+                    self._suspects.append((now + self._grace, seg, stx, False))
                 else:
                     self._lose(seg)
                     self.stats.losses += 1
                     self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+
+    def _scan_overdue(self, now: int, sc: _Reorder) -> None:
+        """Walk the scope's transmissions in send order up to the newest delivered send
+        time minus the reorder window: every one still in flight there is overdue.
+        Amortised O(1) per packet: each entry is looked at once, then dropped."""
+        cfg = self.config
+        window = sc.window if self._fixed_window else sc.refresh(
+            self._rto, cfg.reorder_margin_rtts, cfg.reorder_spread_gain)
+        bound = sc.newest - window
+        dq = sc.dq
+        while dq:
+            item = dq[0]
+            if item[0] >= bound:
+                break
+            dq.popleft()
+            seg = item[1]
+            if seg.tx == item[2] and seg.state == _INFLIGHT:
+                if self._grace:
+                    seg.state = _SUSPECT  # a trim NACK may still be on its way back
+                    self._suspects.append((now + self._grace, seg, item[2], True))
+                else:
+                    self._overdue_lost(now, seg)
+
+    def _overdue_bound(self, plane: int) -> int:
+        """Transmissions sent before this time are overdue on ``plane``."""
+        sc = self._scopes[plane]
+        q = self._qscope
+        a = sc.newest - sc.window
+        b = q.newest - q.window
+        return a if a > b else b
+
+    def _overdue_lost(self, now: int, seg: _Seg) -> None:
+        """An overdue packet's grace ran out: it is lost and its EV gets a strike. The EV
+        goes ASSUMED_BAD when all it carries is overdue (it has delivered nothing sent
+        since) or after ``overdue_strikes`` strikes without a delivery in between."""
+        self._lose(seg)
+        stats = self.stats
+        stats.losses += 1
+        stats.overdue_losses += 1
+        e = seg.ev
+        e.strikes += 1
+        self.cc.on_loss(now, e.ev)
+        if e.state == GOOD and (e.strikes >= self.config.overdue_strikes
+                                or e.last_sent < self._overdue_bound(e.plane)):
+            self._mark_bad(now, e, f"overdue psn={self._psn(seg)} strikes={e.strikes}")
+            self._evict(e)
+
+    def _evict(self, e: _Ev) -> None:
+        """Resend elsewhere everything still in flight on ``e`` (its path is presumed dead)."""
+        n = 0
+        for seg, tx in e.fifo:
+            if seg.tx == tx and seg.state <= _SUSPECT:
+                self._lose(seg)
+                n += 1
+        e.fifo.clear()
+        self.stats.evicted += n
 
     def _lose(self, seg: _Seg) -> None:
         seg.state = _LOST
@@ -890,8 +1110,10 @@ class MrcQueuePair:
         self._good[plane] = [x for x in self._plane_evs[plane] if x.usable]
         if new == ASSUMED_BAD:
             self.stats.paths_marked_bad += 1
-        elif old == ASSUMED_BAD and new == GOOD:
-            self.stats.reintegrated += 1
+        elif new == GOOD:
+            e.strikes = 0  # a fresh start: old strikes say nothing about the path now
+            if old == ASSUMED_BAD:
+                self.stats.reintegrated += 1
         self.events.append(TransportEvent(now, EVENT_EV_STATE, self.qpn, {
             "ev": e.ev, "plane": plane, "t1": e.t1, "old": old, "new": new, "reason": reason}))
 
@@ -953,7 +1175,7 @@ class MrcQueuePair:
             gq.popleft()
         sq = self._suspects
         while sq:
-            due, seg, tx = sq[0]
+            due, seg, tx, _ = sq[0]
             if seg.tx == tx and seg.state == _SUSPECT:
                 if best is None or due < best:
                     best = due
@@ -979,8 +1201,11 @@ class MrcQueuePair:
         # suspected losses whose grace ran out without a NACK
         sq = self._suspects
         while sq and sq[0][0] <= now:
-            _, seg, tx = sq.popleft()
+            _, seg, tx, overdue = sq.popleft()
             if seg.tx == tx and seg.state == _SUSPECT:
+                if overdue:
+                    self._overdue_lost(now, seg)
+                    continue
                 self._lose(seg)
                 self.stats.losses += 1
                 self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
@@ -1056,3 +1281,5 @@ class MrcQueuePair:
         self._watchdog_at = None
         self._ack_due = None
         self.events.append(TransportEvent(now, EVENT_QP_ERROR, self.qpn, {"reason": reason}))
+
+
