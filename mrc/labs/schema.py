@@ -461,9 +461,14 @@ def load_lab(lab: str | Path | Mapping[str, Any] | Lab, *, name: str | None = No
 
 
 def _bundled_dir() -> Any:
+    """The installed ``mrc.bundled_labs`` package, or ``labs/`` of a source checkout (when
+    ``mrc`` is imported from the repository itself, the install-time mapping does not apply)."""
     from importlib.resources import files
 
-    return files("mrc.bundled_labs")
+    try:
+        return files("mrc.bundled_labs")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "labs"
 
 
 def _is_sweep(text: str) -> bool:

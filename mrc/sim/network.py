@@ -78,6 +78,9 @@ class HostAgent(Protocol):
         """A packet from the fabric reached this host."""
         ...
 
+    # Optional: ``on_port_state(now, plane, up)`` is called, when the agent defines it, as
+    # the NIC port of ``plane`` loses or regains its link (a NIC sees loss of signal).
+
 
 class Network:
     """Container that every element points back to: simulator, spec, hooks, fault log.
@@ -628,11 +631,26 @@ class NicPort(OutPort):
         heappush(heap, (end + self._flight, seq(), self._arrive, pkt))
         heappush(heap, (end, seq(), self._tx_done_cb, epoch))
 
+    def set_down(self) -> int:
+        lost = super().set_down()
+        self._notify(False)
+        return lost
+
     def set_up(self) -> None:
         was_up = self.up
         super().set_up()
         if not was_up:
+            self._notify(True)
             self.kick()
+
+    def drop_unsent(self, pkt: Packet) -> None:
+        """Count a packet the host put on this port while its link was down."""
+        self._drop(pkt, "down")
+
+    def _notify(self, up: bool) -> None:
+        notify = getattr(self.host.agent, "on_port_state", None)
+        if notify is not None:
+            notify(self.sim.now, self.plane, up)
 
 
 class Link:
