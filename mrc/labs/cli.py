@@ -7,6 +7,7 @@ internal error (our bug: the traceback is printed, then one summary line).
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -30,6 +31,10 @@ def _guarded(fn: Callable[[], int | None]) -> None:
     except KeyboardInterrupt:
         click.echo("mrc-lab: interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:
+        # the reader went away (`mrc-lab labs | head`): not an error; silence the final flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     except (click.exceptions.Exit, click.ClickException, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 (the point is to catch everything else)
