@@ -13,6 +13,11 @@ bookkeeping at the end (``digest``, ``plane``, ``hop_epoch``). The layout, outer
     ICRC (4)
 
 Switches write only the outer header (destination, ECN, DSCP, and cut the bytes on a trim).
+``ts`` is the sender's clock in picoseconds when the packet left (echoed by ACK, NACK and
+PROBE_REPLY, and used by the sender to recognise which transmission came back). The wire
+carries its low 32 bits; a receiver restores the full value against its own clock, which is
+exact for any round trip under 4.29 ms (``mrc.live.host`` does this).
+
 The MRC extensions put the EV and message id first so that a 128-byte trimmed DATA packet
 still carries what its NACK needs (QPN, PSN, EV, message id).
 """
