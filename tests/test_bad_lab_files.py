@@ -232,17 +232,11 @@ def one_line(stderr: str) -> str:
     return lines[0]
 
 
-MISLEADING = pytest.mark.xfail(strict=True, reason=(
-    "defect (mrc/labs/schema.py _connection_matrix): a binary connection-matrix file is "
-    "reported as 'LAB.toml: binary data (NUL bytes), not a TOML lab file': it blames the lab "
-    "file and names no key, instead of 'workload.file: garbage.cm: binary data ...'"))
-
-
 @pytest.mark.parametrize(("case", "content", "expected"), [
     *BAD,
     pytest.param("matrix-binary-file",
                  edit(WL, 'kind = "connection_matrix"\nfile = "garbage.cm"'),
-                 "workload.file", marks=MISLEADING, id="matrix-binary-file"),
+                 "workload.file", id="matrix-binary-file"),
 ], ids=[c[0] for c in BAD] + ["matrix-binary-file"])
 def test_bad_lab_exit_2_one_line(tmp_path: Path, case: str, content: str | bytes,
                                  expected: str) -> None:
@@ -292,11 +286,6 @@ def test_bad_overrides_exit_2_one_line(tmp_path: Path, case: str, args: list[str
 
 
 # ====================================================================== known defects
-@pytest.mark.xfail(strict=True, reason=(
-    "defect (mrc/labs/schema.py check_transport / mrc/transport/evset.py): "
-    "transport.mrc.ev_count = 100000 on lab-small passes validation; build_ev_set then raises "
-    "ValueError ('100000 EVs need 25000 per plane but 4 path(s) x 256 instances ...') when "
-    "the run opens its first connection: exit 1 with a traceback instead of exit 2"))
 def test_ev_count_beyond_the_ev_layout_is_bad_input(tmp_path: Path) -> None:
     path = write_case(tmp_path, "ev-count-huge", mrc("ev_count = 100000"))
     result = CliRunner().invoke(run, [str(path), "--out", str(tmp_path / "out"), "--quiet"])
@@ -304,10 +293,6 @@ def test_ev_count_beyond_the_ev_layout_is_bad_input(tmp_path: Path) -> None:
     assert "transport.mrc.ev_count" in one_line(result.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect (mrc/labs/schema.py parse_toml): tomllib raises RecursionError on deeply nested "
-    "arrays (x = [[[...]]] 2,000 deep); parse_toml catches only TOMLDecodeError, so the CLI "
-    "exits 1 with a ~3,000-line traceback instead of one 'TOML syntax error' line"))
 def test_deeply_nested_toml_is_bad_input(tmp_path: Path) -> None:
     path = write_case(tmp_path, "deep", BASE + "x = " + "[" * 2000 + "]" * 2000 + "\n")
     result = CliRunner().invoke(run, [str(path), "--out", str(tmp_path / "out"), "--quiet"])

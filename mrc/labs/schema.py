@@ -445,6 +445,8 @@ def parse_toml(text: str, source: str | None) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise LabError(f"TOML syntax error: {exc}", source=source) from None
+    except RecursionError:
+        raise LabError("TOML syntax error: values nested too deeply", source=source) from None
 
 
 def load_lab(lab: str | Path | Mapping[str, Any] | Lab, *, name: str | None = None,
@@ -782,7 +784,14 @@ def _connection_matrix(table: Mapping[str, Any], spec: FabricSpec,
             data = path.read_bytes()
         except OSError as exc:
             raise LabError(f"cannot read {path}: {exc.strerror or exc}", "workload.file") from None
-        text = decode_lab_bytes(data, None)
+        if b"\x00" in data:
+            raise LabError(f"{path.name}: binary data (NUL bytes), not a connection matrix",
+                           "workload.file")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LabError(f"{path.name}: not UTF-8 text (bad byte at offset {exc.start})",
+                           "workload.file") from None
         matrix = parse_connection_matrix(text, f"workload.file ({path.name})")
     nodes, flows = matrix
     if nodes > spec.hosts:

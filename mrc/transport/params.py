@@ -78,6 +78,11 @@ def mrc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport
     cc_fields = {"line_rate_gbps": spec.nic_gbps, "base_rtt_ps": base_rtt_ps(spec)}
     cc_fields.update(_convert(cc_params, CC_KEYS, where + ".cc"))
     fields = _convert(params, MRC_KEYS, where)
+    ev_count = fields.get("ev_count")
+    limit = 256 * spec.planes  # every plane has at least one path; 256 instances per path
+    if isinstance(ev_count, int) and not isinstance(ev_count, bool) and ev_count > limit:
+        raise ParamError(f"{where}.ev_count: {ev_count} EVs cannot be told apart on "
+                         f"{spec.planes} plane(s): at most {limit} (256 per path)")
     try:
         return MrcConfig(cc=CcConfig(**cc_fields), **fields)
     except (TypeError, ValueError) as exc:
