@@ -21,6 +21,7 @@ def _register() -> None:
     main.add_command(run)
     main.add_command(labs)
     main.add_command(__import__("mrc.labs.sweep_cli", fromlist=["sweep"]).sweep)
+    main.add_command(__import__("mrc.bench", fromlist=["bench_command"]).bench_command)
 
 
 _register()

@@ -12,6 +12,7 @@ event and is exactly what ``at`` does, minus the past-time check.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import random
@@ -24,6 +25,10 @@ PS_PER_MS = 1_000_000_000
 PS_PER_S = 1_000_000_000_000
 
 _FOREVER = 1 << 126
+#: Allocations between young-generation collections while ``run`` is inside its loop.
+#: Every event allocates (heap entries, packets) and almost nothing makes reference cycles,
+#: so CPython's default of 700 spends ~10% of a run in the cycle collector finding nothing.
+RUN_GC_THRESHOLD = 100_000
 
 
 class _Halt(Exception):
@@ -94,6 +99,9 @@ class Simulator:
             self._stopped = False
         before = len(heap)
         first_seq = self.next_seq()
+        thresholds = gc.get_threshold()
+        if 0 < thresholds[0] < RUN_GC_THRESHOLD:
+            gc.set_threshold(RUN_GC_THRESHOLD, *thresholds[1:])
         try:
             while heap:
                 t, seq, fn, arg = pop(heap)
@@ -105,6 +113,7 @@ class Simulator:
         except _Halt:
             pass
         finally:
+            gc.set_threshold(*thresholds)
             # Events run = events there before + events scheduled since - events left
             # (the sentinel cancels out); counted here rather than per event.
             pushed = self.next_seq() - first_seq - 1

@@ -364,11 +364,12 @@ class OutPort:
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
             return
-        if self.busy_until <= self.sim.now and (self.hq or self.q):
-            self._drain(self.sim.now)
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q):
+            self._drain(now)
         self.delivered += 1
         if self._tap is not None:
-            self._tap(self.sim.now, self.name, pkt)
+            self._tap(now, self.name, pkt)
         self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
@@ -376,11 +377,12 @@ class OutPort:
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
             return
-        if self.busy_until <= self.sim.now and (self.hq or self.q):
-            self._drain(self.sim.now)
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q):
+            self._drain(now)
         self.delivered += 1
         if self._tap is not None:
-            self._tap(self.sim.now, self.name, pkt)
+            self._tap(now, self.name, pkt)
         da = pkt.da
         if da >> 96 != self._far_block:
             self._far._no_route(pkt)  # type: ignore[union-attr]

@@ -9,6 +9,13 @@ names. After every call into a QP it drains the QP's control packets onto the po
 Idle ports are woken in a rotating order (``_kick``): when a window-limited MRC QP frees
 room for a few packets, the port asked first takes them, so a fixed order would hand a
 congested sender's whole window to plane 0 and leave the last planes idle.
+
+Cost rules (this runs a few times per packet): a QP only wakes the ports of the planes it
+sends on (a port is idle only when every QP of its plane said "nothing" at its last pull,
+and a QP's answer changes only inside a call that kicks its planes), so a receive-only QP
+(MRC's responder side, RC responders) wakes nothing; and after a ``poll`` the QP's timer is
+re-read only when the transport's ``poll_timer_floor_ps`` (the soonest deadline a poll can
+create, relative to now) does not already lie beyond the timer the NIC has armed.
 """
 
 from __future__ import annotations
@@ -35,7 +42,11 @@ class Nic:
         self.on_event = on_event
         self.qps: dict[int, QueuePair] = {}
         planes = len(host.ports)
+        self._ports = host.ports
         self._senders: list[list[QueuePair]] = [[] for _ in range(planes)]
+        #: planes each QP sends on (by QPN), and the soonest deadline a poll can create
+        self._planes: dict[int, tuple[int, ...]] = {}
+        self._floor: dict[int, int] = {}
         self._rr = [0] * planes
         self._timer_at: dict[int, int] = {}
         self._kick_from = 0
@@ -43,13 +54,16 @@ class Nic:
         host.attach(self)
 
     # ----------------------------------------------------------------- setup
-    def add(self, qp: QueuePair, planes: list[int] | range) -> None:
-        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC)."""
+    def add(self, qp: QueuePair, planes: list[int] | range | tuple[int, ...]) -> None:
+        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC, none
+        for an endpoint that only answers)."""
         if qp.qpn in self.qps:
             raise ValueError(f"QPN {qp.qpn} already used on this host")
         self.qps[qp.qpn] = qp
         for plane in planes:
             self._senders[plane].append(qp)
+        self._planes[qp.qpn] = tuple(sorted(set(planes)))
+        self._floor[qp.qpn] = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
 
     def remove(self, qp: QueuePair) -> None:
         """Destroy ``qp`` here: it stops sending at once and later packets for it are
@@ -59,25 +73,47 @@ class Nic:
             if qp in senders:
                 senders.remove(qp)
         self._timer_at.pop(qp.qpn, None)
+        self._planes.pop(qp.qpn, None)
+        self._floor.pop(qp.qpn, None)
 
     # ----------------------------------------------------------------- HostAgent hooks
     def pull(self, now: int, plane: int) -> Packet | None:
         senders = self._senders[plane]
         n = len(senders)
-        if not n:
-            return None
-        start = self._rr[plane]
-        for i in range(n):
-            qp = senders[(start + i) % n]
+        if n == 1:
+            qp = senders[0]
             pkt = qp.poll(now, plane)
-            if pkt is not None:
-                self._rr[plane] = (start + i + 1) % n
-                if pkt.flags & FLAG_RETX:
-                    self.recorder.count("retransmissions", now)
-                # control packets wait for an event of their own: we are inside the port
-                self._service(qp, now, defer_control=True)
-                return pkt
-        return None
+            if pkt is None:
+                return None
+        elif not n:
+            return None
+        else:
+            start = self._rr[plane]
+            for i in range(n):
+                qp = senders[(start + i) % n]
+                pkt = qp.poll(now, plane)
+                if pkt is not None:
+                    self._rr[plane] = (start + i + 1) % n
+                    break
+            else:
+                return None
+        if pkt.flags & FLAG_RETX:
+            self.recorder.count("retransmissions", now)
+        # control packets wait for an event of their own: we are inside the port
+        control = qp.take_control()
+        if control:
+            self.sim.at(now, self._send_later, control)
+        floor = self._floor[qp.qpn]
+        if floor:
+            scheduled = self._timer_at.get(qp.qpn)
+            if scheduled is not None and scheduled <= now + floor:
+                if qp.events:
+                    self._drain_events(qp)
+                return pkt  # a poll cannot have created a deadline before the armed timer
+        self._arm(qp, now)
+        if qp.events:
+            self._drain_events(qp)
+        return pkt
 
     def on_receive(self, now: int, pkt: Packet) -> None:
         qp = self.qps.get(pkt.qpn)
@@ -90,7 +126,7 @@ class Nic:
         if placed:
             self.recorder.placed(now, pkt.plane, placed)
         self._service(qp, now)
-        self._kick()
+        self._kick(qp)
 
     # ----------------------------------------------------------------- application side
     def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
@@ -98,50 +134,68 @@ class Nic:
         now = self.sim.now
         qp.post_write(now, msg_id, length, payload=payload)
         self._service(qp, now)
-        self._kick()
+        self._kick(qp)
 
     def poke(self, qp: QueuePair) -> None:
         """Service ``qp`` after an API call that changed it (e.g. EVs denied or allowed)."""
         self._service(qp, self.sim.now)
-        self._kick()
+        self._kick(qp)
 
     # ----------------------------------------------------------------- internals
-    def _kick(self) -> None:
-        """Wake every idle port, starting one plane further on each call (fair share of a
-        window that just opened)."""
-        ports = self.host.ports
+    def _kick(self, qp: QueuePair) -> None:
+        """Wake the idle ports of ``qp``'s planes, starting one plane further on each call
+        (fair share of a window that just opened)."""
+        ports = self._ports
         n = len(ports)
         start = self._kick_from
         self._kick_from = start + 1 if start + 1 < n else 0
-        for i in range(start, n):
-            ports[i].kick()
-        for i in range(start):
-            ports[i].kick()
+        planes = self._planes.get(qp.qpn, ())
+        if len(planes) == n:
+            for i in range(start, n):
+                ports[i].kick()
+            for i in range(start):
+                ports[i].kick()
+        elif len(planes) == 1:
+            ports[planes[0]].kick()
+        elif planes:
+            for i in sorted(planes, key=lambda p: (p - start) % n):
+                ports[i].kick()
 
-    def _service(self, qp: QueuePair, now: int, defer_control: bool = False) -> None:
-        if defer_control:
-            control = qp.take_control()
-            if control:
-                self.sim.at(now, self._send_later, control)
-        else:
-            for pkt in qp.take_control():
-                self._send_control(now, pkt)
+    def _service(self, qp: QueuePair, now: int) -> None:
+        """Send ``qp``'s control packets, arm its timer and forward its events."""
+        control = qp.take_control()
+        if control:
+            ports = self._ports
+            for pkt in control:
+                if pkt.kind == PROBE:
+                    self.recorder.count("probes", now)
+                ports[pkt.plane].send(pkt)
+        self._arm(qp, now)
+        if qp.events:
+            self._drain_events(qp)
+
+    def _arm(self, qp: QueuePair, now: int) -> None:
+        """Schedule a wake-up for ``qp``'s earliest deadline unless one is armed before it."""
         deadline = qp.next_timer()
         if deadline is not None:
             scheduled = self._timer_at.get(qp.qpn)
             if scheduled is None or deadline < scheduled:
-                self._timer_at[qp.qpn] = max(deadline, now)
-                self.sim.at(max(deadline, now), self._on_timer, qp)
+                at = deadline if deadline > now else now
+                self._timer_at[qp.qpn] = at
+                self.sim.at(at, self._on_timer, qp)
+
+    def _drain_events(self, qp: QueuePair) -> None:
         events = qp.events
+        on_event = self.on_event
         while events:
             event = events.popleft()
-            if self.on_event is not None:
-                self.on_event(event, qp)
+            if on_event is not None:
+                on_event(event, qp)
 
     def _send_control(self, now: int, pkt: Packet) -> None:
         if pkt.kind == PROBE:
             self.recorder.count("probes", now)
-        self.host.send_control(pkt)
+        self._ports[pkt.plane].send(pkt)
 
     def _send_later(self, control: list[Packet]) -> None:
         now = self.sim.now
@@ -158,7 +212,7 @@ class Nic:
         if deadline is not None and deadline <= now:
             qp.handle_timer(now)
             self._service(qp, now)
-            self._kick()
+            self._kick(qp)
         elif deadline is not None and qp.qpn not in self._timer_at:
             self._timer_at[qp.qpn] = deadline
             self.sim.at(deadline, self._on_timer, qp)

@@ -45,15 +45,26 @@ class Recorder:
         self.goodput_plane = [_Series() for _ in range(planes)]
         self.counters = {name: _Series() for name in self.COUNTERS}
         self.bytes_delivered = 0
+        #: DATA packets that placed new bytes (the benchmark's unit of work)
+        self.packets_delivered = 0
         # assumed-bad EVs is a gauge: remember (time, value) changes, sample per bin later
         self._bad_now = 0
         self._bad_changes: list[tuple[int, int]] = []
 
     def placed(self, now: int, plane: int, nbytes: int) -> None:
+        """``nbytes`` new payload bytes placed at ``now`` by a packet that came on ``plane``
+        (once per delivered DATA packet: the two series adds are written out)."""
         index = now // self.bin_ps
-        self.goodput.add(index, nbytes)
-        self.goodput_plane[plane].add(index, nbytes)
+        total = self.goodput.values
+        if index >= len(total):
+            total.extend([0] * (index + 1 - len(total)))
+        total[index] += nbytes
+        per_plane = self.goodput_plane[plane].values
+        if index >= len(per_plane):
+            per_plane.extend([0] * (index + 1 - len(per_plane)))
+        per_plane[index] += nbytes
         self.bytes_delivered += nbytes
+        self.packets_delivered += 1
 
     def count(self, name: str, now: int, amount: int = 1) -> None:
         self.counters[name].add(now // self.bin_ps, amount)

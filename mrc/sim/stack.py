@@ -164,7 +164,8 @@ class RcConnectionAdapter(Connection):
         base = stack.allocate_qpn(per_plane * spec.planes)
         self.conn = RcConnection(spec, src, dst, base, qps_per_plane=per_plane, config=cfg)
         for host, qp in self.conn.endpoints():
-            stack.register(self, qp, [qp.plane], host=host)
+            # responders only answer (ACK/NAK are control packets): no port polls them
+            stack.register(self, qp, [qp.plane] if host == src else (), host=host)
 
     def _post(self, now: int, msg_id: int, size: int) -> None:
         self.conn.post_write(now, msg_id, size)

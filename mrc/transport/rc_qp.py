@@ -399,6 +399,14 @@ class RcQp:
         self._ctrl = []
 
     @property
+    def poll_timer_floor_ps(self) -> int:
+        """The soonest deadline a ``poll`` can create, relative to its ``now``: a first send
+        after idle starts the local ACK timer (and the re-convergence clock). Drivers need
+        not re-read ``next_timer`` after a poll while a wake-up is armed before that."""
+        spans = [t for t in (self._timeout_ps, self._reroute_ps) if t is not None]
+        return min(spans) if spans else 1 << 62
+
+    @property
     def outstanding(self) -> int:
         """Packets sent and not yet acknowledged."""
         return self._max_sent - self._una
