@@ -14,14 +14,13 @@ def main() -> None:
 
 
 def _register() -> None:
+    from mrc.bench import bench_command
     from mrc.labs.cli import labs, run
+    from mrc.labs.sweep_cli import sweep
     from topology.cli import fabric
 
-    main.add_command(fabric)
-    main.add_command(run)
-    main.add_command(labs)
-    main.add_command(__import__("mrc.labs.sweep_cli", fromlist=["sweep"]).sweep)
-    main.add_command(__import__("mrc.bench", fromlist=["bench_command"]).bench_command)
+    for command in (fabric, labs, run, sweep, bench_command):
+        main.add_command(command)
 
 
 _register()

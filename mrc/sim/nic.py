@@ -50,6 +50,8 @@ class Nic:
         self._rr = [0] * planes
         self._timer_at: dict[int, int] = {}
         self._kick_from = 0
+        #: planes whose NIC port has lost its link
+        self._down: set[int] = set()
         self.unknown_qpn = 0
         host.attach(self)
 
@@ -128,6 +130,24 @@ class Nic:
         self._service(qp, now)
         self._kick(qp)
 
+    def on_port_state(self, now: int, plane: int, up: bool) -> None:
+        """The NIC port of ``plane`` lost or regained its link (the NIC sees loss of signal).
+
+        MRC QPs are told at once (``port_down`` marks that plane's EVs ASSUMED_BAD; probes
+        bring them back once the link returns). RC QPs are not: as on a real HCA they keep
+        transmitting into the dead port, time out, retry and finally error.
+        """
+        if up:
+            self._down.discard(plane)
+        else:
+            self._down.add(plane)
+        for qp in list(self._senders[plane]):
+            port_down = getattr(qp, "port_down", None)
+            if not up and port_down is not None:
+                port_down(now, plane)
+            self._service(qp, now)
+            self._kick(qp)
+
     # ----------------------------------------------------------------- application side
     def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
         """Post an RDMA WRITE on ``qp`` now and wake the ports."""
@@ -160,6 +180,28 @@ class Nic:
         elif planes:
             for i in sorted(planes, key=lambda p: (p - start) % n):
                 ports[i].kick()
+        if self._down:
+            for plane in planes:
+                if plane in self._down:
+                    self._send_into_dead_port(qp, plane)
+
+    def _send_into_dead_port(self, qp: QueuePair, plane: int) -> None:
+        """What a QP transmits on a port without link is lost on the spot. Asking only when
+        the QP's state changed (post, ACK, timer) bounds this by its window, with no event
+        per packet time for the whole outage."""
+        now = self.sim.now
+        port = self._ports[plane]
+        for _ in range(1 << 16):
+            pkt = qp.poll(now, plane)
+            if pkt is None:
+                break
+            port.drop_unsent(pkt)
+        control = qp.take_control()
+        if control:
+            self.sim.at(now, self._send_later, control)
+        self._arm(qp, now)
+        if qp.events:
+            self._drain_events(qp)
 
     def _service(self, qp: QueuePair, now: int) -> None:
         """Send ``qp``'s control packets, arm its timer and forward its events."""
