@@ -887,8 +887,9 @@ def report(out: Callable[[str], None] = print) -> dict[str, Any]:
         "mrc", spec=preset("lab-8plane"), pairs=((0, 4),), depth=4))
     out(f"   note: one 800G pair on lab-8plane with only 4 x 1 MB outstanding dips "
         f"{100 * shallow.dip:.1f}% (100 us bins {[round(v) for v in shallow.bins_100us.values()]}"
-        f"): a WRITE whose packet died on the T1 waits for the RTO (65.5 us), longer than "
-        f"the 42 us the queue of WRITEs lasts at line rate")
+        f"): overdue-loss detection resends a packet lost on the dead T1 within tens of us, "
+        f"before the 42 us the queue of WRITEs lasts at line rate runs dry (with the 65.5 us "
+        f"RTO alone it dipped 35%)")
 
     out("4. Random loss (data direction) on one RC path's T0->T1 link: lab-small, h0 -> h3, "
         "8 MB per RC QP")
