@@ -37,7 +37,6 @@ from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
 from mrc.sim.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import ASSUMED_BAD, GOOD
-from mrc.transport.cc import base_rtt_ps
 from mrc.transport.params import mrc_config
 from mrc.transport.rc_connection import bdp_packets
 from topology import preset
@@ -528,7 +527,7 @@ def incast(senders: int = 8, size: int = 4 * MB, receiver: int = 0,
     stop_when_all_done(stack, writes)
     host = stack.net.hosts[receiver]
     ports = [port for port in stack.net.ports.values() if port.dst is host]
-    warmup_ps = warmup_rtts * base_rtt_ps(spec)
+    warmup_ps = warmup_rtts * spec.base_rtt_ps()
     samples: list[tuple[int, int]] = []
     snap: dict[str, int] = {}
 
@@ -615,7 +614,7 @@ def permutation(kind: str = "mrc", size: int = 2 * MB, spec: FabricSpec | None =
     stop_when_all_done(stack, writes)
     stack.sim.run(us(50_000))
     fcts = [w.last_completion_ps / PS_PER_US for w in writes]
-    ideal = size * 8 / (spec.nic_gbps * 1e3) + base_rtt_ps(spec) / PS_PER_US
+    ideal = size * 8 / (spec.nic_gbps * 1e3) + spec.base_rtt_ps() / PS_PER_US
     return Permutation(kind, len(writes), size, statistics.fmean(fcts), min(fcts), max(fcts),
                        ideal, sum(spec.t0_of(s) == spec.t0_of(d) for s, d in enumerate(perm)),
                        all(w.all_ok for w in writes), spec.goodput_ceiling_gbps())

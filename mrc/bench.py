@@ -132,7 +132,6 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     run stops when the last write completes (or at ``deadline_us``)."""
     from mrc.labs.workloads import derangement
     from mrc.sim.stack import SimStack
-    from mrc.transport.cc import base_rtt_ps
 
     wall0 = time.perf_counter()
     stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
@@ -160,7 +159,7 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     cpu_s = time.process_time() - cpu1
     wall_s = time.perf_counter() - wall1
     fcts = [t / PS_PER_US for t in done if t is not None]
-    ideal = size * 8 / (spec.nic_gbps * 1e3) + base_rtt_ps(spec) / PS_PER_US
+    ideal = size * 8 / (spec.nic_gbps * 1e3) + spec.base_rtt_ps() / PS_PER_US
     p50 = percentile(fcts, 50) if fcts else None
     return CaseResult(
         case=case, kind=kind, hosts=spec.hosts, planes=spec.planes,

@@ -10,7 +10,7 @@ import pytest
 
 from mrc.packet import DATA_HEADER_BYTES
 from mrc.sim.engine import Simulator
-from mrc.transport.cc import CcConfig, FixedWindow, Nscc, base_rtt_ps, make_cc
+from mrc.transport.cc import CcConfig, FixedWindow, Nscc, make_cc
 from topology.spec import ETHERNET_OVERHEAD_BYTES, preset
 
 US = 1_000_000
@@ -135,7 +135,7 @@ def test_config_validation() -> None:
 
 def test_base_rtt_of_a_fabric() -> None:
     spec = preset("lab-8plane")
-    rtt = base_rtt_ps(spec)
+    rtt = spec.base_rtt_ps()
     # 2 x (4 links x 500 ns + 3 switches x 400 ns) of flight plus serialization
     assert 2 * 3_200 * 1000 < rtt < 2 * 3_200 * 1000 + 2 * US
 

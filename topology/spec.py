@@ -154,6 +154,22 @@ class FabricSpec:
 
         return DATA_HEADER_BYTES + payload
 
+    def serialization_ps(self, ip_bytes: int) -> int:
+        """Time to put an IPv6 packet of ``ip_bytes`` on one link, Ethernet framing included
+        (rounded up, as the simulator's ports do)."""
+        return -(-(ip_bytes + ETHERNET_OVERHEAD_BYTES) * 8_000_000_000_000 // self.link_bps)
+
+    def base_rtt_ps(self, payload: int | None = None) -> int:
+        """Unloaded round trip between hosts under different T0s: a DATA packet out over 4
+        links and 3 switches (store and forward), its ACK back the same way."""
+        from mrc.packet import ACK_BYTES
+
+        data = self.serialization_ps(self.packet_bytes(self.mtu_bytes if payload is None
+                                                       else payload))
+        ack = self.serialization_ps(ACK_BYTES)
+        one_way = 4 * self.link_delay_ps + 3 * self.switch_latency_ps
+        return 2 * one_way + 4 * (data + ack)
+
     def goodput_ceiling_fraction(self) -> float:
         """Payload share of the wire for full-MTU DATA packets (all headers and Ethernet)."""
         wire = self.packet_bytes(self.mtu_bytes) + ETHERNET_OVERHEAD_BYTES

@@ -238,18 +238,3 @@ def make_cc(cfg: CcConfig) -> CongestionControl:
     if cfg.algorithm == "fixed":
         return FixedWindow(cfg.fixed_window_bytes or max(cfg.bdp_bytes, cfg.min_window_bytes))
     return Nscc(cfg)
-
-
-def base_rtt_ps(spec: Any, mtu: int | None = None) -> int:
-    """Unloaded RTT between hosts under different T0s of ``spec`` (a FabricSpec): a full
-    DATA packet out over 4 links and 3 switches (store and forward), an ACK back. Use it
-    for ``CcConfig.base_rtt_ps`` so the window matches the fabric's bandwidth-delay product."""
-    from mrc.packet import ACK_BYTES, DATA_HEADER_BYTES
-    from topology.spec import ETHERNET_OVERHEAD_BYTES
-
-    payload = spec.mtu_bytes if mtu is None else mtu
-    bps = spec.link_bps
-    ser_data = (DATA_HEADER_BYTES + payload + ETHERNET_OVERHEAD_BYTES) * 8 * PS_PER_S // bps
-    ser_ack = (ACK_BYTES + ETHERNET_OVERHEAD_BYTES) * 8 * PS_PER_S // bps
-    one_way = 4 * spec.link_delay_ps + 3 * spec.switch_latency_ps
-    return 2 * one_way + 4 * (ser_data + ser_ack)

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from mrc.sim.engine import PS_PER_US
-from mrc.transport.cc import CcConfig, base_rtt_ps
+from mrc.transport.cc import CcConfig
 from mrc.transport.mrc_qp import MrcConfig
 from mrc.transport.rc_qp import RcConfig
 from topology.spec import FabricSpec
@@ -75,7 +75,7 @@ def mrc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport
     cc_params = params.pop("cc", None) or {}
     if not isinstance(cc_params, dict):
         raise ParamError(f"{where}.cc: expected a table")
-    cc_fields = {"line_rate_gbps": spec.nic_gbps, "base_rtt_ps": base_rtt_ps(spec)}
+    cc_fields = {"line_rate_gbps": spec.nic_gbps, "base_rtt_ps": spec.base_rtt_ps()}
     cc_fields.update(_convert(cc_params, CC_KEYS, where + ".cc"))
     fields = _convert(params, MRC_KEYS, where)
     ev_count = fields.get("ev_count")

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrc.packet import ACK_BYTES, data_bytes
+from mrc.packet import data_bytes
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, EVENT_QP_ERROR, TransportEvent
 from mrc.transport.memory import expected_checksum, message_key, payload_sha256
 from mrc.transport.rc_qp import RcConfig, RcQp
@@ -102,24 +102,10 @@ def rc_qp_pair(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int,
             RcQp(qpn, dst, src, plane, rev, config=config))
 
 
-def base_rtt_ps(spec: FabricSpec) -> int:
-    """Unloaded round trip of a full DATA packet and its ACK between hosts under different
-    T0s (4 links each way, store-and-forward, 3 switch traversals each way)."""
-    bps = spec.link_bps
-
-    def ser(ip_bytes: int) -> int:
-        return math.ceil((ip_bytes + ETHERNET_OVERHEAD_BYTES) * 8 * 1_000_000_000_000 / bps)
-
-    hop = spec.link_delay_ps
-    one_way = 3 * spec.switch_latency_ps
-    return (2 * one_way + 4 * (ser(data_bytes(spec.mtu_bytes)) + hop)
-            + 4 * (ser(ACK_BYTES) + hop))
-
-
 def bdp_packets(spec: FabricSpec) -> float:
     """Bandwidth-delay product of one port in full DATA packets (the go-back-N cost unit)."""
     wire_bits = (data_bytes(spec.mtu_bytes) + ETHERNET_OVERHEAD_BYTES) * 8
-    return base_rtt_ps(spec) * spec.link_bps / 1e12 / wire_bits
+    return spec.base_rtt_ps() * spec.link_bps / 1e12 / wire_bits
 
 
 def rc_config_for(spec: FabricSpec, **overrides: Any) -> RcConfig:
