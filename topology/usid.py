@@ -78,10 +78,11 @@ def port_usid(index: int) -> int:
 
 
 class Usid(NamedTuple):
-    """A decoded uSID: ``kind`` is "eoc", "t0", "t1" or "port"; ``index`` its number."""
+    """A decoded uSID: ``kind`` is "eoc", "t0", "t1" or "port"; ``number`` the switch or
+    port it names."""
 
     kind: str
-    index: int
+    number: int
 
 
 def classify(value: int) -> Usid:

@@ -65,12 +65,12 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
                        f"{', '.join(spec.runs[0].transports)} -> {out_dir}/")
             return 0
         if not quiet:
-            done = sum(out_dir.is_dir() and read_marker(out_dir, r.run_id) is not None
-                       for r in spec.runs)
+            finished = sum(out_dir.is_dir() and read_marker(out_dir, r.run_id) is not None
+                           for r in spec.runs)
             where = f"Dask scheduler {scheduler}" if scheduler else \
                 f"{n or default_workers()} local worker(s)"
             click.echo(f"sweep {spec.name}: {len(spec.runs)} runs of {spec.base.name} "
-                       f"({done} already complete) on {where}")
+                       f"({finished} already complete) on {where}")
         result = run_sweep(spec, out=out_dir, workers=n, scheduler=scheduler,
                            progress=not quiet)
         plot_path = None

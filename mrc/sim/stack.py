@@ -113,7 +113,7 @@ class Connection:
         for qp in self.qps():
             for nic in self.stack.nics:
                 if nic.qps.get(qp.qpn) is qp:
-                    nic.remove(qp)
+                    nic.remove(qp)  # type: ignore[arg-type]
         self._failed(now, reason)
 
 

@@ -75,7 +75,8 @@ def mrc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport
     cc_params = params.pop("cc", None) or {}
     if not isinstance(cc_params, dict):
         raise ParamError(f"{where}.cc: expected a table")
-    cc_fields = {"line_rate_gbps": spec.nic_gbps, "base_rtt_ps": spec.base_rtt_ps()}
+    cc_fields: dict[str, Any] = {"line_rate_gbps": spec.nic_gbps,
+                                 "base_rtt_ps": spec.base_rtt_ps()}
     cc_fields.update(_convert(cc_params, CC_KEYS, where + ".cc"))
     fields = _convert(params, MRC_KEYS, where)
     ev_count = fields.get("ev_count")
