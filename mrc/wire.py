@@ -136,10 +136,16 @@ _X_DATA = struct.Struct(">" + _RETH_DETH)
 _X_DATA_IMM = struct.Struct(">" + _RETH_IMM_DETH)
 _X_ACK = struct.Struct(">" + _AETH_MRC)
 _X_PRB = struct.Struct(">" + _PETH)
-# What the ICRC sees of inner IPv6 + UDP + BTH, packed with the variant fields masked.
-_MASKED = struct.Struct(">IHBBQQQQHHHHBBHII")
+# ICRC: what it sees of the LRH (8 masked bytes) and of inner IPv6 + UDP + BTH.
 _CRC_LRH: Final = zlib.crc32(b"\xff" * 8)  # CRC state after the 8 masked LRH bytes
-_MASK_HEAD: Final = b"\x6f\xff\xff\xff"  # version 6, traffic class and flow label all ones
+#: OR-ed over inner IPv6 + UDP + BTH (bytes 40..99) as one integer, it sets to ones what the
+#: ICRC does not cover: traffic class + flow label (the version nibble stays 6), hop limit,
+#: the UDP checksum and the BTH FECN/BECN/reserved byte.
+_ICRC_MASK: Final = int.from_bytes(
+    b"\x0f\xff\xff\xff" + bytes(3) + b"\xff"  # inner IPv6 version/TC/flow label .. hop limit
+    + bytes(32) + bytes(6) + b"\xff\xff"  # inner addresses, UDP ports and length, checksum
+    + bytes(4) + b"\xff" + bytes(7), "big")  # BTH opcode..P_Key, FECN/BECN byte, QPN, PSN
+_MASKED_BYTES: Final = OFF_EXT - OFF_INNER  # 60
 _U16 = struct.Struct(">H")
 _ICRC = struct.Struct("<I")
 
@@ -182,18 +188,30 @@ def pseudo_payload(digest: int, length: int) -> bytes:
 
 
 _NP_MIN: Final = 512  # below this, int.from_bytes beats numpy's call overhead
+_U4: Final = np.dtype("<u4")
+_U64: Final = np.uint64
+_frombuffer = np.frombuffer
+_add_reduce = np.add.reduce
 
 
 def _sum16(buf: bytes | bytearray | memoryview) -> int:
     """An integer congruent (mod 0xFFFF) to the big-endian 16-bit word sum of ``buf``, padded
-    with a zero byte when odd. Large buffers: numpy sums little-endian words, and a byte swap
-    is multiplication by 256 modulo 0xFFFF (RFC 1071's byte-order independence)."""
+    with a zero byte when odd (``buf`` starts at an even offset of the checksummed data).
+
+    Large buffers: numpy sums little-endian 32-bit words (2**16 == 1 mod 0xFFFF, so a 32-bit
+    word is congruent to the sum of its two 16-bit halves), and a byte swap is multiplication
+    by 256 modulo 0xFFFF (RFC 1071's byte-order independence). Bytes past the last whole
+    32-bit word are added as a big-endian integer."""
     n = len(buf)
     if n < _NP_MIN:
         v = int.from_bytes(buf, "big")
         return v << 8 if n & 1 else v
-    s = int(np.frombuffer(buf, dtype="<u2", count=n >> 1).sum(dtype=np.uint64)) << 8
-    return s + (buf[n - 1] << 8) if n & 1 else s
+    m = n & ~3
+    s = int(_add_reduce(_frombuffer(buf, _U4, m >> 2), dtype=_U64)) << 8
+    if m == n:
+        return s
+    v = int.from_bytes(buf[m:], "big")
+    return s + (v << 8 if n & 1 else v)
 
 
 def _csum_final(total: int) -> int:
@@ -230,82 +248,80 @@ def _encode(p: Packet) -> bytes:
     if ecn >> 2 or ecn < 0:
         raise ValueError(f"ECN {ecn} is not a 2-bit value")
     da = p.da
-    fl = flow_label(ev)
-    sport = udp_sport(ev)
+    fl = (ev ^ (ev >> 20)) & 0xFFFFF  # flow_label(ev)
+    sport = UDP_SPORT_BASE | ((ev ^ (ev >> 14) ^ (ev >> 28)) & 0x3FFF)  # udp_sport(ev)
     tc_out = ((TRIM_DSCP if p.trimmed else DEFAULT_DSCP) << 2) | ecn
     tc_in = (DEFAULT_DSCP << 2) | (ECN_ECT0 if ecn == ECN_CE else ecn)
     vtf_out = 0x60000000 | (tc_out << 20) | fl
     vtf_in = 0x60000000 | (tc_in << 20) | fl
-    abit = 0x80000000 if flags & FLAG_ACK_REQ else 0
-    payload: bytes = b""
+    bth_psn = (0x80000000 | psn) if flags & FLAG_ACK_REQ else psn
 
     if kind == DATA:
         n = p.length
-        if p.payload is None:
+        payload = p.payload
+        if payload is None:
             payload = pseudo_payload(p.digest, n)
-        else:
-            payload = p.payload
-            if len(payload) != n:
-                raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
+        elif len(payload) != n:
+            raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
         msg_id = p.msg_id
         if flags & FLAG_IMM:
-            opcode = OP_RDMA_WRITE_ONLY_IMM
-            hdr_len = _DATA_IMM_HDR
+            iplen = _DATA_IMM_HDR - 80 + n + ICRC_BYTES
+            hdr = _DATA_IMM.pack(
+                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
+                sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY_IMM, 0, PKEY_DEFAULT, qpn,
+                bth_psn, p.offset, msg_id & 0xFFFFFFFF, n, p.imm,
+                ev, msg_id, p.ts, flags, 0, p.msg_len)
         else:
-            opcode = OP_RDMA_WRITE_ONLY
-            hdr_len = _DATA_HDR
-        iplen = hdr_len - 80 + n + ICRC_BYTES
-        env = (vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
-               vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
-               sport, ROCE_UDP_PORT, iplen, 0, opcode, 0, PKEY_DEFAULT, qpn, abit | psn)
-        if opcode == OP_RDMA_WRITE_ONLY:
-            hdr = _DATA.pack(*env, p.offset, msg_id & 0xFFFFFFFF, n,
-                             ev, msg_id, p.ts, flags, 0, p.msg_len)
-        else:
-            hdr = _DATA_IMM.pack(*env, p.offset, msg_id & 0xFFFFFFFF, n, p.imm,
-                                 ev, msg_id, p.ts, flags, 0, p.msg_len)
+            iplen = _DATA_HDR - 80 + n + ICRC_BYTES
+            hdr = _DATA.pack(
+                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
+                sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY, 0, PKEY_DEFAULT, qpn,
+                bth_psn, p.offset, msg_id & 0xFFFFFFFF, n,
+                ev, msg_id, p.ts, flags, 0, p.msg_len)
     else:
-        if kind == ACK or kind == NACK:
-            opcode = OP_ACKNOWLEDGE
-            hdr_len = _ACK.size
-        elif kind == PROBE or kind == PROBE_REPLY:
-            opcode = OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY
-            hdr_len = _PRB.size
-        else:
-            raise ValueError(f"unknown packet kind {kind!r}")
         n = 0
-        iplen = hdr_len - 80 + ICRC_BYTES
-        env = (vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
-               vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
-               sport, ROCE_UDP_PORT, iplen, 0, opcode, 0, PKEY_DEFAULT, qpn, abit | psn)
-        if opcode == OP_ACKNOWLEDGE:
+        payload = b""
+        if kind == ACK or kind == NACK:
             if kind == ACK:
                 syndrome = SYNDROME_ACK
             elif flags & FLAG_SEQ_ERR:
                 syndrome = SYNDROME_NAK_SEQ
             else:
                 syndrome = SYNDROME_RNR_TRIM
-            hdr = _ACK.pack(*env, (syndrome << 24) | (p.msg_id & _M24),
-                            ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
+            iplen = _ACK.size - 80 + ICRC_BYTES
+            hdr = _ACK.pack(
+                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
+                sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
+                (syndrome << 24) | (p.msg_id & _M24),
+                ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
+        elif kind == PROBE or kind == PROBE_REPLY:
+            iplen = _PRB.size - 80 + ICRC_BYTES
+            hdr = _PRB.pack(
+                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, _HOST_HI, src, da >> 64, da & _M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, _HOST_HI, src, _HOST_HI, dst,
+                sport, ROCE_UDP_PORT, iplen, 0,
+                OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, qpn,
+                bth_psn, ev, p.ts, flags, 0)
         else:
-            hdr = _PRB.pack(*env, ev, p.ts, flags, 0)
+            raise ValueError(f"unknown packet kind {kind!r}")
 
     # ICRC: masked inner IPv6 + UDP + BTH, then the rest of the header and the payload.
-    crc = zlib.crc32(_MASKED.pack(0x6FFFFFFF, iplen, NH_UDP, 0xFF, _HOST_HI, src, _HOST_HI, dst,
-                                  sport, ROCE_UDP_PORT, iplen, 0xFFFF, opcode, 0, PKEY_DEFAULT,
-                                  0xFF000000 | qpn, abit | psn), _CRC_LRH)
-    crc = zlib.crc32(memoryview(hdr)[OFF_EXT:], crc)
+    view = memoryview(hdr)
+    crc = zlib.crc32((int.from_bytes(view[OFF_INNER:OFF_EXT], "big") | _ICRC_MASK).to_bytes(
+        _MASKED_BYTES, "big"), _CRC_LRH)
+    crc = zlib.crc32(view[OFF_EXT:], crc)
+    # UDP checksum: pseudo-header (src, dst, length, next header) + UDP + BTH + ... + ICRC.
+    total = int.from_bytes(view[48:], "big") + iplen + NH_UDP
     if n:
         crc = zlib.crc32(payload, crc)
+        total += _sum16(payload)
     icrc = _ICRC.pack(crc)
-    # UDP checksum: pseudo-header (src, dst, length, next header) + UDP + BTH + ... + ICRC.
-    total = int.from_bytes(hdr[48:hdr_len], "big") + iplen + NH_UDP
-    if n:
-        # An odd payload leaves the ICRC on odd offsets: each of its bytes moves up 8 bits.
-        total += _sum16(payload) + (int.from_bytes(icrc, "big") << (8 if n & 1 else 0))
-    else:
-        total += int.from_bytes(icrc, "big")
-    out = b"".join((hdr[:OFF_UDP_CSUM], _U16.pack(_csum_final(total)), hdr[OFF_UDP_CSUM + 2:],
+    # An odd payload leaves the ICRC on odd offsets: each of its bytes moves up 8 bits.
+    total += int.from_bytes(icrc, "big") << (n & 1) * 8
+    out = b"".join((view[:OFF_UDP_CSUM], _U16.pack(_csum_final(total)), view[OFF_BTH:],
                     payload, icrc))
     if p.trimmed:
         size = p.size
@@ -419,15 +435,15 @@ def _ack_kind(syndrome: int, flags: int | None) -> int:
 
 def _verify(data: bytes | bytearray | memoryview, n: int, iplen: int) -> None:
     """Check ICRC and inner UDP checksum; both cover only what switches never rewrite."""
-    masked = b"".join((_MASK_HEAD, data[44:47], b"\xff",  # TC, flow label, hop limit
-                       data[48:OFF_UDP_CSUM], b"\xff\xff",  # UDP checksum
-                       data[OFF_BTH:OFF_BTH + 4], b"\xff",  # BTH FECN/BECN/reserved byte
-                       data[OFF_BTH + 5:OFF_EXT]))
-    crc = zlib.crc32(data[OFF_EXT:n - ICRC_BYTES], zlib.crc32(masked, _CRC_LRH))
+    view = memoryview(data)
+    masked = (int.from_bytes(view[OFF_INNER:OFF_EXT], "big") | _ICRC_MASK).to_bytes(
+        _MASKED_BYTES, "big")
+    crc = zlib.crc32(view[OFF_EXT:n - ICRC_BYTES], zlib.crc32(masked, _CRC_LRH))
     if crc != _ICRC.unpack_from(data, n - ICRC_BYTES)[0]:
         raise DecodeError("ICRC mismatch")
-    if (int.from_bytes(data[48:OFF_UDP], "big") + iplen + NH_UDP + _sum16(data[OFF_UDP:n])) \
-            % 0xFFFF:
+    # Pseudo-header addresses (inner source and destination) + UDP length and next header,
+    # then UDP + BTH + ... + ICRC: one sum from offset 48 (the checksum field included).
+    if (_sum16(view[48:n]) + iplen + NH_UDP) % 0xFFFF:
         raise DecodeError("UDP checksum mismatch")
 
 

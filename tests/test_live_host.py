@@ -216,3 +216,63 @@ def test_stack_drains_writes_and_reports_like_the_simulated_one() -> None:
         assert totals["messages_verified"] == 2 and totals["messages_corrupt"] == 0
         assert totals["bytes_delivered"] == 100_003
         assert totals["live"]["dilation"] == 5000
+
+
+def test_payload_bytes_are_seeded_and_exact() -> None:
+    a = payload_bytes(7, 0, 1, 5, 10_001)
+    assert len(a) == 10_001 and a == payload_bytes(7, 0, 1, 5, 10_001)
+    assert a[:4096] == payload_bytes(7, 0, 1, 5, 4096)  # a prefix of the same stream
+    assert a != payload_bytes(7, 0, 1, 6, 10_001) and a != payload_bytes(8, 0, 1, 5, 10_001)
+    assert payload_bytes(7, 0, 1, 5, 0) == b""
+
+
+def test_a_message_whose_bytes_differ_is_counted_corrupt() -> None:
+    """The live check compares the receiver's SHA-256 of the placed bytes with the sender's:
+    a message whose expected digest does not match completes as corrupt, never as verified."""
+    with LiveStack(SPEC, seed=3, bin_ps=5_000_000, dilation=5000) as stack:
+        conn = stack.open("mrc", 0, 2, {})
+        done: list[bool] = []
+
+        def write_two(_: object) -> None:
+            conn.write(0, 50_000, lambda t, ok: done.append(ok))
+            wrong = conn.write(0, 20_000, lambda t, ok: done.append(ok))
+            conn._sha[wrong] ^= 1  # as if other bytes had arrived
+
+        stack.sim.at(0, write_two)
+        stack.sim.run(30_000_000)
+        assert sorted(done) == [False, True]
+        totals = stack.totals()
+        assert totals["messages_verified"] == 1 and totals["messages_corrupt"] == 1
+
+
+def test_removed_qp_stops_sending_and_its_packets_are_unknown() -> None:
+    """``remove`` (what a connection abort does) takes a QP off the NIC at once."""
+    with LiveStack(SPEC, seed=4, bin_ps=5_000_000, dilation=5000) as stack:
+        conn = stack.open("mrc", 0, 2, {})
+        h0, h2 = stack.nics[0], stack.nics[2]
+        assert h2._qp_ports[conn.receiver.qpn] == []  # the responder only answers
+        stack.sim.at(0, lambda _: conn.write(0, 2_000_000))
+        stack.sim.run(2_000_000)
+        sent = h0.counters["tx_datagrams"]
+        assert sent > 0
+        h0.remove(conn.sender)
+        h0.remove(conn.sender)  # idempotent
+        assert conn.sender.qpn not in h0.qps and conn.sender.qpn not in h0._timers
+        stack.sim.run(10_000_000)
+        assert h0.counters["tx_datagrams"] == sent  # nothing more left h0
+        assert h0.counters["rx_unknown_qpn"] > 0  # the ACKs still in flight found no QP
+
+
+def test_hosts_see_a_due_fault_before_they_send() -> None:
+    """A fault due in modelled time reaches the NIC before the host acts, even when the
+    loop has not yet run the fabric's timer (a busy loop runs it late)."""
+    with LiveStack(SPEC, seed=5, bin_ps=5_000_000, dilation=5000) as stack:
+        conn = stack.open("mrc", 0, 2, {})
+        stack.sim.start()  # type: ignore[attr-defined]
+        stack.fabric.schedule_fault(0, "port_down", "h0.p1")  # due at once, loop not running
+        h0 = stack.nics[0]
+        assert h0.ports[1].up
+        h0.post(conn.sender, 1, 200_000, payload_bytes(5, 0, conn.sender.qpn, 1, 200_000))
+        assert not h0.ports[1].up and h0.ports[1].tx_data == 0
+        assert sum(port.tx_data for port in h0.ports) > 0  # the other planes carried it
+        assert stack.core.fault_log[0]["action"] == "nic_port_down"

@@ -97,7 +97,7 @@ class FabricPort:
         "pending", "q", "hq", "qbytes", "hqbytes", "admit_limit", "trimming", "trim_size",
         "header_limit", "ecn_threshold", "loss_p", "tapped", "_special", "tx_packets",
         "tx_bytes", "delivered", "trims", "ecn_marks", "peak_qbytes", "peak_hqbytes", "drops",
-        "_host_bytes",
+        "_host_bytes", "_arrive_cb", "_tx_done_cb",
     )
 
     def __init__(self, core: FabricCore, name: str, plane: int, *, far_switch: Switch | None,
@@ -148,6 +148,9 @@ class FabricPort:
         self.peak_qbytes = 0
         self.peak_hqbytes = 0
         self.drops: dict[str, int] = {}
+        # bound once: the hot path pushes them on the heap for every packet and hop
+        self._arrive_cb = self._arrive
+        self._tx_done_cb = self._tx_done
         self._set_bps(spec.link_bps)
 
     def __repr__(self) -> str:
@@ -159,17 +162,19 @@ class FabricPort:
         if not self.up:
             self._drop("down")
             return
-        now = self.core.now
+        core = self.core
+        now = core.now
         size = len(buf)
         if not self.pending and self.busy_until <= now:
-            end = now + ((size + _ETH) * self._ppb if self._ppb else self.serialization_ps(size))
+            ppb = self._ppb
+            end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
             self.busy_until = end
             self.tx_packets += 1
             self.tx_bytes += size
             if self._special and self._on_wire(now, buf):
                 return
-            core = self.core
-            heappush(core.heap, (end + self._flight, core.seq(), self._arrive, (buf, self.epoch)))
+            heappush(core.heap, (end + self._flight, core.seq(), self._arrive_cb,
+                                 (buf, self.epoch)))
             return
         if buf[_OFF_BTH] in _DATA_OPS and not wire.is_trimmed(buf):
             qbytes = self.qbytes
@@ -179,8 +184,8 @@ class FabricPort:
                     if ecn != ECN_NOT_ECT and ecn != ECN_CE:
                         buf[1] |= 0x30
                         self.ecn_marks += 1
-                        if self.core.observer is not None:
-                            self.core.observer(now, "ecn")
+                        if core.observer is not None:
+                            core.observer(now, "ecn")
                 qbytes += size
                 self.qbytes = qbytes
                 if qbytes > self.peak_qbytes:
@@ -190,8 +195,8 @@ class FabricPort:
                 if not wire.trim(buf, self.trim_size):
                     wire.set_outer_dscp(buf, TRIM_DSCP)  # already short: the re-mark alone
                 self.trims += 1
-                if self.core.observer is not None:
-                    self.core.observer(now, "trim")
+                if core.observer is not None:
+                    core.observer(now, "trim")
                 if not self._enqueue_header(buf):
                     return
             else:
@@ -201,8 +206,7 @@ class FabricPort:
             return
         if not self.pending:
             self.pending = True
-            core = self.core
-            heappush(core.heap, (self.busy_until, core.seq(), self._tx_done, self.epoch))
+            heappush(core.heap, (self.busy_until, core.seq(), self._tx_done_cb, self.epoch))
 
     def _tx_done(self, epoch: int) -> None:
         """The wire is free: start the next waiting packet (header queue first)."""
@@ -225,9 +229,9 @@ class FabricPort:
         self.tx_bytes += size
         core = self.core
         if not (self._special and self._on_wire(now, buf)):
-            heappush(core.heap, (end + self._flight, core.seq(), self._arrive, (buf, epoch)))
+            heappush(core.heap, (end + self._flight, core.seq(), self._arrive_cb, (buf, epoch)))
         if hq or q:
-            heappush(core.heap, (end, core.seq(), self._tx_done, epoch))
+            heappush(core.heap, (end, core.seq(), self._tx_done_cb, epoch))
         else:
             self.pending = False
 
@@ -243,8 +247,9 @@ class FabricPort:
             if buf[28:40] != _ZERO_CARRIER or buf[76:80] != self._host_bytes:
                 self._drop("misdelivered")
                 return
-            self.core.delivered_datagrams += 1
-            self.core.deliver(self.far_host, buf, self.core.now)  # type: ignore[arg-type]
+            core = self.core
+            core.delivered_datagrams += 1
+            core.deliver(self.far_host, buf, core.now)  # type: ignore[arg-type]
             return
         if buf[24:28] != sw.block_bytes:
             sw.no_route()
@@ -820,6 +825,7 @@ class FabricServer(asyncio.DatagramProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._running = False
         core.deliver = self._deliver
 
     async def start(self) -> tuple[str, int]:
@@ -888,7 +894,23 @@ class FabricServer(asyncio.DatagramProtocol):
             self.lag_max_ps = lag
         self.lag_sum_ps += lag
         self.lag_samples += 1
-        self.core.run_until(now)
+        self._running = True
+        try:
+            self.core.run_until(now)
+        finally:
+            self._running = False
+
+    def run_due(self, now: int) -> None:
+        """Run the events due by modelled time ``now``, unless they are running already.
+
+        Hosts in the same process call this before they act at ``now``: a fault or a link
+        change scheduled before ``now`` then reaches their NICs first, however late the
+        loop is with the fabric's own timer (a busy loop must not let a host send on a
+        port that is already dead in modelled time)."""
+        heap = self.core.heap
+        if heap and heap[0][0] <= now and not self._running and self.transport is not None:
+            self._run(now)
+            self._arm()
 
     def _on_timer(self) -> None:
         due = self._timer_at

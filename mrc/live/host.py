@@ -9,6 +9,16 @@ call into a QP the host drains its control packets, re-arms its timer with a rea
 and forwards its events. Every packet is encoded with ``mrc.wire.encode`` and sent as one UDP
 datagram to the fabric; what comes back is decoded with ``mrc.wire.decode``.
 
+Cost rules (this runs a few times per datagram), as in the simulator's NIC: a call into a QP
+wakes only the ports that QP sends on (a receive-only responder wakes none), in an order that
+rotates, and after a poll the QP's timer is re-read only when its ``poll_timer_floor_ps`` does
+not already lie beyond the timer armed for it.
+
+Modelled time first: every entry point (a datagram, a timer, a post) starts by handing its
+``now`` to the ``sync`` hook, with which the stack runs the fabric's events due by then. A
+fault or link change that is due therefore reaches the NIC before the host acts, however late
+a busy loop runs the fabric's own timer.
+
 Why ports catch up in bursts: asyncio timers fire to the millisecond, later than a port's next
 free instant. A port that woke late sends what it would have sent meanwhile (bounded by
 ``burst_ps``), and the fabric's NIC-link model re-serializes the burst, so the average rate is
@@ -77,7 +87,7 @@ class LiveHost:
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,
                  on_event: EventSink | None = None, on_placed: PlacedSink | None = None,
                  on_count: CountSink | None = None, burst_ps: int | None = None,
-                 lead_ps: int | None = None,
+                 lead_ps: int | None = None, sync: Callable[[int], None] | None = None,
                  buffer_bytes: int = 4 << 20, trace: int = 0) -> None:
         check_bind_address(bind_host, allow_non_loopback)
         self.index = index
@@ -87,6 +97,9 @@ class LiveHost:
         self.on_event = on_event
         self.on_placed = on_placed
         self.on_count = on_count
+        #: ``sync(now)``: called when the host wakes up at modelled time ``now``, before it
+        #: does anything (the stack runs the fabric's due events: faults reach the NIC first).
+        self.sync = sync
         # Default catch-up: 2 ms of wall clock (two asyncio timer ticks) of modelled time.
         self.burst_ps = clock.model_ps(0.002) if burst_ps is None else burst_ps
         # A port may hand over a packet this much (200 us of wall clock) before its slot: the
@@ -98,6 +111,11 @@ class LiveHost:
         self.ports = [_Port(p, spec.link_bps) for p in range(spec.planes)]
         self._senders: list[list[QueuePair]] = [[] for _ in range(spec.planes)]
         self._rr = [0] * spec.planes
+        #: The ports each QP sends on (by QPN), rotated per kick, and the soonest deadline
+        #: one of its polls can create (``poll_timer_floor_ps``; 0: unknown).
+        self._qp_ports: dict[int, list[_Port]] = {}
+        self._floor: dict[int, int] = {}
+        self._kick_from = 0
         self._timers: dict[int, tuple[int, asyncio.TimerHandle]] = {}
         self._last_now = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -178,14 +196,40 @@ class LiveHost:
         self._last_now = t
         return t
 
+    def _wake_up(self) -> int:
+        """``now``, after the ``sync`` hook saw it (every entry point starts here)."""
+        now = self.now()
+        if self.sync is not None:
+            self.sync(now)
+        return now
+
     # ----------------------------------------------------------------- setup
-    def add(self, qp: QueuePair, planes: list[int] | range) -> None:
-        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC)."""
+    def add(self, qp: QueuePair, planes: list[int] | range | tuple[int, ...]) -> None:
+        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC, none
+        for an endpoint that only answers: its control packets need no port to pull)."""
         if qp.qpn in self.qps:
             raise ValueError(f"QPN {qp.qpn} already used on host {self.index}")
         self.qps[qp.qpn] = qp
-        for plane in planes:
+        mine = sorted(set(planes))
+        for plane in mine:
             self._senders[plane].append(qp)
+        self._qp_ports[qp.qpn] = [self.ports[plane] for plane in mine]
+        self._floor[qp.qpn] = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
+
+    def remove(self, qp: QueuePair) -> None:
+        """Destroy ``qp`` here: it stops sending at once, its timer is cancelled and later
+        packets for it count as ``rx_unknown_qpn`` (what a NIC does with a torn-down QP)."""
+        if self.qps.get(qp.qpn) is not qp:
+            return
+        del self.qps[qp.qpn]
+        for senders in self._senders:
+            if qp in senders:
+                senders.remove(qp)
+        self._qp_ports.pop(qp.qpn, None)
+        self._floor.pop(qp.qpn, None)
+        armed = self._timers.pop(qp.qpn, None)
+        if armed is not None:
+            armed[1].cancel()
 
     def set_link(self, plane: int, up: bool, bps: int | None = None) -> None:
         """The NIC sees its port's link change (loss of signal, or a renegotiated rate)."""
@@ -208,21 +252,42 @@ class LiveHost:
     # ----------------------------------------------------------------- application side
     def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
         """Post an RDMA WRITE on ``qp`` now and wake the ports."""
-        now = self.now()
+        now = self._wake_up()
         qp.post_write(now, msg_id, length, payload=payload)
         self._service(qp, now)
-        self.kick_all()
+        self._kick_qp(qp, now)
 
     def poke(self, qp: QueuePair) -> None:
         """Service ``qp`` after an API call that changed it (EVs denied or allowed, a post
         made directly on the QP)."""
-        self._service(qp, self.now())
-        self.kick_all()
+        now = self._wake_up()
+        self._service(qp, now)
+        self._kick_qp(qp, now)
 
     # ----------------------------------------------------------------- ports
     def kick_all(self) -> None:
-        now = self.now()
+        now = self._wake_up()
         for port in self.ports:
+            if not port.busy and port.up:
+                self._kick(port, now)
+
+    def _kick_qp(self, qp: QueuePair, now: int) -> None:
+        """Wake the idle ports ``qp`` sends on (only its answer to a pull can have changed),
+        starting one port further on each call: when a window opens for a few packets, a
+        fixed order would hand all of them to the first plane."""
+        ports = self._qp_ports.get(qp.qpn)
+        if not ports:
+            return
+        n = len(ports)
+        if n == 1:
+            port = ports[0]
+            if not port.busy and port.up:
+                self._kick(port, now)
+            return
+        start = self._kick_from % n
+        self._kick_from = start + 1
+        for i in range(start, start + n):
+            port = ports[i - n] if i >= n else ports[i]
             if not port.busy and port.up:
                 self._kick(port, now)
 
@@ -260,22 +325,41 @@ class LiveHost:
 
     def _wake(self, port: _Port) -> None:
         port.wake = None
-        self._kick(port, self.now())
+        self._kick(port, self._wake_up())
 
     def _pull(self, now: int, plane: int) -> Packet | None:
         senders = self._senders[plane]
         n = len(senders)
-        start = self._rr[plane]
-        for i in range(n):
-            qp = senders[(start + i) % n]
+        if n == 1:
+            qp = senders[0]
             pkt = qp.poll(now, plane)
-            if pkt is not None:
-                self._rr[plane] = (start + i + 1) % n
-                if pkt.flags & FLAG_RETX and self.on_count is not None:
-                    self.on_count("retransmissions", now)
-                self._service(qp, now)
-                return pkt
-        return None
+            if pkt is None:
+                return None
+        elif not n:
+            return None
+        else:
+            start = self._rr[plane]
+            for i in range(n):
+                qp = senders[(start + i) % n]
+                pkt = qp.poll(now, plane)
+                if pkt is not None:
+                    self._rr[plane] = (start + i + 1) % n
+                    break
+            else:
+                return None
+        if pkt.flags & FLAG_RETX and self.on_count is not None:
+            self.on_count("retransmissions", now)
+        control = qp.take_control()
+        if control:
+            for c in control:
+                self._send_control(c, now)
+        floor = self._floor[qp.qpn]
+        armed = self._timers.get(qp.qpn) if floor else None
+        if armed is None or armed[0] > now + floor:  # else no new deadline can come first
+            self._arm_qp(qp, now)
+        if qp.events:
+            self._drain_events(qp)
+        return pkt
 
     def _send(self, pkt: Packet, port: _Port, now: int) -> int:
         """Encode and send one packet; returns its IPv6 size (for the port's pacing)."""
@@ -320,8 +404,18 @@ class LiveHost:
 
     # ----------------------------------------------------------------- QPs
     def _service(self, qp: QueuePair, now: int) -> None:
-        for pkt in qp.take_control():
-            self._send_control(pkt, now)
+        """Send ``qp``'s control packets, arm its timer and forward its events."""
+        control = qp.take_control()
+        if control:
+            for pkt in control:
+                self._send_control(pkt, now)
+        self._arm_qp(qp, now)
+        if qp.events:
+            self._drain_events(qp)
+
+    def _arm_qp(self, qp: QueuePair, now: int) -> None:
+        """One asyncio timer per QP, moved only when its deadline comes earlier (a timer that
+        fires early finds the later deadline and re-arms)."""
         deadline = qp.next_timer()
         if deadline is not None and self._loop is not None and not self.closed:
             armed = self._timers.get(qp.qpn)
@@ -330,6 +424,8 @@ class LiveHost:
                     armed[1].cancel()
                 handle = self._loop.call_at(self.clock.wall_at(deadline), self._on_timer, qp)
                 self._timers[qp.qpn] = (deadline, handle)
+
+    def _drain_events(self, qp: QueuePair) -> None:
         events = qp.events
         on_event = self.on_event
         while events:
@@ -339,14 +435,18 @@ class LiveHost:
 
     def _on_timer(self, qp: QueuePair) -> None:
         armed = self._timers.pop(qp.qpn, None)
+        if self.qps.get(qp.qpn) is not qp:
+            return  # removed meanwhile
         now = self.now()
         if armed is not None and now < armed[0]:
             now = self._last_now = armed[0]  # asyncio fired a hair early: it is due
+        if self.sync is not None:
+            self.sync(now)
         deadline = qp.next_timer()
         if deadline is not None and deadline <= now:
             qp.handle_timer(now)
             self._service(qp, now)
-            self.kick_all()
+            self._kick_qp(qp, now)
         elif deadline is not None:
             self._service(qp, now)
 
@@ -384,7 +484,7 @@ class LiveHost:
         """One datagram from the socket: checked, decoded, handed to its QP."""
         counters = self.counters
         counters["rx_datagrams"] += 1
-        if addr is None or (addr[0], addr[1]) != self.fabric_addr:
+        if addr != self.fabric_addr and (addr is None or addr[:2] != self.fabric_addr):
             counters["rx_unknown_source"] += 1
             return
         try:
@@ -393,7 +493,7 @@ class LiveHost:
             counters["rx_malformed"] += 1
             return
         counters["rx_bytes"] += len(data)
-        now = self.now()
+        now = self._wake_up()
         # Unwrap the 32-bit timestamp: every ts is a send time on this same clock, at most
         # 2^32 ps (4.3 ms modelled) old while it still matters, so now minus its age is exact.
         pkt.ts = now - ((now - pkt.ts) & _TS_MASK)
@@ -415,7 +515,7 @@ class LiveHost:
         if placed and self.on_placed is not None:
             self.on_placed(now, pkt.plane, placed)
         self._service(qp, now)
-        self.kick_all()
+        self._kick_qp(qp, now)
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"host": f"h{self.index}", **self.counters}
