@@ -414,19 +414,21 @@ _FALLBACK_TRANSPORT_KEYS: dict[str, tuple[str, ...]] = {
 
 
 # ====================================================================== loading
-def read_lab_text(path: Path) -> str:
-    """The file's text, refusing what cannot be a lab (missing, directory, binary, huge)."""
+def read_lab_text(path: Path, *, kind: str = "lab file", missing: str = "no such file",
+                  max_bytes: int = MAX_LAB_BYTES) -> str:
+    """The file's text, refusing what cannot be a lab (missing, directory, binary, huge);
+    ``kind`` and ``missing`` word the errors for other TOML inputs such as sweep files."""
     shown = str(path)
     if not path.exists():
-        raise LabError("no such file", source=shown)
+        raise LabError(missing, source=shown)
     if path.is_dir():
-        raise LabError("is a directory, not a lab file", source=shown)
+        raise LabError(f"is a directory, not a {kind}", source=shown)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise LabError(f"cannot read: {exc.strerror or exc}", source=shown) from None
-    if len(data) > MAX_LAB_BYTES:
-        raise LabError(f"{len(data):,} bytes is too large for a lab file", source=shown)
+    if len(data) > max_bytes:
+        raise LabError(f"{len(data):,} bytes is too large for a {kind}", source=shown)
     return decode_lab_bytes(data, shown)
 
 

@@ -67,11 +67,11 @@ from mrc.labs.schema import (
     check_list,
     check_str,
     check_table,
-    decode_lab_bytes,
     find_bundled,
     load_lab,
     materialize,
     parse_toml,
+    read_lab_text,
     resolve_lab_path,
     set_key,
     toml_type,
@@ -152,18 +152,8 @@ def run_id(lab: Mapping[str, Any], lab_name: str, transports: Sequence[str] | No
 
 
 def read_sweep_text(path: Path) -> str:
-    shown = str(path)
-    if not path.exists():
-        raise LabError("no such sweep file, and no bundled sweep of that name", source=shown)
-    if path.is_dir():
-        raise LabError("is a directory, not a sweep file", source=shown)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise LabError(f"cannot read: {exc.strerror or exc}", source=shown) from None
-    if len(data) > MAX_SWEEP_BYTES:
-        raise LabError(f"{len(data):,} bytes is too large for a sweep file", source=shown)
-    return decode_lab_bytes(data, shown)
+    return read_lab_text(path, kind="sweep file", max_bytes=MAX_SWEEP_BYTES,
+                         missing="no such sweep file, and no bundled sweep of that name")
 
 
 def load_sweep(sweep: str | Path | Mapping[str, Any], *, base_dir: Path | None = None,
