@@ -28,9 +28,12 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
 from mrc.packet import ACK, NACK
 from mrc.sim import faults

@@ -20,6 +20,9 @@ import pstats
 import random
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
 from mrc.packet import DATA, ECN_ECT0, Packet
 from mrc.sim.engine import Simulator, us

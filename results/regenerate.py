@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
+
 from mrc.labs.runner import run_lab
 from mrc.labs.schema import bundled_names
 
