@@ -244,6 +244,14 @@ class LiveHost:
                 port.wake.cancel()
                 port.wake = None
             port.busy = False
+            # as in the simulator's NIC: MRC QPs hear of the loss of signal at once
+            now = self.now()
+            for qp in list(self._senders[plane]):
+                port_down = getattr(qp, "port_down", None)
+                if port_down is not None:
+                    port_down(now, plane)
+                    self._service(qp, now)
+                    self._kick_qp(qp, now)
         else:
             now = self.now()
             port.free_at = now
