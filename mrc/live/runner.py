@@ -48,7 +48,6 @@ from mrc.pcap import PcapWriter
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
-from mrc.transport.mrc_qp import MrcQueuePair
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 PS_PER_US = 1_000_000
@@ -339,26 +338,12 @@ class LiveStack(SimStack):
         self.sim.fail(exc if exc is not None else RuntimeError(context.get("message")))
 
     # ----------------------------------------------------------------- results
+    def fabric_counts(self) -> tuple[int, int]:
+        stats = self.fabric.stats()
+        return stats["trims"], stats["drops"]
+
     def totals(self) -> dict[str, Any]:
-        qps = [qp for conn in self.connections for qp in conn.qps()]
-
-        def stat(name: str) -> int:
-            return sum(getattr(qp.stats, name, 0) for qp in qps)
-
-        fabric = self.fabric.stats()
-        mrc = [qp for qp in qps if isinstance(qp, MrcQueuePair)]
-        return {
-            "bytes_delivered": self.recorder.bytes_delivered,
-            "retransmitted_packets": stat("retransmissions") + stat("retx_sent"),
-            "trimmed_packets": fabric["trims"],
-            "dropped_packets": fabric["drops"],
-            "probes_sent": stat("probes_sent"),
-            "paths_marked_bad": sum(qp.stats.paths_marked_bad for qp in mrc),
-            "paths_reintegrated": sum(qp.stats.reintegrated for qp in mrc),
-            "messages_verified": sum(c.messages_ok for c in self.connections),
-            "messages_corrupt": sum(c.messages_corrupt for c in self.connections),
-            "live": self.live_stats(),
-        }
+        return {**super().totals(), "live": self.live_stats()}
 
     def live_stats(self) -> dict[str, Any]:
         """What the live machinery did: wall time, the fabric's and the hosts' counters."""

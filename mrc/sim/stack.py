@@ -310,19 +310,24 @@ class SimStack:
         return self.recorder.timeseries(self.transport_name,
                                         self.sim.now if end_ps is None else end_ps)
 
-    def totals(self) -> dict[str, int]:
+    def fabric_counts(self) -> tuple[int, int]:
+        """(trimmed, dropped) packets over the whole fabric."""
+        net = self.net.totals()
+        return net["trims"], net["drops"]
+
+    def totals(self) -> dict[str, Any]:
         qps = [qp for conn in self.connections for qp in conn.qps()]
 
         def stat(name: str) -> int:
             return sum(getattr(qp.stats, name, 0) for qp in qps)
 
-        net = self.net.totals()
+        trims, drops = self.fabric_counts()
         mrc = [qp for qp in qps if isinstance(qp, MrcQp)]
         return {
             "bytes_delivered": self.recorder.bytes_delivered,
             "retransmitted_packets": stat("retransmissions") + stat("retx_sent"),
-            "trimmed_packets": net["trims"],
-            "dropped_packets": net["drops"],
+            "trimmed_packets": trims,
+            "dropped_packets": drops,
             "probes_sent": stat("probes_sent"),
             "paths_marked_bad": sum(qp.stats.paths_marked_bad for qp in mrc),
             "paths_reintegrated": sum(qp.stats.reintegrated for qp in mrc),
