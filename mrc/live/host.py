@@ -43,7 +43,7 @@ from mrc import wire
 from mrc.live.clock import Clock
 from mrc.live.fabric import MAX_DATAGRAM, check_bind_address, udp_kernel_drops
 from mrc.packet import DATA, FLAG_RETX, PROBE, Packet
-from mrc.transport.base import QueuePair, TransportEvent
+from mrc.transport.base import QueuePair, TransportEvent, poll_round_robin
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 _PS_BITS = 8 * 1_000_000_000_000
@@ -336,25 +336,10 @@ class LiveHost:
         self._kick(port, self._wake_up())
 
     def _pull(self, now: int, plane: int) -> Packet | None:
-        senders = self._senders[plane]
-        n = len(senders)
-        if n == 1:
-            qp = senders[0]
-            pkt = qp.poll(now, plane)
-            if pkt is None:
-                return None
-        elif not n:
+        found = poll_round_robin(self._senders[plane], self._rr, now, plane)
+        if found is None:
             return None
-        else:
-            start = self._rr[plane]
-            for i in range(n):
-                qp = senders[(start + i) % n]
-                pkt = qp.poll(now, plane)
-                if pkt is not None:
-                    self._rr[plane] = (start + i + 1) % n
-                    break
-            else:
-                return None
+        qp, pkt = found
         if pkt.flags & FLAG_RETX and self.on_count is not None:
             self.on_count("retransmissions", now)
         control = qp.take_control()

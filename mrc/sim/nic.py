@@ -26,7 +26,7 @@ from typing import Any
 from mrc.packet import FLAG_RETX, PROBE, Packet
 from mrc.sim.engine import Simulator
 from mrc.sim.recorder import Recorder
-from mrc.transport.base import QueuePair, TransportEvent
+from mrc.transport.base import QueuePair, TransportEvent, poll_round_robin
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
 
@@ -80,25 +80,10 @@ class Nic:
 
     # ----------------------------------------------------------------- HostAgent hooks
     def pull(self, now: int, plane: int) -> Packet | None:
-        senders = self._senders[plane]
-        n = len(senders)
-        if n == 1:
-            qp = senders[0]
-            pkt = qp.poll(now, plane)
-            if pkt is None:
-                return None
-        elif not n:
+        found = poll_round_robin(self._senders[plane], self._rr, now, plane)
+        if found is None:
             return None
-        else:
-            start = self._rr[plane]
-            for i in range(n):
-                qp = senders[(start + i) % n]
-                pkt = qp.poll(now, plane)
-                if pkt is not None:
-                    self._rr[plane] = (start + i + 1) % n
-                    break
-            else:
-                return None
+        qp, pkt = found
         if pkt.flags & FLAG_RETX:
             self.recorder.count("retransmissions", now)
         # control packets wait for an event of their own: we are inside the port
