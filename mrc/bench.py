@@ -135,7 +135,7 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
 
     wall0 = time.perf_counter()
     stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
-    sim = stack.sim
+    sim = stack.net.sim  # the engine itself (events_processed)
     peers = derangement(list(range(spec.hosts)), seed)
     done: list[int | None] = [None] * spec.hosts
     ok = [False] * spec.hosts

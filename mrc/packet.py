@@ -107,6 +107,9 @@ class Packet:
         "payload",
         # simulation bookkeeping, not on the wire
         "digest", "plane", "hop_epoch",
+        # the live fabric's datagram this packet models (None elsewhere): the fabric moves
+        # the object through the simulator's ports and writes its outer header back here
+        "frame",
     )
 
     def __init__(
@@ -160,6 +163,7 @@ class Packet:
         self.digest = digest
         self.plane = plane
         self.hop_epoch = 0
+        self.frame: bytearray | None = None
 
     def __repr__(self) -> str:
         extra = " TRIMMED" if self.trimmed else ""

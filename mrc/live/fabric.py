@@ -1,36 +1,41 @@
 """The user-space SRv6 fabric: real encoded packets in, shift-and-forward, real packets out.
 
 Hosts send each packet, encoded by ``mrc.wire``, as the payload of a UDP datagram to this
-fabric. The fabric reads the outer IPv6 destination of the bytes, enters the sending host's NIC
-link of the plane named by the uSID block, and moves the packet hop by hop exactly as the
-simulator does (``mrc.sim.network``): store-and-forward output ports with a FIFO data queue,
+fabric. The fabric reads the outer IPv6 header of the bytes and moves the packet hop by hop
+through **the simulator's own fabric** (``mrc.sim.network``, built by
+``mrc.sim.fabric.build_network``): store-and-forward output ports with a FIFO data queue,
 trimming at buffer admission onto a strict-priority header queue, ECN marking above a
 threshold, drops when even the header queue is full; at each switch the active uSID is looked
-up in that switch's static table (``topology.tables``) and the carrier is shifted in place, so
-what leaves is what a real uN/uA switch would emit. A packet whose uSIDs lead nowhere, or into
-a dead port, is lost there and counted there; nothing routes around the carrier.
+up in that switch's static table (``topology.tables``) and the carrier is shifted. A packet
+whose uSIDs lead nowhere, or into a dead port, is lost there and counted there; nothing
+routes around the carrier. There is one port model in the code base, so the live fabric
+cannot drift from the simulator.
+
+How bytes meet the model: each datagram becomes a :class:`~mrc.packet.Packet` carrying only
+what a switch reads from the outer header (destination carrier, ECN, trim mark, size, plane,
+inner destination), with the datagram itself in ``Packet.frame``. When the packet leaves the
+fabric, what the switches did to the object (carrier shifted, CE mark, trim to the header) is
+written back into the bytes, so what the host receives is what a real uN/uA switch would emit.
+The inner packet, and with it the UDP checksum and ICRC, is never touched.
 
 Why a discrete-event core inside a wall-clock server: queueing needs every port's events in
 time order, and asyncio timers cost far more than heap pushes and fire only to the millisecond.
-So :class:`FabricCore` is a small event engine in modelled picoseconds (no sockets, testable by
-hand and comparable with the simulator to the picosecond), and :class:`FabricServer` feeds it
-datagrams stamped with the :class:`~mrc.live.clock.Clock`, runs every event that is due, sends
-what reaches a host, and arms one timer for the next event. Lateness of the wall clock never
-changes modelled timestamps; it is measured and reported (``lag_*``).
+So :class:`FabricCore` runs the simulator's event heap in modelled picoseconds (no sockets,
+testable by hand and comparable with the simulator to the picosecond), and
+:class:`FabricServer` feeds it datagrams stamped with the :class:`~mrc.live.clock.Clock`, runs
+every event that is due, sends what reaches a host, and arms one timer for the next event.
+Lateness of the wall clock never changes modelled timestamps; it is measured and reported
+(``lag_*``).
 
-Faults are the simulator's primitives with the same semantics (``mrc.sim.faults``): causes
-hold a link down, a dead switch downs all its links, queued and on-wire packets are lost,
-random loss per transmission, degraded rate for later packets. A host link going down is seen
-by the host's NIC (loss of signal): ``nic_link`` tells the host driver, as in the simulator
-a host under a dead T0 stops pulling on that plane; a degraded host link paces the NIC too.
+Faults are the simulator's primitives (``mrc.sim.faults``) applied to that same network. A
+host link going down is seen by the host's NIC (loss of signal): ``nic_link`` tells the host
+driver, as the simulator's NIC port tells its agent; a degraded host link paces the NIC too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import itertools
-import random
 import socket
 from collections import deque
 from collections.abc import Callable
@@ -39,26 +44,30 @@ from typing import Any
 
 from mrc import wire
 from mrc.live.clock import Clock
-from mrc.packet import ECN_CE, ECN_NOT_ECT, TRIM_DSCP
-from topology import names, tables, usid
-from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
+from mrc.packet import ACK, DATA, ECN_CE, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
+from mrc.sim import faults as sim_faults
+from mrc.sim.engine import Simulator
+from mrc.sim.fabric import build_network
+from mrc.sim.network import DROP_REASONS, Host, Link, NicPort, OutPort, Switch
+from topology import usid
+from topology.spec import FabricSpec
 
-_PS_BITS = 8 * 1_000_000_000_000
-_ETH = ETHERNET_OVERHEAD_BYTES
-_DATA_OPS = (wire.OP_RDMA_WRITE_ONLY, wire.OP_RDMA_WRITE_ONLY_IMM)
+__all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "FabricServer", "MAX_DATAGRAM",
+           "RX_BATCH", "check_bind_address", "udp_kernel_drops"]
+
 _OFF_BTH = wire.OFF_BTH
 _OFF_DA = wire.OFF_OUTER_DST
-_OFF_ACTIVE = wire.OFF_ACTIVE_USID
-_ZERO_CARRIER = bytes(12)
 _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
+#: What a switch makes of a BTH opcode: DATA queues as data, everything else rides the
+#: header queue (unknown opcodes too: a switch does not parse them, it only classifies).
+_KIND_OF_OPCODE = {wire.OP_RDMA_WRITE_ONLY: DATA, wire.OP_RDMA_WRITE_ONLY_IMM: DATA,
+                   wire.OP_ACKNOWLEDGE: ACK, wire.OP_MRC_PROBE: PROBE,
+                   wire.OP_MRC_PROBE_REPLY: PROBE_REPLY}
 #: Largest datagram accepted (an IPv6 packet cannot be longer without jumbograms).
 MAX_DATAGRAM = 65_535
 #: Datagrams read per wake-up beyond the first (then the loop gets its turn).
 RX_BATCH = 64
 
-#: Why the fabric lost a packet (the simulator's reasons, same meaning).
-DROP_REASONS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered")
 #: Why a datagram was refused at the door, before it was a packet in the fabric:
 #: ``malformed``: not an IPv6-in-IPv6 MRC envelope; ``unknown_source``: the datagram came from
 #: an address that is not a registered host; ``spoofed``: the inner source is another host;
@@ -66,10 +75,12 @@ DROP_REASONS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route
 #: destination host has no socket (yet, or any more).
 REJECT_REASONS = ("malformed", "unknown_source", "spoofed", "no_plane", "no_host")
 
-CAUSE_LINK = "link"
-CAUSE_NIC = "nic"
+#: Fault primitives (``mrc.sim.faults`` names) the live fabric applies.
+PRIMITIVES = ("link_down", "link_up", "switch_down", "switch_up", "nic_port_down",
+              "nic_port_up", "set_loss", "degrade", "restore")
 
-#: ``tap(time_ps, port_name, packet_bytes)``: a packet starts crossing a link.
+#: ``tap(time_ps, port_name, packet_bytes)``: a packet crossed a link (as the far end takes
+#: it, outer header as it was on that wire).
 Tap = Callable[[int, str, bytearray], None]
 #: ``deliver(host, packet_bytes, time_ps)``: a packet reached host ``host``.
 Deliver = Callable[[int, bytearray, int], None]
@@ -80,338 +91,59 @@ NicLink = Callable[[int, int, bool, int], None]
 Observer = Callable[[int, str], None]
 
 
-class FabricPort:
-    """One direction of a link: output queues at the sender plus the wire to the far end.
+def write_outer(buf: bytearray, pkt: Packet) -> None:
+    """Put what the switches did to ``pkt`` into its bytes: the (shifted) carrier, the CE
+    mark, and the trim (cut to ``pkt.size`` and re-marked; a packet already that short is only
+    re-marked, as a switch does)."""
+    buf[_OFF_DA:_OFF_DA + 16] = pkt.da.to_bytes(16, "big")
+    if pkt.trimmed and not wire.is_trimmed(buf) and not wire.trim(buf, pkt.size):
+        wire.set_outer_dscp(buf, TRIM_DSCP)
+    if pkt.ecn == ECN_CE:
+        wire.mark_ce(buf)
 
-    Semantics are those of ``mrc.sim.network.OutPort`` (keep them in step): an idle port
-    starts serializing at once; otherwise a DATA packet is admitted to the FIFO data queue if
-    it fits under the trim threshold (CE-marked when the queue already exceeds the ECN
-    threshold), else trimmed onto the strict-priority header queue (or dropped with trimming
-    off); trimmed packets and every non-DATA packet use the header queue. A NIC uplink
-    (``nic=True``) never trims or marks: that queue is the host's memory.
-    """
 
-    __slots__ = (
-        "core", "name", "link", "plane", "far_switch", "far_host", "nic", "nominal_bps",
-        "bps", "_ppb", "delay_ps", "far_latency_ps", "_flight", "up", "epoch", "busy_until",
-        "pending", "q", "hq", "qbytes", "hqbytes", "admit_limit", "trimming", "trim_size",
-        "header_limit", "ecn_threshold", "loss_p", "tapped", "_special", "tx_packets",
-        "tx_bytes", "delivered", "trims", "ecn_marks", "peak_qbytes", "peak_hqbytes", "drops",
-        "_host_bytes", "_arrive_cb", "_tx_done_cb",
-    )
+class _NicSide:
+    """A host as the fabric's NIC ports see it (the ``HostAgent`` of ``mrc.sim.network``).
 
-    def __init__(self, core: FabricCore, name: str, plane: int, *, far_switch: Switch | None,
-                 far_host: int | None, far_latency_ps: int, nic: bool = False) -> None:
-        spec = core.spec
+    The host paces its own ports (``mrc.live.host``); the DATA datagrams it sent wait here,
+    in the NIC's memory, until the NIC port pulls them, exactly when the simulator's NIC would
+    pull its transport (control packets take the port's priority queue instead). Arrivals are
+    written back into their bytes and handed to the server."""
+
+    __slots__ = ("core", "index", "queues", "queued_bytes")
+
+    def __init__(self, core: FabricCore, index: int, planes: int) -> None:
         self.core = core
-        self.name = name
-        self.link: FabricLink | None = None
-        self.plane = plane
-        self.far_switch = far_switch
-        self.far_host = far_host
-        self._host_bytes = b"" if far_host is None else far_host.to_bytes(4, "big")
-        self.nic = nic
-        self.nominal_bps = spec.link_bps
-        self.bps = spec.link_bps
-        self._ppb = 0
-        self.delay_ps = spec.link_delay_ps
-        self.far_latency_ps = far_latency_ps
-        self._flight = self.delay_ps + far_latency_ps
-        self.up = True
-        self.epoch = 0
-        self.busy_until = 0
-        self.pending = False
-        self.q: deque[bytearray] = deque()
-        self.hq: deque[bytearray] = deque()
-        self.qbytes = 0
-        self.hqbytes = 0
-        if nic:
-            self.admit_limit = core.nic_buffer_bytes
-            self.trimming = False
-            self.header_limit = core.nic_buffer_bytes
-            self.ecn_threshold = 1 << 62
-        else:
-            self.trimming = spec.trimming
-            self.admit_limit = (int(spec.trim_threshold_bytes)  # type: ignore[arg-type]
-                                if spec.trimming else spec.buffer_bytes)
-            self.header_limit = spec.header_queue_bytes
-            self.ecn_threshold = spec.ecn_threshold_bytes
-        self.trim_size = spec.trim_size_bytes
-        self.loss_p = 0.0
-        self.tapped = False
-        self._special = False
-        self.tx_packets = 0
-        self.tx_bytes = 0
-        self.delivered = 0
-        self.trims = 0
-        self.ecn_marks = 0
-        self.peak_qbytes = 0
-        self.peak_hqbytes = 0
-        self.drops: dict[str, int] = {}
-        # bound once: the hot path pushes them on the heap for every packet and hop
-        self._arrive_cb = self._arrive
-        self._tx_done_cb = self._tx_done
-        self._set_bps(spec.link_bps)
-
-    def __repr__(self) -> str:
-        return f"<FabricPort {self.name} {'up' if self.up else 'DOWN'} q={self.qbytes}B>"
-
-    # ------------------------------------------------------------------ hot path
-    def send(self, buf: bytearray) -> None:
-        """Admit one packet at ``core.now``: transmit if idle, else queue, trim, mark or drop."""
-        if not self.up:
-            self._drop("down")
-            return
-        core = self.core
-        now = core.now
-        size = len(buf)
-        if not self.pending and self.busy_until <= now:
-            ppb = self._ppb
-            end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
-            self.busy_until = end
-            self.tx_packets += 1
-            self.tx_bytes += size
-            if self._special and self._on_wire(now, buf):
-                return
-            heappush(core.heap, (end + self._flight, core.seq(), self._arrive_cb,
-                                 (buf, self.epoch)))
-            return
-        if buf[_OFF_BTH] in _DATA_OPS and not wire.is_trimmed(buf):
-            qbytes = self.qbytes
-            if qbytes + size <= self.admit_limit:
-                if qbytes > self.ecn_threshold:
-                    ecn = (buf[1] >> 4) & 3
-                    if ecn != ECN_NOT_ECT and ecn != ECN_CE:
-                        buf[1] |= 0x30
-                        self.ecn_marks += 1
-                        if core.observer is not None:
-                            core.observer(now, "ecn")
-                qbytes += size
-                self.qbytes = qbytes
-                if qbytes > self.peak_qbytes:
-                    self.peak_qbytes = qbytes
-                self.q.append(buf)
-            elif self.trimming:
-                if not wire.trim(buf, self.trim_size):
-                    wire.set_outer_dscp(buf, TRIM_DSCP)  # already short: the re-mark alone
-                self.trims += 1
-                if core.observer is not None:
-                    core.observer(now, "trim")
-                if not self._enqueue_header(buf):
-                    return
-            else:
-                self._drop("buffer")
-                return
-        elif not self._enqueue_header(buf):
-            return
-        if not self.pending:
-            self.pending = True
-            heappush(core.heap, (self.busy_until, core.seq(), self._tx_done_cb, self.epoch))
-
-    def _tx_done(self, epoch: int) -> None:
-        """The wire is free: start the next waiting packet (header queue first)."""
-        if epoch != self.epoch:
-            return
-        hq = self.hq
-        q = self.q
-        if hq:
-            buf = hq.popleft()
-            size = len(buf)
-            self.hqbytes -= size
-        else:
-            buf = q.popleft()
-            size = len(buf)
-            self.qbytes -= size
-        now = self.busy_until
-        end = now + ((size + _ETH) * self._ppb if self._ppb else self.serialization_ps(size))
-        self.busy_until = end
-        self.tx_packets += 1
-        self.tx_bytes += size
-        core = self.core
-        if not (self._special and self._on_wire(now, buf)):
-            heappush(core.heap, (end + self._flight, core.seq(), self._arrive_cb, (buf, epoch)))
-        if hq or q:
-            heappush(core.heap, (end, core.seq(), self._tx_done_cb, epoch))
-        else:
-            self.pending = False
-
-    def _arrive(self, item: tuple[bytearray, int]) -> None:
-        """The packet reached the far end: forward it (switch) or hand it over (host)."""
-        buf, epoch = item
-        if epoch != self.epoch:
-            self._drop("link_down")  # it was on the wire when the port went down
-            return
-        self.delivered += 1
-        sw = self.far_switch
-        if sw is None:
-            if buf[28:40] != _ZERO_CARRIER or buf[76:80] != self._host_bytes:
-                self._drop("misdelivered")
-                return
-            core = self.core
-            core.delivered_datagrams += 1
-            core.deliver(self.far_host, buf, core.now)  # type: ignore[arg-type]
-            return
-        if buf[24:28] != sw.block_bytes:
-            sw.no_route()
-            return
-        active = buf[_OFF_ACTIVE] << 8 | buf[_OFF_ACTIVE + 1]
-        own = sw.usid
-        while active == own:  # uN (a carrier may name the same switch twice)
-            active = wire.shift_outer_dst(buf)
-        port = sw.forward.get(active)
-        if port is None:
-            port = sw.ua.get(active)
-            if port is None:
-                sw.no_route()
-                return
-            wire.shift_outer_dst(buf)
-        port.send(buf)
-
-    # ------------------------------------------------------------------ slow path
-    def _on_wire(self, now: int, buf: bytearray) -> bool:
-        """Capture and random loss; True when the packet is lost on the wire."""
-        if self.tapped and self.core.tap is not None:
-            self.core.tap(now, self.name, buf)
-        if self.loss_p and self.core.rng.random() < self.loss_p:
-            self._drop("loss")
-            return True
-        return False
-
-    def _enqueue_header(self, buf: bytearray) -> bool:
-        hqbytes = self.hqbytes + len(buf)
-        if hqbytes > self.header_limit:
-            self._drop("header_queue")
-            return False
-        self.hqbytes = hqbytes
-        if hqbytes > self.peak_hqbytes:
-            self.peak_hqbytes = hqbytes
-        self.hq.append(buf)
-        return True
-
-    def _drop(self, reason: str) -> None:
-        self.drops[reason] = self.drops.get(reason, 0) + 1
-        observer = self.core.observer
-        if observer is not None:
-            observer(self.core.now, reason)
-
-    def _update_special(self) -> None:
-        self._special = (self.tapped and self.core.tap is not None) or self.loss_p > 0
-
-    def set_down(self) -> int:
-        """Lose everything queued and on the wire; refuse new packets."""
-        lost = len(self.q) + len(self.hq)
-        if lost:
-            self.drops["link_down"] = self.drops.get("link_down", 0) + lost
-        self.up = False
-        self.epoch += 1
-        self.q.clear()
-        self.hq.clear()
-        self.qbytes = self.hqbytes = 0
-        self.busy_until = self.core.now
-        self.pending = False
-        return lost
-
-    def set_up(self) -> None:
-        if not self.up:
-            self.up = True
-            self.busy_until = self.core.now
-
-    def set_rate_fraction(self, fraction: float) -> None:
-        if not 0 < fraction <= 1:
-            raise ValueError(f"rate fraction must be in (0, 1], got {fraction}")
-        self._set_bps(max(1, int(round(self.nominal_bps * fraction))))
-
-    def set_loss(self, p: float) -> None:
-        if not 0 <= p <= 1:
-            raise ValueError(f"loss probability must be in [0, 1], got {p}")
-        self.loss_p = float(p)
-        self._update_special()
-
-    def _set_bps(self, bps: int) -> None:
-        self.bps = bps
-        self._ppb = _PS_BITS // bps if _PS_BITS % bps == 0 else 0
-
-    def serialization_ps(self, size: int) -> int:
-        """Wire time of ``size`` IPv6 bytes plus Ethernet overhead, rounded up (as the sim)."""
-        return -((size + _ETH) * -_PS_BITS // self.bps)
-
-    def stats(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "port": self.name, "link": self.link.name if self.link else None,
-            "plane": self.plane, "up": self.up, "rate_bps": self.bps, "loss_p": self.loss_p,
-            "tx_packets": self.tx_packets, "tx_bytes": self.tx_bytes,
-            "delivered": self.delivered, "trims": self.trims, "ecn_marks": self.ecn_marks,
-            "peak_queue_bytes": self.peak_qbytes, "peak_header_queue_bytes": self.peak_hqbytes,
-        }
-        for reason in DROP_REASONS:
-            row[f"drop_{reason}"] = self.drops.get(reason, 0)
-        return row
-
-
-class Switch:
-    """A T0 or T1 of one plane: its own uSID and the expanded static table."""
-
-    __slots__ = ("core", "name", "plane", "tier", "index", "usid", "block_bytes", "forward",
-                 "ua", "ports", "up", "drops")
-
-    def __init__(self, core: FabricCore, name: str, plane: int, tier: int, index: int) -> None:
-        self.core = core
-        self.name = name
-        self.plane = plane
-        self.tier = tier
         self.index = index
-        self.usid = usid.t0_usid(index) if tier == 0 else usid.t1_usid(index)
-        self.block_bytes = usid.block(plane).to_bytes(4, "big")
-        #: Active uSID -> output port, no shift (T0: T1 uSIDs up; T1: T0 uSIDs down).
-        self.forward: dict[int, FabricPort] = {}
-        #: uA (T0 only): local port uSID -> host downlink, shifted once more.
-        self.ua: dict[int, FabricPort] = {}
-        self.ports: list[FabricPort] = []  # output ports (the switch's side of its links)
-        self.up = True
-        self.drops: dict[str, int] = {}
+        self.queues: list[deque[Packet]] = [deque() for _ in range(planes)]
+        self.queued_bytes = [0] * planes
 
-    def no_route(self) -> None:
-        self.drops["no_route"] = self.drops.get("no_route", 0) + 1
-        if self.core.observer is not None:
-            self.core.observer(self.core.now, "no_route")
+    def pull(self, now: int, plane: int) -> Packet | None:
+        queue = self.queues[plane]
+        if not queue:
+            return None
+        pkt = queue.popleft()
+        self.queued_bytes[plane] -= pkt.size
+        return pkt
 
+    def on_receive(self, now: int, pkt: Packet) -> None:
+        buf = pkt.frame
+        assert buf is not None
+        write_outer(buf, pkt)
+        core = self.core
+        core.delivered_datagrams += 1
+        core.deliver(self.index, buf, now)
 
-class FabricLink:
-    """Both directions between two elements; down while any cause holds it (see sim Link)."""
-
-    __slots__ = ("name", "plane", "up_port", "down_port", "causes", "host")
-
-    def __init__(self, name: str, plane: int, up_port: FabricPort, down_port: FabricPort,
-                 host: int | None = None) -> None:
-        self.name = name
-        self.plane = plane
-        self.up_port = up_port
-        self.down_port = down_port
-        self.causes: set[str] = set()
-        self.host = host  # set for host links: whose NIC sees the carrier
-        up_port.link = self
-        down_port.link = self
-
-    @property
-    def is_up(self) -> bool:
-        return not self.causes
-
-    def hold_down(self, cause: str) -> int:
-        was_up = not self.causes
-        self.causes.add(cause)
-        if not was_up:
-            return 0
-        return self.up_port.set_down() + self.down_port.set_down()
-
-    def release(self, cause: str) -> bool:
-        if cause not in self.causes:
-            return False
-        self.causes.discard(cause)
-        if self.causes:
-            return False
-        self.down_port.set_up()
-        self.up_port.set_up()
-        return True
+    def on_port_state(self, now: int, plane: int, up: bool) -> None:
+        """Loss of signal: what waited in the NIC for this port is lost; the host is told."""
+        if not up:
+            queue = self.queues[plane]
+            if queue:
+                port = self.core.net.hosts[self.index].ports[plane]
+                port.drops["link_down"] = port.drops.get("link_down", 0) + len(queue)
+                queue.clear()
+                self.queued_bytes[plane] = 0
+        self.core._signal(self.index, plane, up)
 
 
 class FabricCore:
@@ -419,27 +151,32 @@ class FabricCore:
 
     Feed it with :meth:`inject` (a datagram from a host at time ``now``) and advance it with
     :meth:`run_until`; packets that reach a host go to ``deliver``. Nothing here touches a
-    socket or a clock, so tests drive it by hand and compare it with the simulator.
+    socket or a clock, so tests drive it by hand and compare it with the simulator. ``net`` is
+    the simulator's network (``mrc.sim.network.Network``) on ``sim``'s event heap; ``switches``,
+    ``links`` and ``ports`` are its element tables.
     """
 
     def __init__(self, spec: FabricSpec, *, seed: int = 0, deliver: Deliver | None = None,
                  nic_link: NicLink | None = None, nic_buffer_bytes: int = 16 << 20) -> None:
         self.spec = spec
-        self.now = 0
-        self.heap: list[tuple[int, int, Callable[[Any], None], Any]] = []
-        self.seq: Callable[[], int] = itertools.count(1).__next__
-        self.rng = random.Random(seed)
+        self.sim = Simulator(seed)
+        self.net = build_network(self.sim, spec)
+        self.net.observer = self._observe
+        self.heap = self.sim.heap
         self.deliver: Deliver = deliver or (lambda host, buf, t: None)
         self.nic_link = nic_link
         self.observer: Observer | None = None
         self.nic_buffer_bytes = nic_buffer_bytes
         self.tap: Tap | None = None
-        self.switches: dict[str, Switch] = {}
-        self.links: dict[str, FabricLink] = {}
-        self.ports: dict[str, FabricPort] = {}
-        #: ``uplinks[host][plane]``: the port a host's packets of that plane enter.
-        self.uplinks: list[list[FabricPort]] = [[] for _ in range(spec.hosts)]
-        self.fault_log: list[dict[str, Any]] = []
+        self._tap_ports: frozenset[str] | None = None  # None: every port
+        self.switches: dict[str, Switch] = self.net.switches
+        self.links: dict[str, Link] = self.net.links
+        self.ports: dict[str, OutPort] = self.net.ports
+        self.sides = [_NicSide(self, h, spec.planes) for h in range(spec.hosts)]
+        for host, side in zip(self.net.hosts, self.sides, strict=True):
+            host.attach(side)
+        #: The rate each NIC port was last told it runs at (degrade signals changes).
+        self._nic_bps = [[port.bps for port in host.ports] for host in self.net.hosts]
         self.drops: dict[str, int] = {}  # datagrams refused at the door (REJECT_REASONS)
         self.rx_datagrams = 0
         self.delivered_datagrams = 0
@@ -448,68 +185,15 @@ class FabricCore:
         self.ingress_control = [0] * spec.planes
         self.events_processed = 0
         self._src_bytes = [usid.host_address(h).to_bytes(16, "big") for h in range(spec.hosts)]
-        self._build()
 
-    # ------------------------------------------------------------------ construction
-    def _build(self) -> None:
-        spec = self.spec
-        latency = spec.switch_latency_ps
-        for plane in range(spec.planes):
-            t0s = [Switch(self, names.t0_name(plane, i), plane, 0, i)
-                   for i in range(spec.t0_per_plane)]
-            t1s = [Switch(self, names.t1_name(plane, k), plane, 1, k) for k in range(spec.t1)]
-            for sw in (*t0s, *t1s):
-                self.switches[sw.name] = sw
-            downlinks: list[list[FabricPort]] = [[] for _ in t0s]
-            uplinks: list[list[FabricPort]] = [[] for _ in t0s]
-            t1_down: list[list[FabricPort]] = [[] for _ in t1s]
-            for host in range(spec.hosts):
-                t0 = t0s[spec.t0_of(host)]
-                nic_name = names.nic_port_name(host, plane)
-                up = FabricPort(self, f"{nic_name}->{t0.name}", plane, far_switch=t0,
-                                far_host=None, far_latency_ps=latency, nic=True)
-                down = FabricPort(self, f"{t0.name}->{nic_name}", plane, far_switch=None,
-                                  far_host=host, far_latency_ps=0)
-                self._add_link(names.host_link_name(host, plane, t0.index), plane, up, down,
-                               host=host)
-                self.uplinks[host].append(up)
-                downlinks[t0.index].append(down)
-                t0.ports.append(down)
-            for t0 in t0s:
-                for t1 in t1s:
-                    up = FabricPort(self, f"{t0.name}->{t1.name}", plane, far_switch=t1,
-                                    far_host=None, far_latency_ps=latency)
-                    down = FabricPort(self, f"{t1.name}->{t0.name}", plane, far_switch=t0,
-                                      far_host=None, far_latency_ps=latency)
-                    self._add_link(names.fabric_link_name(plane, t0.index, t1.index), plane,
-                                   up, down)
-                    uplinks[t0.index].append(up)
-                    t1_down[t1.index].append(down)
-                    t0.ports.append(up)
-                    t1.ports.append(down)
-            for sw in (*t0s, *t1s):
-                table = tables.switch_table(spec, plane, sw.tier, sw.index)
-                targets = {names.T1: uplinks[sw.index] if sw.tier == 0 else [],
-                           names.T0: t1_down[sw.index] if sw.tier == 1 else [],
-                           names.NIC_PORT: downlinks[sw.index] if sw.tier == 0 else []}
-                for rule in table.rules:
-                    for value in range(rule.first, rule.last + 1):
-                        if rule.action == tables.UN:
-                            continue
-                        target = rule.next_base + (value - rule.first)
-                        if rule.next_kind == names.NIC_PORT:
-                            target = spec.port_of(target)
-                        port = targets[rule.next_kind][target]  # type: ignore[index]
-                        if rule.action == tables.FORWARD:
-                            sw.forward[value] = port
-                        else:
-                            sw.ua[value] = port
+    @property
+    def now(self) -> int:
+        """Modelled picoseconds (the simulator's clock)."""
+        return self.sim.now
 
-    def _add_link(self, name: str, plane: int, up: FabricPort, down: FabricPort,
-                  host: int | None = None) -> None:
-        self.links[name] = FabricLink(name, plane, up, down, host)
-        self.ports[up.name] = up
-        self.ports[down.name] = down
+    @now.setter
+    def now(self, value: int) -> None:
+        self.sim.now = value
 
     # ------------------------------------------------------------------ traffic
     def inject(self, data: bytes | bytearray, src: int | None) -> bool:
@@ -518,13 +202,12 @@ class FabricCore:
         Only cheap structural checks, as a switch would do: an IPv6-in-IPv6 envelope of
         consistent length, a destination in one of our planes' blocks, and an inner source
         that is the sending host. Everything else is dropped and counted; returns True when
-        the packet entered the fabric."""
+        the packet entered the fabric (its NIC port may still lose it, and counts that)."""
         self.rx_datagrams += 1
         if src is None:
             self._ingress_drop("unknown_source")
             return False
-        n = len(data)
-        if n > MAX_DATAGRAM or not wire.outer_ok(data):
+        if len(data) > MAX_DATAGRAM or not wire.outer_ok(data):
             self._ingress_drop("malformed")
             return False
         if data[24:27] != _BLOCK_PREFIX or data[27] >= self.spec.planes:
@@ -534,12 +217,31 @@ class FabricCore:
             self._ingress_drop("spoofed")
             return False
         plane = data[27]
-        if data[_OFF_BTH] in _DATA_OPS:
-            self.ingress_data[plane] += 1
-        else:
-            self.ingress_control[plane] += 1
         buf = data if isinstance(data, bytearray) else bytearray(data)
-        self.uplinks[src][plane].send(buf)
+        kind = _KIND_OF_OPCODE.get(buf[_OFF_BTH], ACK)
+        size = len(buf)
+        pkt = Packet(kind, src, int.from_bytes(buf[76:80], "big"), 0,
+                     da=int.from_bytes(buf[_OFF_DA:_OFF_DA + 16], "big"),
+                     ecn=(buf[1] >> 4) & 3, trimmed=wire.is_trimmed(buf), size=size,
+                     plane=plane)
+        pkt.frame = buf
+        port = self.net.hosts[src].ports[plane]
+        if kind != DATA:
+            self.ingress_control[plane] += 1
+            port.send(pkt)  # the NIC's priority queue (a dead port counts the drop)
+            return True
+        self.ingress_data[plane] += 1
+        if not port.up:
+            port.drop_unsent(pkt)
+            return True
+        side = self.sides[src]
+        if side.queued_bytes[plane] + size > self.nic_buffer_bytes:
+            port.drops["buffer"] = port.drops.get("buffer", 0) + 1
+            self._observe(self.sim.now, port.name, pkt, "buffer")
+            return True
+        side.queues[plane].append(pkt)
+        side.queued_bytes[plane] += size
+        port.kick()
         return True
 
     def _ingress_drop(self, reason: str) -> None:
@@ -549,14 +251,15 @@ class FabricCore:
     def run_until(self, now: int) -> int:
         """Process every event due at or before ``now``; returns how many ran."""
         heap = self.heap
+        sim = self.sim
         done = 0
         while heap and heap[0][0] <= now:
             t, _, fn, arg = heappop(heap)
-            self.now = t
+            sim.now = t
             fn(arg)
             done += 1
-        if now > self.now:
-            self.now = now
+        if now > sim.now:
+            sim.now = now
         self.events_processed += done
         return done
 
@@ -565,164 +268,90 @@ class FabricCore:
 
     def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` at modelled time ``time_ps`` (in order with packet events)."""
-        heappush(self.heap, (max(time_ps, self.now), self.seq(), fn, arg))
+        heappush(self.heap, (max(time_ps, self.sim.now), self.sim.next_seq(), fn, arg))
 
     def set_tap(self, tap: Tap | None, *, everywhere: bool = False) -> None:
-        """Capture packets as they start crossing links: the hosts' uplinks and downlinks
-        (what enters and leaves the fabric), or every link (``everywhere``: every hop)."""
+        """Capture packets as they cross links: the hosts' uplinks and downlinks (what
+        enters and leaves the fabric), or every link (``everywhere``: every hop)."""
         self.tap = tap
-        for port in self.ports.values():
-            edge = port.nic or port.far_host is not None
-            port.tapped = tap is not None and (everywhere or edge)
-            port._update_special()
+        self._tap_ports = None if everywhere else frozenset(
+            name for name, port in self.ports.items()
+            if isinstance(port, NicPort) or isinstance(port.dst, Host))
+        self.net.tap = self._on_tap if tap is not None else None
+
+    def _on_tap(self, now: int, port: str, pkt: Packet) -> None:
+        if self.tap is None or pkt.frame is None:
+            return
+        if self._tap_ports is not None and port not in self._tap_ports:
+            return
+        buf = bytearray(pkt.frame)  # the bytes as on that wire; the frame moves on unchanged
+        write_outer(buf, pkt)
+        self.tap(now, port, buf)
+
+    def _observe(self, now: int, where: str, pkt: Packet | None, event: str) -> None:
+        if self.observer is not None:
+            self.observer(now, event)
 
     # ------------------------------------------------------------------ lookup
-    def element(self, name: str) -> Switch | FabricLink | FabricPort:
-        """A switch, link (either end first, selectors welcome) or output port by name; a NIC
-        port name (``h17.p3``) means its host link."""
-        found = self.switches.get(name) or self.links.get(name) or self.ports.get(name)
-        if found is not None:
-            return found
-        element = names.resolve(self.spec, name)
-        if element.kind in (names.T0, names.T1):
-            return self.switches[element.name]
-        if element.kind == names.LINK:
-            return self.links[element.name]
-        if element.kind == names.NIC_PORT:
-            return self.links[names.uplink_name(self.spec, element.host, element.plane)]  # type: ignore[arg-type]
-        raise names.UnknownElementError(name, f"a {element.kind} is not a fault target here")
-
-    def _link(self, target: str) -> FabricLink:
-        found = self.element(target)
-        if isinstance(found, FabricPort) and found.link is not None:
-            return found.link
-        if not isinstance(found, FabricLink):
-            raise TypeError(f"{target!r} is not a link")
-        return found
-
-    def _switch(self, target: str) -> Switch:
-        found = self.element(target)
-        if not isinstance(found, Switch):
-            raise TypeError(f"{target!r} is not a switch")
-        return found
-
-    def _ports(self, target: str, direction: str | None) -> tuple[str, list[FabricPort]]:
-        found = self.element(target)
-        if isinstance(found, FabricPort):
-            return found.name, [found]
-        link = self._link(target)
-        if direction in (None, "both"):
-            return link.name, [link.up_port, link.down_port]
-        if direction == "up":
-            return link.name, [link.up_port]
-        if direction == "down":
-            return link.name, [link.down_port]
-        raise ValueError(f"direction must be 'up', 'down' or 'both', got {direction!r}")
+    def element(self, name: str) -> Host | Switch | Link | OutPort:
+        """Any element by name or selector (``mrc.sim.network.Network.element``)."""
+        return self.net.element(name)
 
     # ------------------------------------------------------------------ faults
-    def _record(self, action: str, target: str, **effect: Any) -> dict[str, Any]:
-        record = {"time_ps": self.now, "action": action, "target": target, **effect}
-        self.fault_log.append(record)
-        return record
+    def _signal(self, host: int, plane: int, up: bool) -> None:
+        bps = self.net.hosts[host].ports[plane].bps
+        self._nic_bps[host][plane] = bps
+        if self.nic_link is not None:
+            self.nic_link(host, plane, up, bps)
 
-    def _carrier(self, link: FabricLink, was_up: bool) -> None:
-        if link.host is not None and link.is_up != was_up:
-            self._signal(link)
+    def fault(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
+        """Apply one ``mrc.sim.faults`` primitive now; returns what it did (its effect)."""
+        if primitive not in PRIMITIVES:
+            raise ValueError(f"the live fabric has no fault {primitive!r}")
+        record = sim_faults.apply(self.net, primitive, target, **params)
+        # A NIC port now running at another rate paces its host (loss of signal already
+        # reached the host through the port itself).
+        for host in self.net.hosts:
+            for port in host.ports:
+                if port.up and port.bps != self._nic_bps[host.index][port.plane]:
+                    self._signal(host.index, port.plane, True)
+        return dict(record.effect)
 
-    def _signal(self, link: FabricLink) -> None:
-        if self.nic_link is not None and link.host is not None:
-            self.nic_link(link.host, link.plane, link.is_up, link.up_port.bps)
+    @property
+    def fault_log(self) -> list[dict[str, Any]]:
+        """Every fault applied, in order, as flat records (time, action, target, params,
+        effect)."""
+        return [{"time_ps": r.time_ps, "action": r.action, "target": r.target, **r.params,
+                 **r.effect} for r in self.net.fault_log
+                if isinstance(r, sim_faults.FaultRecord)]
 
-    def _hold(self, link: FabricLink, cause: str) -> int:
-        was_up = link.is_up
-        lost = link.hold_down(cause)
-        self._carrier(link, was_up)
-        return lost
-
-    def _release(self, link: FabricLink, cause: str) -> bool:
-        was_up = link.is_up
-        revived = link.release(cause)
-        self._carrier(link, was_up)
-        return revived
-
-    def link_down(self, target: str) -> dict[str, Any]:
-        link = self._link(target)
-        return self._record("link_down", link.name, lost_queued=self._hold(link, CAUSE_LINK))
-
-    def link_up(self, target: str) -> dict[str, Any]:
-        link = self._link(target)
-        self._release(link, CAUSE_LINK)
-        return self._record("link_up", link.name, up=link.is_up, held_by=sorted(link.causes))
-
-    def switch_down(self, target: str) -> dict[str, Any]:
-        sw = self._switch(target)
-        sw.up = False
-        lost = 0
-        for port in sw.ports:
-            assert port.link is not None
-            lost += self._hold(port.link, sw.name)
-        return self._record("switch_down", sw.name, lost_queued=lost)
-
-    def switch_up(self, target: str) -> dict[str, Any]:
-        sw = self._switch(target)
-        sw.up = True
-        revived = 0
-        for port in sw.ports:
-            assert port.link is not None
-            revived += self._release(port.link, sw.name)
-        return self._record("switch_up", sw.name, links_up=revived)
-
-    def nic_port_down(self, target: str) -> dict[str, Any]:
-        link = self._link(target)
-        return self._record("nic_port_down", link.name, lost_queued=self._hold(link, CAUSE_NIC))
-
-    def nic_port_up(self, target: str) -> dict[str, Any]:
-        link = self._link(target)
-        self._release(link, CAUSE_NIC)
-        return self._record("nic_port_up", link.name, up=link.is_up)
-
-    def set_loss(self, target: str, p: float, direction: str | None = None) -> dict[str, Any]:
-        name, ports = self._ports(target, direction)
-        for port in ports:
-            port.set_loss(p)
-        return self._record("set_loss", name, p=p)
-
-    def degrade(self, target: str, fraction: float,
-                direction: str | None = None) -> dict[str, Any]:
-        name, ports = self._ports(target, direction)
-        for port in ports:
-            port.set_rate_fraction(fraction)
-            if port.nic and port.link is not None:
-                self._signal(port.link)  # the NIC now runs its port at that rate
-        return self._record("degrade", name, fraction=fraction)
-
-    #: Lab schedule actions (``mrc.labs.schema.FaultAction.action``) -> primitive and its
-    #: parameters. ``drain_*`` is an operator action on transports, not on the fabric.
+    #: Lab schedule actions (``mrc.labs.schema.FaultAction.action``) this fabric applies by
+    #: name; ``drain_*`` is an operator action on transports, not on the fabric.
     LAB_ACTIONS = ("link_down", "link_up", "switch_down", "switch_up", "port_down", "port_up",
                    "loss_start", "loss_end", "degrade_start", "degrade_end")
 
     def apply(self, action: str, target: str, params: dict[str, Any] | None = None
               ) -> dict[str, Any]:
-        """Run one fault by its primitive or lab-schedule name, now."""
+        """Run one fault now, by its primitive or lab-schedule name; returns its effect."""
         params = dict(params or {})
+        direction = params.get("direction")
         if action in ("port_down", "nic_port_down"):
-            return self.nic_port_down(target)
+            return self.fault("nic_port_down", target)
         if action in ("port_up", "nic_port_up"):
-            return self.nic_port_up(target)
+            return self.fault("nic_port_up", target)
         if action == "loss_start":
-            return self.set_loss(target, float(params["probability"]),
-                                 params.get("direction"))
+            return self.fault("set_loss", target, p=float(params["probability"]),
+                              direction=direction)
         if action == "loss_end":
-            return self.set_loss(target, 0.0, params.get("direction"))
+            return self.fault("set_loss", target, p=0.0, direction=direction)
         if action == "degrade_start":
-            return self.degrade(target, float(params["rate_fraction"]), params.get("direction"))
+            return self.fault("degrade", target, fraction=float(params["rate_fraction"]),
+                              direction=direction)
         if action == "degrade_end":
-            return self.degrade(target, 1.0, params.get("direction"))
-        fn = {"link_down": self.link_down, "link_up": self.link_up,
-              "switch_down": self.switch_down, "switch_up": self.switch_up}.get(action)
-        if fn is None:
-            raise ValueError(f"the fabric does not implement fault {action!r}")
-        return fn(target)
+            return self.fault("degrade", target, fraction=1.0, direction=direction)
+        if action in ("link_down", "link_up", "switch_down", "switch_up"):
+            return self.fault(action, target)
+        raise ValueError(f"the fabric does not implement fault {action!r}")
 
     def schedule(self, time_ps: int, action: str, target: str,
                  params: dict[str, Any] | None = None) -> None:
@@ -735,28 +364,14 @@ class FabricCore:
 
     # ------------------------------------------------------------------ statistics
     def port_stats(self) -> list[dict[str, Any]]:
-        return [port.stats() for port in self.ports.values()]
+        return [dict(port.stats()) for port in self.ports.values()]
 
     def totals(self) -> dict[str, int]:
-        """Fabric-wide counters (ingress, every port, every switch)."""
+        """Fabric-wide counters: the network's (ports, switches, hosts) plus the door's."""
         out: dict[str, int] = {"rx_datagrams": self.rx_datagrams,
                                "delivered_datagrams": self.delivered_datagrams,
-                               "tx_packets": 0, "tx_bytes": 0, "trims": 0, "ecn_marks": 0,
                                "events": self.events_processed}
-        drops = dict.fromkeys(DROP_REASONS, 0)
-        for port in self.ports.values():
-            out["tx_packets"] += port.tx_packets
-            out["tx_bytes"] += port.tx_bytes
-            out["trims"] += port.trims
-            out["ecn_marks"] += port.ecn_marks
-            for reason, count in port.drops.items():
-                drops[reason] += count
-        for sw in self.switches.values():
-            for reason, count in sw.drops.items():
-                drops[reason] += count
-        for reason, count in drops.items():
-            out[f"drop_{reason}"] = count
-        out["drops"] = sum(drops.values())
+        out.update(self.net.totals())
         for reason in REJECT_REASONS:
             out[f"rejected_{reason}"] = self.drops.get(reason, 0)
         out["rejected"] = sum(self.drops.values())

@@ -259,7 +259,6 @@ class LiveStack(SimStack):
         self._owner = {}
         self._rows = []
         self._next_qpn = 1
-        self.net = None  # no simulated network: faults go to the live fabric
         self.closed = False
         self.loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
         self.loop.set_exception_handler(self._loop_error)
@@ -267,9 +266,11 @@ class LiveStack(SimStack):
         self.recorder = Recorder(spec.planes, bin_ps)
         self.core = FabricCore(spec, seed=seed, nic_link=self._nic_link)
         self.core.observer = self._fabric_event
+        self.net = self.core.net  # the simulator's network, on the fabric's event heap
         self.fabric = FabricServer(self.core, self.clock, host=bind_host,
                                    allow_non_loopback=allow_non_loopback)
-        self.sim = LiveSim(self.loop, self.clock, self.fabric, seed)
+        self.live_sim = LiveSim(self.loop, self.clock, self.fabric, seed)
+        self.sim = self.live_sim
         self.nics: list[LiveHost] = [  # type: ignore[assignment]
             LiveHost(h, spec, self.clock, bind_host=bind_host,
                      allow_non_loopback=allow_non_loopback, on_event=self._on_qp_event,
@@ -313,12 +314,9 @@ class LiveStack(SimStack):
         return conn
 
     def apply_fault(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
-        """A fault primitive (``mrc.sim.faults`` names) on the live fabric, now."""
-        fn = getattr(self.core, primitive, None)
-        if fn is None or primitive not in _FAULT_PRIMITIVES:
-            raise ValueError(f"the live fabric has no fault {primitive!r}")
-        record = fn(target, **params)
-        return {k: v for k, v in record.items() if k not in ("time_ps", "action", "target")}
+        """A fault primitive (``mrc.sim.faults`` names) on the live fabric, now; returns
+        its effect, as the simulator's record has it."""
+        return self.core.fault(primitive, target, **params)
 
     def _nic_link(self, host: int, plane: int, up: bool, bps: int) -> None:
         self.nics[host].set_link(plane, up, bps)
@@ -335,7 +333,7 @@ class LiveStack(SimStack):
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
-        self.sim.fail(exc if exc is not None else RuntimeError(context.get("message")))
+        self.live_sim.fail(exc if exc is not None else RuntimeError(context.get("message")))
 
     # ----------------------------------------------------------------- results
     def fabric_counts(self) -> tuple[int, int]:
@@ -408,10 +406,6 @@ class LiveStack(SimStack):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_FAULT_PRIMITIVES = ("link_down", "link_up", "switch_down", "switch_up", "nic_port_down",
-                     "nic_port_up", "set_loss", "degrade")
 
 
 # ====================================================================== dilation

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -191,6 +191,22 @@ class RcConnectionAdapter(Connection):
         return [*self.conn.requesters, *self.conn.responders]
 
 
+class Clockwork(Protocol):
+    """What a stack's ``sim`` offers the labs layer: the simulator's engine, or the live
+    runtime's wall-clock stand-in (``mrc.live.runner.LiveSim``)."""
+
+    @property
+    def now(self) -> int: ...
+
+    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None: ...
+
+    def after(self, delay_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def run(self, until_ps: int | None = None) -> int: ...
+
+
 class SimStack:
     """Simulator + network + NICs + recorder for one transport of one lab run."""
 
@@ -199,10 +215,11 @@ class SimStack:
         self.spec = spec
         self.seed = seed
         self.transport_name = transport_name
-        self.sim = Simulator(seed)
-        self.net = build_network(self.sim, spec)
+        sim = Simulator(seed)
+        self.sim: Clockwork = sim
+        self.net = build_network(sim, spec)
         self.recorder = Recorder(spec.planes, bin_ps)
-        self.nics = [Nic(self.sim, host, self.recorder, self._on_qp_event)
+        self.nics = [Nic(sim, host, self.recorder, self._on_qp_event)
                      for host in self.net.hosts]
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
