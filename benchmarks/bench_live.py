@@ -7,19 +7,24 @@ asyncio UDP relay on the same loopback, in one run.
   acknowledges it. Links are made fast enough (``--link-gbps``) and timers lax enough that the
   CPU, not the model, sets the pace.
 * **raw relay**: sender -> relay -> receiver, 4,240-byte datagrams (a full DATA packet), no
-  MRC, no fabric logic, and exactly as efficient as the fabric path's plumbing: the relay is
-  the same kind of asyncio datagram protocol as the fabric and, like it, reads what else
-  waits on its socket after each wake-up; the endpoints are the same kind of sockets as the
-  hosts (asyncio-dgram receive followed by the same bounded ``recvfrom`` drain, plain
-  ``sendto``); all in one event loop like the live runtime, with a window of datagrams in
-  flight so the kernel never drops.
+  MRC, no fabric logic; all in one event loop like the live runtime, with a window of
+  datagrams in flight so the kernel never drops. Two of them:
+
+  - *raw asyncio relay* (the issue's baseline): an asyncio datagram protocol that forwards
+    each datagram asyncio hands it (asyncio reads one per loop turn), endpoints on
+    asyncio-dgram (``await recv()``) and plain ``sendto``;
+  - *batched relay* (a stricter yardstick): the same, but exactly as efficient as the fabric
+    path's plumbing: the relay, like the fabric, and the receiver, like the hosts, read what
+    else waits on the socket after each wake-up (the same bounded ``recvfrom`` drain).
+    Against it, the ratio is what the fabric model, the codec and the QPs cost on their own.
 * **fabric forwarding only**: the relay's endpoints blasting pre-encoded MRC DATA packets
   through the live fabric (what the four hops cost, without the QPs).
 
 Reports datagrams per wall second (everything crossing the fabric/relay, and DATA only),
 datagrams per CPU second (the machine is shared: this one does not depend on what else runs)
 and goodput (payload bytes delivered per wall second; the fabric path also in modelled Gb/s),
-and the ratios fabric/relay. Target: the fabric path keeps at least half of the relay's rate.
+and the ratios fabric/relay. Target: the fabric path keeps at least half of the raw relay's
+datagram rate.
 
 ``--fabric-process`` runs the fabric, and the relay, in a child process of their own (so the
 forwarder gets the second core) and compares those two; CPU figures then add both processes.
@@ -100,13 +105,13 @@ def _fabric_child(spec: FabricSpec, seed: int, dilation: float, origin: float,
         loop.close()
 
 
-def _relay_child(target: tuple[str, int], conn: Connection) -> None:
+def _relay_child(target: tuple[str, int], drain: int, conn: Connection) -> None:
     """The raw relay in its own process."""
     loop = _child_loop()
     try:
         sock = _udp()
         transport, relay = loop.run_until_complete(
-            loop.create_datagram_endpoint(_Relay, sock=sock))
+            loop.create_datagram_endpoint(lambda: _Relay(drain), sock=sock))
         relay.target, relay.sock = target, sock
         conn.send(sock.getsockname())
         _serve_pipe(loop, conn, lambda: (relay.count, relay.count, 0))
@@ -210,13 +215,17 @@ def bench_fabric(seconds: float, dilation: float, link_gbps: float, window_kb: i
 
 # ====================================================================== raw relay
 class _Relay(asyncio.DatagramProtocol):
-    """Forward every datagram from the sender to the receiver (the fabric minus its logic)."""
+    """Forward every datagram from the sender to the receiver (the fabric minus its logic).
 
-    def __init__(self) -> None:
+    ``drain``: datagrams read from the socket after each wake-up, as the fabric does (0: the
+    plain asyncio relay, one datagram per loop turn)."""
+
+    def __init__(self, drain: int = RX_BATCH) -> None:
         self.transport: asyncio.DatagramTransport | None = None
         self.target: tuple[str, int] | None = None
         self.sock: socket.socket | None = None
         self.count = 0
+        self.drain = drain
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -226,7 +235,7 @@ class _Relay(asyncio.DatagramProtocol):
         assert transport is not None and target is not None and sock is not None
         self.count += 1
         transport.sendto(data, target)
-        for _ in range(RX_BATCH):  # read what else waits, as the fabric does
+        for _ in range(self.drain):  # read what else waits, as the fabric does
             try:
                 data, addr = sock.recvfrom(MAX_DATAGRAM)
             except (BlockingIOError, InterruptedError):
@@ -245,10 +254,11 @@ def _udp() -> socket.socket:
 
 
 async def _relay(seconds: float, window: int, through_fabric: bool,
-                 own_process: bool) -> dict[str, Any]:
+                 own_process: bool, drain: int) -> dict[str, Any]:
     """Blast ``window`` datagrams in flight from a sender to a receiver through a forwarder:
-    the plain relay, or (``through_fabric``) the live fabric with pre-encoded MRC packets;
-    ``own_process``: the forwarder runs in a child process."""
+    the relay, or (``through_fabric``) the live fabric with pre-encoded MRC packets;
+    ``own_process``: the forwarder runs in a child process; ``drain``: datagrams the relay
+    and the receiver read after each wake-up (0: asyncio's own one-per-loop-turn reads)."""
     loop = asyncio.get_running_loop()
     send_sock, recv_sock = _udp(), _udp()
     receiver = await asyncio_dgram.from_socket(recv_sock)
@@ -274,11 +284,12 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
             da=address_for(spec, 0, 2, i % 4, i // 4 % 2))) for i in range(64)]
     else:
         if own_process:
-            child = _Child(_relay_child, recv_sock.getsockname())
+            child = _Child(_relay_child, recv_sock.getsockname(), drain)
             target = child.address
         else:
             relay_sock = _udp()
-            transport, relay = await loop.create_datagram_endpoint(_Relay, sock=relay_sock)
+            transport, relay = await loop.create_datagram_endpoint(lambda: _Relay(drain),
+                                                                   sock=relay_sock)
             relay.target, relay.sock = recv_sock.getsockname(), relay_sock
             target = relay_sock.getsockname()
         payloads = [bytes(DATAGRAM)]
@@ -303,7 +314,7 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
         while True:
             await receiver.recv()
             got()
-            for _ in range(RX_BATCH):  # then read what else waits, as the hosts do
+            for _ in range(drain):  # then read what else waits, as the hosts do
                 try:
                     recv_sock.recvfrom(MAX_DATAGRAM)
                 except (BlockingIOError, InterruptedError):
@@ -344,10 +355,10 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
 
 
 def bench_relay(seconds: float, window: int, through_fabric: bool = False,
-                own_process: bool = False) -> dict[str, Any]:
+                own_process: bool = False, drain: int = RX_BATCH) -> dict[str, Any]:
     with asyncio.Runner(loop_factory=lambda: asyncio.SelectorEventLoop(
             selectors.SelectSelector())) as runner:
-        return runner.run(_relay(seconds, window, through_fabric, own_process))
+        return runner.run(_relay(seconds, window, through_fabric, own_process, drain))
 
 
 # ====================================================================== main
@@ -375,29 +386,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     own = args.fabric_process
     # Interleaved rounds, medians: the three measurements see the same machine load.
-    runs: dict[str, list[dict[str, Any]]] = {"fabric": [], "relay": [], "forward": []}
+    runs: dict[str, list[dict[str, Any]]] = {"fabric": [], "relay": [], "batched": [],
+                                             "forward": []}
     for _ in range(args.rounds):
         runs["fabric"].append(bench_fabric(args.seconds, args.dilation, args.link_gbps,
                                            args.window_kb, args.message_kb, own))
-        runs["relay"].append(bench_relay(args.seconds, args.relay_window, own_process=own))
+        runs["relay"].append(bench_relay(args.seconds, args.relay_window, own_process=own,
+                                         drain=0))
+        runs["batched"].append(bench_relay(args.seconds, args.relay_window, own_process=own))
         runs["forward"].append(bench_relay(args.seconds, args.relay_window,
                                            through_fabric=True, own_process=own))
-    fabric, relay, forward = (_median(runs[k]) for k in ("fabric", "relay", "forward"))
+    fabric, relay, batched, forward = (_median(runs[k])
+                                       for k in ("fabric", "relay", "batched", "forward"))
     ratio = fabric["datagrams_per_s"] / relay["datagrams_per_s"]
     data_ratio = fabric["data_datagrams_per_s"] / relay["data_datagrams_per_s"]
-    forward_ratio = forward["datagrams_per_s"] / relay["datagrams_per_s"]
+    batched_ratio = fabric["datagrams_per_s"] / batched["datagrams_per_s"]
+    forward_ratio = forward["datagrams_per_s"] / batched["datagrams_per_s"]
     cpu_ratio = fabric["datagrams_per_cpu_s"] / relay["datagrams_per_cpu_s"]
     result = {"fabric": {k: round(v, 1) if isinstance(v, float) else v
                          for k, v in fabric.items()},
               "relay": {k: round(v, 1) for k, v in relay.items()},
+              "batched_relay": {k: round(v, 1) for k, v in batched.items()},
               "fabric_forwarding_only": {k: round(v, 1) for k, v in forward.items()},
               "ratio_datagrams": round(ratio, 3), "ratio_data_datagrams": round(data_ratio, 3),
-              "ratio_forwarding_only": round(forward_ratio, 3),
               "ratio_datagrams_per_cpu_s": round(cpu_ratio, 3),
-              "target_ratio": TARGET_RATIO, "dilation": args.dilation,
-              "fabric_process": own, "rounds": args.rounds, "seconds": args.seconds}
+              "ratio_to_batched_relay": round(batched_ratio, 3),
+              "ratio_forwarding_only_to_batched": round(forward_ratio, 3),
+              "target_ratio": TARGET_RATIO, "target_met": ratio >= TARGET_RATIO,
+              "dilation": args.dilation, "fabric_process": own, "rounds": args.rounds,
+              "seconds": args.seconds}
     if not args.json:
         f, r, w = result["fabric"], result["relay"], result["fabric_forwarding_only"]
+        b = result["batched_relay"]
         where = "in its own process" if own else "in the hosts' process"
         print(f"fabric path (1 MRC connection, 4 hops, fabric {where}): "
               f"{f['datagrams_per_s']:,.0f} datagrams/s ({f['data_datagrams_per_s']:,.0f} "
@@ -408,12 +428,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raw asyncio UDP relay: {r['datagrams_per_s']:,.0f} datagrams/s "
               f"({r['datagrams_per_cpu_s']:,.0f} per CPU s), goodput "
               f"{r['goodput_mbps_wall']:,.0f} Mb/s wall")
+        print(f"batched relay (the fabric path's own read batching): "
+              f"{b['datagrams_per_s']:,.0f} datagrams/s ({b['datagrams_per_cpu_s']:,.0f} per "
+              f"CPU s), goodput {b['goodput_mbps_wall']:,.0f} Mb/s wall")
         print(f"fabric forwarding only (pre-encoded MRC packets, no QPs): "
               f"{w['datagrams_per_s']:,.0f} datagrams/s ({w['datagrams_per_cpu_s']:,.0f} per "
               f"CPU s), goodput {w['goodput_mbps_wall']:,.0f} Mb/s wall")
-        print(f"ratio fabric path/relay: {ratio:.2f} (DATA only: {data_ratio:.2f}; per CPU "
-              f"second: {cpu_ratio:.2f}); fabric forwarding only/relay: {forward_ratio:.2f}; "
-              f"target >= {TARGET_RATIO}")
+        verdict = "met" if ratio >= TARGET_RATIO else "NOT met"
+        print(f"ratio fabric path/raw relay: {ratio:.2f} (DATA only: {data_ratio:.2f}; per "
+              f"CPU second: {cpu_ratio:.2f}); target >= {TARGET_RATIO}: {verdict}")
+        print(f"stricter: fabric path/batched relay {batched_ratio:.2f}; fabric forwarding "
+              f"only/batched relay {forward_ratio:.2f}")
     print(json.dumps(result))
     return 0
 

@@ -279,3 +279,39 @@ def test_garbage_and_mutations_are_counted_never_raised(data: st.DataObject) -> 
     assert totals["delivered_datagrams"] + lost == 20 == len(delivered) + lost
     assert set(core.drops) <= set(("malformed", "unknown_source", "spoofed", "no_plane"))
     assert all(k in DROP_REASONS for p in core.ports.values() for k in p.drops)
+
+
+def test_faults_are_the_simulators_primitives_and_nics_hear_their_rate() -> None:
+    """Faults run ``mrc.sim.faults`` on the fabric's network: the same effect records as in
+    simulation; a degraded host link tells that host's NIC the rate it now runs at."""
+    signals: list[tuple[int, int, bool, int]] = []
+    core, _ = fabric(nic_link=lambda h, p, up, bps: signals.append((h, p, up, bps)))
+    sim = Simulator(0)
+    net = build_network(sim, SPEC)
+    from mrc.sim import faults as sim_faults
+
+    assert core.fault("switch_down", "p2.t1.1") == dict(
+        sim_faults.switch_down(net, "p2.t1.1").effect)
+    assert signals == []  # a T1 is not a NIC's neighbour
+    core.apply("degrade_start", "h3.p1", {"rate_fraction": 0.25})
+    assert signals == [(3, 1, True, SPEC.link_bps // 4)]
+    core.apply("degrade_end", "h3.p1")
+    assert signals[-1] == (3, 1, True, SPEC.link_bps)
+    core.fault("nic_port_down", "h1.p0")
+    assert signals[-1] == (1, 0, False, SPEC.link_bps)
+    with pytest.raises(ValueError):
+        core.fault("reboot_everything", "p0.t0.0")
+    assert [r["action"] for r in core.fault_log] == [
+        "switch_down", "degrade", "degrade", "nic_port_down"]
+
+
+def test_a_nic_port_that_loses_its_link_loses_what_waited_in_the_nic() -> None:
+    """Datagrams a host handed to a NIC port queue in the NIC while the port serializes;
+    when the link dies they are lost there (counted as ``link_down``), never delivered."""
+    core, sink = fabric()
+    for i in range(5):  # a burst at one instant: one on the wire, four waiting
+        send(core, 0, data_pkt(SPEC, 0, 2, 1, 0, psn=i + 1))
+    core.apply("port_down", "h0.p1")
+    core.run_until(10**12)
+    assert sink.got == []
+    assert core.totals()["drop_link_down"] == 5

@@ -44,7 +44,7 @@ from typing import Any
 
 from mrc import wire
 from mrc.live.clock import Clock
-from mrc.packet import ACK, DATA, ECN_CE, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
+from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
 from mrc.sim import faults as sim_faults
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
@@ -173,6 +173,8 @@ class FabricCore:
         self.links: dict[str, Link] = self.net.links
         self.ports: dict[str, OutPort] = self.net.ports
         self.sides = [_NicSide(self, h, spec.planes) for h in range(spec.hosts)]
+        #: ``_nic_ports[host][plane]``: the NIC port a host's datagrams of that plane enter.
+        self._nic_ports: list[list[NicPort]] = [host.ports for host in self.net.hosts]
         for host, side in zip(self.net.hosts, self.sides, strict=True):
             host.attach(side)
         #: The rate each NIC port was last told it runs at (degrade signals changes).
@@ -221,11 +223,15 @@ class FabricCore:
         kind = _KIND_OF_OPCODE.get(buf[_OFF_BTH], ACK)
         size = len(buf)
         pkt = Packet(kind, src, int.from_bytes(buf[76:80], "big"), 0,
-                     da=int.from_bytes(buf[_OFF_DA:_OFF_DA + 16], "big"),
-                     ecn=(buf[1] >> 4) & 3, trimmed=wire.is_trimmed(buf), size=size,
+                     da=int.from_bytes(buf[_OFF_DA:_OFF_DA + 16], "big"), size=size,
                      plane=plane)
+        ecn = (buf[1] >> 4) & 3
+        if ecn != ECN_ECT0:
+            pkt.ecn = ecn
+        if (((buf[0] & 0x0F) << 2) | (buf[1] >> 6)) == TRIM_DSCP:  # (hosts never send one)
+            pkt.trimmed = True
         pkt.frame = buf
-        port = self.net.hosts[src].ports[plane]
+        port = self._nic_ports[src][plane]
         if kind != DATA:
             self.ingress_control[plane] += 1
             port.send(pkt)  # the NIC's priority queue (a dead port counts the drop)
@@ -235,12 +241,13 @@ class FabricCore:
             port.drop_unsent(pkt)
             return True
         side = self.sides[src]
-        if side.queued_bytes[plane] + size > self.nic_buffer_bytes:
+        queued = side.queued_bytes
+        if queued[plane] + size > self.nic_buffer_bytes:
             port.drops["buffer"] = port.drops.get("buffer", 0) + 1
             self._observe(self.sim.now, port.name, pkt, "buffer")
             return True
         side.queues[plane].append(pkt)
-        side.queued_bytes[plane] += size
+        queued[plane] += size
         port.kick()
         return True
 
