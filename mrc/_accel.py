@@ -1,7 +1,8 @@
 """Optional compiled build of the simulator's hot modules (mypyc), with a pure-Python fallback.
 
 The packet simulator spends its time in a handful of typed modules: the event engine, the
-network and NIC driver, the packet class and the transports' per-packet code. ``mypyc``
+network and NIC driver, the packet class, the transports' per-packet code and the live
+runtime's fabric (the same network on packet bytes). ``mypyc``
 compiles those *unchanged* sources into C extensions; nothing else differs::
 
     python benchmarks/build_compiled.py build    # needs mypy (mypyc) and a C compiler
@@ -42,6 +43,7 @@ MODULES = (
     "mrc.packet",
     "mrc.sim.engine",
     "mrc.sim.network",
+    "mrc.live.fabric",
     "mrc.sim.nic",
     "mrc.sim.recorder",
     "mrc.transport.memory",

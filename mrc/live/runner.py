@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import math
 import random
 import selectors
@@ -211,16 +210,21 @@ class LiveMrcConnection(MrcConnection):
 
 
 class LiveRcConnection(RcConnectionAdapter):
-    """The simulator's NCCL-style RC connection, carrying real bytes checked by SHA-256."""
+    """The simulator's NCCL-style RC connection, carrying real bytes checked by SHA-256.
+
+    The RC connection hashes the bytes it is given at post time and the bytes it reassembled
+    at completion (SHA-256, first 64 bits, as MRC does) and says whether they match
+    (``ok``); this class only makes sure the message was one it posted with real bytes, so
+    each message is hashed once at each end and never again here."""
 
     def __init__(self, stack: LiveStack, src: int, dst: int, params: dict[str, Any]) -> None:
         super().__init__(stack, src, dst, params)  # type: ignore[arg-type]
-        self._sha: dict[int, bytes] = {}
+        self._posted: set[int] = set()
 
     def _post(self, now: int, msg_id: int, size: int) -> None:
         stack: LiveStack = self.stack  # type: ignore[assignment]
         payload = payload_bytes(stack.seed, self.src, self.conn.qpn_base, msg_id, size)
-        self._sha[msg_id] = hashlib.sha256(payload).digest()
+        self._posted.add(msg_id)
         host = stack.nics[self.src]
         self.conn.post_write(host.now(), msg_id, size, payload=payload)
         for qp in self.conn.requesters:
@@ -229,10 +233,11 @@ class LiveRcConnection(RcConnectionAdapter):
     def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
         for ev in self.conn.events:  # the connection reassembled the stripes: check them
             if ev.kind == EVENT_MESSAGE_COMPLETED:
-                want = self._sha.pop(int(ev.detail["msg_id"]), None)  # type: ignore[call-overload]
-                data = ev.detail.get("data")
-                ev.detail["ok"] = bool(ev.detail.get("ok")) and want is not None and isinstance(
-                    data, bytes | bytearray) and hashlib.sha256(data).digest() == want
+                msg_id = int(ev.detail["msg_id"])  # type: ignore[call-overload]
+                posted = msg_id in self._posted
+                self._posted.discard(msg_id)
+                ev.detail["ok"] = bool(ev.detail.get("ok")) and posted and isinstance(
+                    ev.detail.get("data"), bytes | bytearray)
         super().on_event(event, qp)
 
 

@@ -44,7 +44,7 @@ def expected_checksum(key: int, length: int, mtu: int) -> int:
     return total
 
 
-def payload_sha256(payload: bytes) -> int:
+def payload_sha256(payload: bytes | bytearray) -> int:
     """Checksum of a real-bytes message, as a 64-bit int (first 8 bytes of SHA-256)."""
     return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big")
 
@@ -100,7 +100,7 @@ class ReceiveBuffer:
 
     def checksum(self) -> int:
         if self._data is not None:
-            return payload_sha256(bytes(self._data))
+            return payload_sha256(self._data)  # hashlib reads the buffer: no 1 MB copy
         return self._checksum
 
     def data(self) -> bytes | None:
