@@ -41,9 +41,11 @@ from types import ModuleType
 #: The compiled set, in dependency order.
 MODULES = (
     "mrc.packet",
+    "mrc.wire",
     "mrc.sim.engine",
     "mrc.sim.network",
     "mrc.live.fabric",
+    "mrc.live.host",
     "mrc.sim.nic",
     "mrc.sim.recorder",
     "mrc.transport.memory",

@@ -43,6 +43,7 @@ from heapq import heappop, heappush
 from typing import Any
 
 from mrc import wire
+from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
 from mrc.sim import faults as sim_faults
@@ -448,6 +449,10 @@ class FabricServer(asyncio.DatagramProtocol):
         self._timer_at: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running = False
+        #: Deliveries of the events being run, sent together when the run ends (one GSO send
+        #: per run of equal-size datagrams to a host; each host's order is kept).
+        self._outbox: list[tuple[tuple[str, int], bytearray]] = []
+        self.gso = False
         core.deliver = self._deliver
 
     async def start(self) -> tuple[str, int]:
@@ -468,6 +473,7 @@ class FabricServer(asyncio.DatagramProtocol):
         self.transport = transport  # type: ignore[assignment]
         self._sock = sock
         self.address = sock.getsockname()[:2]
+        self.gso = gso.supported(sock)
         return self.address
 
     def register_host(self, index: int, address: tuple[str, int]) -> None:
@@ -521,6 +527,8 @@ class FabricServer(asyncio.DatagramProtocol):
             self.core.run_until(now)
         finally:
             self._running = False
+            if self._outbox:
+                self._flush()
 
     def run_due(self, now: int) -> None:
         """Run the events due by modelled time ``now``, unless they are running already.
@@ -569,10 +577,43 @@ class FabricServer(asyncio.DatagramProtocol):
         if addr is None or transport is None or transport.is_closing():
             self.core._ingress_drop("no_host")
             return
+        if self._running:
+            self._outbox.append((addr, buf))
+            return
         try:
             transport.sendto(buf, addr)
         except OSError:
             self.send_errors += 1
+
+    def _flush(self) -> None:
+        """Send what the last run delivered: per host, in order, equal-size runs in one GSO
+        send each (datagrams the transport still buffers go first, so nothing overtakes)."""
+        outbox = self._outbox
+        self._outbox = []
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            for _ in outbox:
+                self.core._ingress_drop("no_host")
+            return
+        per_host: dict[tuple[str, int], list[bytearray]] = {}
+        for addr, buf in outbox:
+            per_host.setdefault(addr, []).append(buf)
+        sock = self._sock
+        buffered = getattr(transport, "get_write_buffer_size", None)  # selector transports
+        for addr, datagrams in per_host.items():
+            for run in (gso.runs(datagrams) if self.gso else [datagrams]):
+                if (len(run) > 1 and self.gso and sock is not None
+                        and buffered is not None and not buffered()):
+                    try:
+                        if gso.send_run(sock, run, len(run[0]), addr):
+                            continue
+                    except gso.Refused:
+                        self.gso = False
+                for data in run:
+                    try:
+                        transport.sendto(data, addr)
+                    except OSError:
+                        self.send_errors += 1
 
     def call_at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` at modelled time ``time_ps``, in order with the packets (the live

@@ -41,9 +41,7 @@ datagram contains can stop the host.
 from __future__ import annotations
 
 import asyncio
-import errno
 import socket
-import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +49,7 @@ from typing import Any
 import asyncio_dgram
 
 from mrc import wire
+from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.live.fabric import MAX_DATAGRAM, check_bind_address, udp_kernel_drops
 from mrc.packet import DATA, FLAG_RETX, PROBE, Packet
@@ -62,12 +61,6 @@ _ETH = ETHERNET_OVERHEAD_BYTES
 _TS_MASK = (1 << 32) - 1
 #: Datagrams read per wake-up beyond the first (then the loop gets its turn).
 RX_BATCH = 64
-#: Linux's UDP_SEGMENT socket option (GSO; Python 3.11's socket module does not name it).
-UDP_SEGMENT = getattr(socket, "UDP_SEGMENT", 103)
-#: One GSO send carries at most 64 segments and one UDP datagram's worth of bytes.
-GSO_MAX_SEGMENTS = 64
-GSO_MAX_BYTES = 65_000
-_GSO_SIZE = struct.Struct("=H")  # the option's value: a native u16
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
 #: ``placed(now_ps, plane, nbytes)``: unique payload bytes placed by a QP of this host.
@@ -177,11 +170,8 @@ class LiveHost:
             raise
         self._sock = sock
         self.address = sock.getsockname()[:2]
-        if self.gso:
-            try:
-                sock.getsockopt(socket.IPPROTO_UDP, UDP_SEGMENT)
-            except OSError:  # not Linux (>= 4.18): one datagram per send
-                self.gso = False
+        if self.gso and not gso.supported(sock):  # not Linux (>= 4.18): one per send
+            self.gso = False
         self._rx_task = asyncio.get_running_loop().create_task(
             self._rx_loop(), name=f"mrc-live-h{self.index}-rx")
         return self.address
@@ -414,7 +404,7 @@ class LiveHost:
         else:
             if not held:
                 self._held_size = size
-                self._held_max = min(GSO_MAX_SEGMENTS, GSO_MAX_BYTES // size)
+                self._held_max = gso.max_run(size)
             held.append(data)
         return size
 
@@ -427,12 +417,11 @@ class LiveHost:
         if len(datagrams) > 1 and sock is not None and self.fabric_addr is not None:
             size = self._held_size
             try:
-                sock.sendmsg(datagrams, [(socket.IPPROTO_UDP, UDP_SEGMENT,
-                                          _GSO_SIZE.pack(size))], 0, self.fabric_addr)
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
-                    self.gso = False  # e.g. a route whose MTU is below the segment size
-            else:
+                sent = gso.send_run(sock, datagrams, size, self.fabric_addr)
+            except gso.Refused:
+                self.gso = False  # e.g. a route whose MTU is below the segment size
+                sent = False
+            if sent:
                 counters = self.counters
                 counters["tx_datagrams"] += len(datagrams)
                 counters["tx_bytes"] += size * len(datagrams)
