@@ -44,6 +44,7 @@ MODULES = (
     "mrc.wire",
     "mrc.sim.engine",
     "mrc.sim.network",
+    "mrc.live.clock",
     "mrc.live.fabric",
     "mrc.live.host",
     "mrc.sim.nic",
@@ -75,19 +76,28 @@ def _digest(path: Path) -> str:
 
 
 class _Loader(importlib.machinery.ExtensionFileLoader):
-    """Loads a compiled module, then gives its classes back the ``__slots__`` attribute
-    mypyc drops (code that walks ``Packet.__slots__`` must see the same names)."""
+    """Loads a compiled module, then gives the classes of the set back the ``__slots__``
+    attribute mypyc drops (code that walks ``Packet.__slots__`` must see the same names).
 
-    def __init__(self, fullname: str, path: str, slots: dict[str, list[str]]) -> None:
+    Every module of the set is checked, not just this one: a compiled module imports the
+    modules of its own build directly, without this loader (``import mrc.live.host`` first
+    brings ``mrc.packet`` in that way)."""
+
+    def __init__(self, fullname: str, path: str,
+                 slots: dict[str, dict[str, list[str]]]) -> None:
         super().__init__(fullname, path)
         self.slots = slots
 
     def exec_module(self, module: ModuleType) -> None:
         super().exec_module(module)
-        for cls_name, names in self.slots.items():
-            cls = getattr(module, cls_name, None)
-            if cls is not None and "__slots__" not in vars(cls):
-                cls.__slots__ = tuple(names)
+        for name, classes in self.slots.items():
+            loaded = sys.modules.get(name)
+            if loaded is None:
+                continue
+            for cls_name, names in classes.items():
+                cls = getattr(loaded, cls_name, None)
+                if cls is not None and "__slots__" not in vars(cls):
+                    cls.__slots__ = tuple(names)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -102,7 +112,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         found = self.files.get(fullname)
         if found is None:
             return None
-        loader = _Loader(fullname, str(found), self.slots.get(fullname, {}))
+        loader = _Loader(fullname, str(found), self.slots)
         return importlib.util.spec_from_file_location(fullname, found, loader=loader)
 
 
