@@ -35,6 +35,15 @@ DRAIN_ACTIONS = ("drain_start", "drain_end")
 ACTIONS = (*_SIM_ACTIONS, *DRAIN_ACTIONS)
 
 
+def primitive(action: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``mrc.sim.faults`` primitive a lab-schedule action runs, and its arguments."""
+    try:
+        name, kwargs = _SIM_ACTIONS[action]
+    except KeyError:
+        raise ValueError(f"the fabric does not implement fault {action!r}") from None
+    return name, kwargs(params)
+
+
 def action_time_ps(action: FaultAction) -> int:
     return int(round(action.time_us * PS_PER_US))
 
@@ -65,15 +74,10 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
         if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
             detail["evs_changed"] = changed
     else:
-        primitive, kwargs = _SIM_ACTIONS[action.action]
-        apply_fault = getattr(stack, "apply_fault", None)
-        if apply_fault is not None:  # a stack with its own fabric (the live runtime)
-            effect = apply_fault(primitive, action.target, **kwargs(action.params)) or {}
-        else:
-            from mrc.sim import faults as sim_faults
+        from mrc.sim import faults as sim_faults
 
-            record = sim_faults.apply(stack.net, primitive, action.target,
-                                      **kwargs(action.params))
-            effect = getattr(record, "effect", None) or {}
+        name, kwargs = primitive(action.action, action.params)
+        # the live runtime's stack has the same network, run by its fabric against the clock
+        effect = sim_faults.apply(stack.net, name, action.target, **kwargs).effect
         detail.update({k: v for k, v in effect.items() if isinstance(v, int | float | str | bool)})
     stack.note_event(now, action.action, action.target, **detail)

@@ -43,6 +43,7 @@ from heapq import heappop, heappush
 from typing import Any
 
 from mrc import wire
+from mrc.labs import faults as lab_faults
 from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
@@ -146,6 +147,11 @@ class _NicSide:
                 self.queued_bytes[plane] = 0
         self.core._signal(self.index, plane, up)
 
+    def on_port_rate(self, now: int, plane: int, bps: int) -> None:
+        """A degraded (or restored) link: the host paces its NIC port at the new rate."""
+        if self.core.net.hosts[self.index].ports[plane].up:
+            self.core._signal(self.index, plane, True)
+
 
 class FabricCore:
     """The fabric as a discrete-event system in modelled picoseconds, on packet bytes.
@@ -178,8 +184,6 @@ class FabricCore:
         self._nic_ports: list[list[NicPort]] = [host.ports for host in self.net.hosts]
         for host, side in zip(self.net.hosts, self.sides, strict=True):
             host.attach(side)
-        #: The rate each NIC port was last told it runs at (degrade signals changes).
-        self._nic_bps = [[port.bps for port in host.ports] for host in self.net.hosts]
         self.drops: dict[str, int] = {}  # datagrams refused at the door (REJECT_REASONS)
         self.rx_datagrams = 0
         self.delivered_datagrams = 0
@@ -307,23 +311,14 @@ class FabricCore:
 
     # ------------------------------------------------------------------ faults
     def _signal(self, host: int, plane: int, up: bool) -> None:
-        bps = self.net.hosts[host].ports[plane].bps
-        self._nic_bps[host][plane] = bps
         if self.nic_link is not None:
-            self.nic_link(host, plane, up, bps)
+            self.nic_link(host, plane, up, self.net.hosts[host].ports[plane].bps)
 
     def fault(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
         """Apply one ``mrc.sim.faults`` primitive now; returns what it did (its effect)."""
         if primitive not in PRIMITIVES:
             raise ValueError(f"the live fabric has no fault {primitive!r}")
-        record = sim_faults.apply(self.net, primitive, target, **params)
-        # A NIC port now running at another rate paces its host (loss of signal already
-        # reached the host through the port itself).
-        for host in self.net.hosts:
-            for port in host.ports:
-                if port.up and port.bps != self._nic_bps[host.index][port.plane]:
-                    self._signal(host.index, port.plane, True)
-        return dict(record.effect)
+        return dict(sim_faults.apply(self.net, primitive, target, **params).effect)
 
     @property
     def fault_log(self) -> list[dict[str, Any]]:
@@ -333,33 +328,14 @@ class FabricCore:
                  **r.effect} for r in self.net.fault_log
                 if isinstance(r, sim_faults.FaultRecord)]
 
-    #: Lab schedule actions (``mrc.labs.schema.FaultAction.action``) this fabric applies by
-    #: name; ``drain_*`` is an operator action on transports, not on the fabric.
-    LAB_ACTIONS = ("link_down", "link_up", "switch_down", "switch_up", "port_down", "port_up",
-                   "loss_start", "loss_end", "degrade_start", "degrade_end")
-
     def apply(self, action: str, target: str, params: dict[str, Any] | None = None
               ) -> dict[str, Any]:
-        """Run one fault now, by its primitive or lab-schedule name; returns its effect."""
-        params = dict(params or {})
-        direction = params.get("direction")
-        if action in ("port_down", "nic_port_down"):
-            return self.fault("nic_port_down", target)
-        if action in ("port_up", "nic_port_up"):
-            return self.fault("nic_port_up", target)
-        if action == "loss_start":
-            return self.fault("set_loss", target, p=float(params["probability"]),
-                              direction=direction)
-        if action == "loss_end":
-            return self.fault("set_loss", target, p=0.0, direction=direction)
-        if action == "degrade_start":
-            return self.fault("degrade", target, fraction=float(params["rate_fraction"]),
-                              direction=direction)
-        if action == "degrade_end":
-            return self.fault("degrade", target, fraction=1.0, direction=direction)
-        if action in ("link_down", "link_up", "switch_down", "switch_up"):
-            return self.fault(action, target)
-        raise ValueError(f"the fabric does not implement fault {action!r}")
+        """Run one fault now, by its primitive or lab-schedule name (``loss_start`` with
+        ``probability``, ...); returns its effect."""
+        if action in PRIMITIVES:
+            return self.fault(action, target, **(params or {}))
+        primitive, kwargs = lab_faults.primitive(action, params or {})
+        return self.fault(primitive, target, **kwargs)
 
     def schedule(self, time_ps: int, action: str, target: str,
                  params: dict[str, Any] | None = None) -> None:

@@ -53,7 +53,7 @@ from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.live.fabric import MAX_DATAGRAM, check_bind_address, udp_kernel_drops
 from mrc.packet import DATA, FLAG_RETX, PROBE, Packet
-from mrc.transport.base import QueuePair, TransportEvent, poll_round_robin
+from mrc.transport.base import QueuePair, TransportEvent, drain_events, poll_round_robin
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 _PS_BITS = 8 * 1_000_000_000_000
@@ -373,7 +373,7 @@ class LiveHost:
         if armed is None or armed[0] > now + floor:  # else no new deadline can come first
             self._arm_qp(qp, now)
         if qp.events:
-            self._drain_events(qp)
+            drain_events(qp, self.on_event)
         return pkt
 
     def _send(self, pkt: Packet, port: _Port, now: int, hold: bool = False) -> int:
@@ -465,7 +465,7 @@ class LiveHost:
                 self._send_control(pkt, now)
         self._arm_qp(qp, now)
         if qp.events:
-            self._drain_events(qp)
+            drain_events(qp, self.on_event)
 
     def _arm_qp(self, qp: QueuePair, now: int) -> None:
         """One asyncio timer per QP, moved only when its deadline comes earlier (a timer that
@@ -478,14 +478,6 @@ class LiveHost:
                     armed[1].cancel()
                 handle = self._loop.call_at(self.clock.wall_at(deadline), self._on_timer, qp)
                 self._timers[qp.qpn] = (deadline, handle)
-
-    def _drain_events(self, qp: QueuePair) -> None:
-        events = qp.events
-        on_event = self.on_event
-        while events:
-            event = events.popleft()
-            if on_event is not None:
-                on_event(event, qp)
 
     def _on_timer(self, qp: QueuePair) -> None:
         armed = self._timers.pop(qp.qpn, None)

@@ -14,8 +14,8 @@ code as in simulation:
   message, a SHA-256 taken at post time, and the receiver's reassembled bytes checked against
   it (``messages_verified`` / ``messages_corrupt``).
 * Hosts are :class:`~mrc.live.host.LiveHost` (one asyncio-dgram socket each), the fabric a
-  :class:`~mrc.live.fabric.FabricServer`; faults go to the fabric (``apply_fault``), drains
-  to the transports, exactly as the lab says.
+  :class:`~mrc.live.fabric.FabricServer`; faults run on the fabric's network (``stack.net``,
+  the simulator's own), drains go to the transports, exactly as the lab says.
 
 :func:`run_live` is what ``mrc-lab run LAB --runtime live`` calls. One transport runs at a
 time, each on a fresh stack, so they do not compete for the CPU.
@@ -33,7 +33,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,7 +45,7 @@ from mrc.live.host import LiveHost
 from mrc.packet import data_bytes
 from mrc.pcap import PcapWriter
 from mrc.sim.recorder import Recorder
-from mrc.sim.stack import MrcConnection, RcConnectionAdapter, SimStack
+from mrc.sim.stack import ConnectionFactory, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
@@ -247,9 +247,12 @@ class LiveStack(SimStack):
 
     Builds its own event loop (a ``select`` selector: timeouts to the microsecond, where
     epoll rounds up to the millisecond) and binds every socket at once; :meth:`close`
-    releases all of it. The inherited parts (connections registry, drains, event rows,
+    releases all of it. The inherited parts (opening connections, drains, event rows,
     timeseries) are the simulator stack's.
     """
+
+    connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
+        "mrc": LiveMrcConnection, "rc": LiveRcConnection}
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc", *, dilation: float = 10_000.0,
@@ -300,29 +303,6 @@ class LiveStack(SimStack):
             self.fabric.register_host(host.index, await host.start(address))
 
     # ----------------------------------------------------------------- plumbing
-    def open(self, kind: str, src: int, dst: int, params: dict[str, Any] | None = None
-             ) -> Any:
-        """A connection of transport ``kind`` from ``src`` to ``dst`` carrying real bytes."""
-        for h in (src, dst):
-            if not 0 <= h < self.spec.hosts:
-                raise ValueError(f"host {h} is not in this fabric (0..{self.spec.hosts - 1})")
-        if src == dst:
-            raise ValueError("a connection needs two different hosts")
-        params = dict(params or {})
-        if kind == "mrc":
-            conn: Any = LiveMrcConnection(self, src, dst, params)
-        elif kind == "rc":
-            conn = LiveRcConnection(self, src, dst, params)
-        else:
-            raise ValueError(f"unknown transport kind {kind!r}; known: mrc, rc")
-        self.connections.append(conn)
-        return conn
-
-    def apply_fault(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
-        """A fault primitive (``mrc.sim.faults`` names) on the live fabric, now; returns
-        its effect, as the simulator's record has it."""
-        return self.core.fault(primitive, target, **params)
-
     def _nic_link(self, host: int, plane: int, up: bool, bps: int) -> None:
         self.nics[host].set_link(plane, up, bps)
 

@@ -79,7 +79,8 @@ class HostAgent(Protocol):
         ...
 
     # Optional: ``on_port_state(now, plane, up)`` is called, when the agent defines it, as
-    # the NIC port of ``plane`` loses or regains its link (a NIC sees loss of signal).
+    # the NIC port of ``plane`` loses or regains its link (a NIC sees loss of signal), and
+    # ``on_port_rate(now, plane, bps)`` as that port's rate changes (a degraded link).
 
 
 class Network:
@@ -644,6 +645,12 @@ class NicPort(OutPort):
         if not was_up:
             self._notify(True)
             self.kick()
+
+    def set_rate_fraction(self, fraction: float) -> None:
+        super().set_rate_fraction(fraction)
+        notify = getattr(self.host.agent, "on_port_rate", None)
+        if notify is not None:
+            notify(self.sim.now, self.plane, self.bps)
 
     def drop_unsent(self, pkt: Packet) -> None:
         """Count a packet the host put on this port while its link was down."""

@@ -26,7 +26,7 @@ from typing import Any
 from mrc.packet import FLAG_RETX, PROBE, Packet
 from mrc.sim.engine import Simulator
 from mrc.sim.recorder import Recorder
-from mrc.transport.base import QueuePair, TransportEvent, poll_round_robin
+from mrc.transport.base import QueuePair, TransportEvent, drain_events, poll_round_robin
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
 
@@ -95,11 +95,11 @@ class Nic:
             scheduled = self._timer_at.get(qp.qpn)
             if scheduled is not None and scheduled <= now + floor:
                 if qp.events:
-                    self._drain_events(qp)
+                    drain_events(qp, self.on_event)
                 return pkt  # a poll cannot have created a deadline before the armed timer
         self._arm(qp, now)
         if qp.events:
-            self._drain_events(qp)
+            drain_events(qp, self.on_event)
         return pkt
 
     def on_receive(self, now: int, pkt: Packet) -> None:
@@ -186,7 +186,7 @@ class Nic:
             self.sim.at(now, self._send_later, control)
         self._arm(qp, now)
         if qp.events:
-            self._drain_events(qp)
+            drain_events(qp, self.on_event)
 
     def _service(self, qp: QueuePair, now: int) -> None:
         """Send ``qp``'s control packets, arm its timer and forward its events."""
@@ -199,7 +199,7 @@ class Nic:
                 ports[pkt.plane].send(pkt)
         self._arm(qp, now)
         if qp.events:
-            self._drain_events(qp)
+            drain_events(qp, self.on_event)
 
     def _arm(self, qp: QueuePair, now: int) -> None:
         """Schedule a wake-up for ``qp``'s earliest deadline unless one is armed before it."""
@@ -210,14 +210,6 @@ class Nic:
                 at = deadline if deadline > now else now
                 self._timer_at[qp.qpn] = at
                 self.sim.at(at, self._on_timer, qp)
-
-    def _drain_events(self, qp: QueuePair) -> None:
-        events = qp.events
-        on_event = self.on_event
-        while events:
-            event = events.popleft()
-            if on_event is not None:
-                on_event(event, qp)
 
     def _send_control(self, now: int, pkt: Packet) -> None:
         if pkt.kind == PROBE:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 
@@ -191,6 +191,10 @@ class RcConnectionAdapter(Connection):
         return [*self.conn.requesters, *self.conn.responders]
 
 
+#: How a stack makes a connection of one kind: ``factory(stack, src, dst, params)``.
+ConnectionFactory = Callable[[Any, int, int, dict[str, Any]], Connection]
+
+
 class Clockwork(Protocol):
     """What a stack's ``sim`` offers the labs layer: the simulator's engine, or the live
     runtime's wall-clock stand-in (``mrc.live.runner.LiveSim``)."""
@@ -209,6 +213,10 @@ class Clockwork(Protocol):
 
 class SimStack:
     """Simulator + network + NICs + recorder for one transport of one lab run."""
+
+    #: The connection class of each transport kind (the live stack's carry real bytes).
+    connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
+        "mrc": MrcConnection, "rc": RcConnectionAdapter}
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc") -> None:
@@ -237,13 +245,11 @@ class SimStack:
         if src == dst:
             raise ValueError("a connection needs two different hosts")
         params = dict(params or {})
-        conn: Connection
-        if kind == "mrc":
-            conn = MrcConnection(self, src, dst, params)
-        elif kind == "rc":
-            conn = RcConnectionAdapter(self, src, dst, params)
-        else:
-            raise ValueError(f"unknown transport kind {kind!r}; known: mrc, rc")
+        kind_class = self.connection_kinds.get(kind)
+        if kind_class is None:
+            raise ValueError(f"unknown transport kind {kind!r}; known: "
+                             f"{', '.join(self.connection_kinds)}")
+        conn = kind_class(self, src, dst, params)
         self.connections.append(conn)
         return conn
 

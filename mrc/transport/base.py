@@ -20,6 +20,7 @@ excluded); drivers diff it to record goodput.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -90,3 +91,14 @@ def poll_round_robin(senders: list[QueuePair], rr: list[int], now: int, plane: i
             rr[plane] = (start + i + 1) % n
             return qp, pkt
     return None
+
+
+def drain_events(qp: QueuePair, on_event: Callable[[TransportEvent, QueuePair], None] | None
+                 ) -> None:
+    """Hand ``qp``'s pending events, in order, to the driver's sink (the simulator's NIC and
+    the live host both do this after every call into a QP)."""
+    events = qp.events
+    while events:
+        event = events.popleft()
+        if on_event is not None:
+            on_event(event, qp)
