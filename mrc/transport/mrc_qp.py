@@ -1067,13 +1067,18 @@ class MrcQueuePair:
 
     def _evict(self, e: _Ev) -> None:
         """Resend elsewhere everything still in flight on ``e`` (its path is presumed dead)."""
+        self.stats.evicted += self._lose_fifo(e)
+
+    def _lose_fifo(self, e: _Ev) -> int:
+        """Declare lost every transmission still in flight on ``e`` (its latest, not yet
+        acknowledged or lost); empties the FIFO and returns how many."""
         n = 0
         for seg, tx in e.fifo:
             if seg.tx == tx and seg.state <= _SUSPECT:
                 self._lose(seg)
                 n += 1
         e.fifo.clear()
-        self.stats.evicted += n
+        return n
 
     def _lose(self, seg: _Seg) -> None:
         seg.state = _LOST
@@ -1260,11 +1265,7 @@ class MrcQueuePair:
         if seg.state <= _SUSPECT:
             self._lose(seg)
             lost += 1
-        for other, tx in e.fifo:
-            if other.tx == tx and other.state <= _SUSPECT:
-                self._lose(other)
-                lost += 1
-        e.fifo.clear()
+        lost += self._lose_fifo(e)
         self.stats.packets_timed_out += lost
         self.cc.on_loss(now, e.ev)
         if e.state == GOOD:
