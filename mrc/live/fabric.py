@@ -460,28 +460,32 @@ class FabricServer(asyncio.DatagramProtocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
-        self._ingest(data, addr)
+        burst = [(data, addr)]
         sock = self._sock
         if sock is not None:  # read what else waits now: a loop turn per datagram costs most
             for _ in range(RX_BATCH):
                 try:
-                    data, addr = sock.recvfrom(MAX_DATAGRAM)
+                    burst.append(sock.recvfrom(MAX_DATAGRAM))
                 except (BlockingIOError, InterruptedError):
                     break
                 except OSError:
                     self.send_errors += 1  # an ICMP error queued on the socket
                     continue
-                self._ingest(data, addr)
+        self._ingest(burst)
         self._arm()
 
-    def _ingest(self, data: bytes, addr: tuple[str, int]) -> None:
+    def _ingest(self, burst: list[tuple[bytes, tuple[str, int]]]) -> None:
+        """A burst read at one instant enters at one modelled time, in the order it came,
+        after the events due by then."""
         core = self.core
         now = self.clock.now_ps()
         if core.heap and core.heap[0][0] <= now:
             self._run(now)
         if now > core.now:
             core.now = now
-        core.inject(data, self.hosts.get(addr[:2]))
+        hosts = self.hosts
+        for data, addr in burst:
+            core.inject(data, hosts.get(addr[:2]))
 
     def error_received(self, exc: Exception) -> None:
         # ICMP port unreachable from a host that already closed: count, never crash.

@@ -122,6 +122,9 @@ class LiveHost:
         self._held: list[bytes] = []  # datagrams of one size waiting for _flush, in order
         self._held_size = 0
         self._held_max = 1
+        #: While a received burst is taken in, the control packets it provokes are held too:
+        #: the burst's ACKs of one size leave in one GSO send after it.
+        self._holding_control = False
         self.qps: dict[int, QueuePair] = {}
         self.ports = [_Port(p, spec.link_bps) for p in range(spec.planes)]
         self._senders: list[list[QueuePair]] = [[] for _ in range(spec.planes)]
@@ -379,8 +382,9 @@ class LiveHost:
     def _send(self, pkt: Packet, port: _Port, now: int, hold: bool = False) -> int:
         """Encode and send one packet; returns its IPv6 size (for the port's pacing).
 
-        ``hold``: its datagram may wait for the caller's ``_flush`` (the DATA a kick pulls),
-        in a burst of datagrams of its size; any other send flushes the burst first."""
+        ``hold``: its datagram may wait for the caller's ``_flush`` (the DATA a kick pulls,
+        the control a received burst provokes), in a burst of datagrams of its size; any
+        other send flushes the burst first."""
         ts = pkt.ts
         if ts > _TS_MASK:  # the wire's timestamp is 32 bits of picoseconds: send it wrapped
             pkt.ts = ts & _TS_MASK
@@ -453,7 +457,7 @@ class LiveHost:
             port.dropped_down += 1
             self.counters["tx_nic_down"] += 1
             return
-        size = self._send(pkt, port, now)
+        size = self._send(pkt, port, now, self._holding_control)
         port.free_at = max(port.free_at, now) + port.serialization_ps(size)
 
     # ----------------------------------------------------------------- QPs
@@ -517,7 +521,9 @@ class LiveHost:
         iteration per datagram is what costs most in asyncio, the reads run faster back to
         back than each between two packets' worth of Python, and ``wire.decode_many`` checks
         the burst's UDP checksums in one numpy sum. Bounded, so timers still run; the
-        datagrams are handled in the order they came, as if read one by one."""
+        datagrams are handled in the order they came, all at the modelled time the burst was
+        read (the fabric's due events run once, before it), then each QP they reached is
+        kicked once: the ports fill in one pass and their DATA leaves in one GSO send."""
         sock = self._sock
         if sock is not None:
             for _ in range(RX_BATCH):
@@ -536,11 +542,27 @@ class LiveHost:
                 counters["rx_unknown_source"] += 1
             else:
                 datagrams.append(data)
-        for data, pkt in zip(datagrams, wire.decode_many(datagrams), strict=True):
-            if isinstance(pkt, Packet):
-                self._take(pkt, len(data))
-            else:
-                counters["rx_malformed"] += 1
+        if not datagrams:
+            return
+        now = self._wake_up()
+        touched: dict[int, QueuePair] = {}
+        self._holding_control = True
+        try:
+            for data, pkt in zip(datagrams, wire.decode_many(datagrams), strict=True):
+                if isinstance(pkt, Packet):
+                    qp = self._take(pkt, len(data), now)
+                    if qp is not None:
+                        touched[qp.qpn] = qp
+                else:
+                    counters["rx_malformed"] += 1
+        finally:
+            self._holding_control = False
+            if self._held:
+                self._flush()
+        if touched:
+            now = self._wake_up()
+            for qp in touched.values():
+                self._kick_qp(qp, now)
 
     def receive(self, data: bytes, addr: tuple[str, int] | None) -> None:
         """One datagram from the socket: checked, decoded, handed to its QP."""
@@ -554,23 +576,26 @@ class LiveHost:
         except wire.DecodeError:
             counters["rx_malformed"] += 1
             return
-        self._take(pkt, len(data))
+        now = self._wake_up()
+        qp = self._take(pkt, len(data), now)
+        if qp is not None:
+            self._kick_qp(qp, now)
 
-    def _take(self, pkt: Packet, nbytes: int) -> None:
-        """A decoded packet of ``nbytes`` from the fabric: to its QP, then serve the QP."""
+    def _take(self, pkt: Packet, nbytes: int, now: int) -> QueuePair | None:
+        """A decoded packet of ``nbytes`` from the fabric at ``now``: to its QP, which is
+        then served (control, timer, events); returns that QP for the caller to kick."""
         counters = self.counters
         counters["rx_bytes"] += nbytes
-        now = self._wake_up()
         # Unwrap the 32-bit timestamp: every ts is a send time on this same clock, at most
         # 2^32 ps (4.3 ms modelled) old while it still matters, so now minus its age is exact.
         pkt.ts = now - ((now - pkt.ts) & _TS_MASK)
         if pkt.dst != self.index:
             counters["rx_misdelivered"] += 1
-            return
+            return None
         qp = self.qps.get(pkt.qpn)
         if qp is None:
             counters["rx_unknown_qpn"] += 1
-            return
+            return None
         before = qp.bytes_placed
         try:
             qp.receive(now, pkt)
@@ -582,7 +607,7 @@ class LiveHost:
         if placed and self.on_placed is not None:
             self.on_placed(now, pkt.plane, placed)
         self._service(qp, now)
-        self._kick_qp(qp, now)
+        return qp
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"host": f"h{self.index}", **self.counters}
