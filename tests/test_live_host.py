@@ -17,7 +17,7 @@ from mrc import wire
 from mrc.live.clock import Clock
 from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
 from mrc.live.host import LiveHost
-from mrc.live.runner import LiveRunError, LiveStack, auto_dilation, payload_bytes
+from mrc.live.runner import LiveRunError, LiveStack, PayloadPool, auto_dilation
 from mrc.packet import DATA, Packet
 from mrc.transport import params as transport_params
 from mrc.transport.evset import build_ev_set
@@ -94,7 +94,8 @@ async def _exchange() -> dict[str, object]:
     hosts[0].add(sender, range(SPEC.planes))
     hosts[2].add(receiver, range(SPEC.planes))
     clock.restart()
-    payloads = {m: payload_bytes(7, 0, 1, m, 50_000 + m) for m in (1, 2, 3)}
+    pool = PayloadPool(7)
+    payloads = {m: pool.message(0, 1, m, 50_000 + m) for m in (1, 2, 3)}
     for m, data in payloads.items():
         hosts[0].post(sender, m, len(data), data)
     for _ in range(500):
@@ -218,12 +219,24 @@ def test_stack_drains_writes_and_reports_like_the_simulated_one() -> None:
         assert totals["live"]["dilation"] == 5000
 
 
-def test_payload_bytes_are_seeded_and_exact() -> None:
-    a = payload_bytes(7, 0, 1, 5, 10_001)
-    assert len(a) == 10_001 and a == payload_bytes(7, 0, 1, 5, 10_001)
-    assert a[:4096] == payload_bytes(7, 0, 1, 5, 4096)  # a prefix of the same stream
-    assert a != payload_bytes(7, 0, 1, 6, 10_001) and a != payload_bytes(8, 0, 1, 5, 10_001)
-    assert payload_bytes(7, 0, 1, 5, 0) == b""
+def test_payloads_are_seeded_exact_and_distinct() -> None:
+    pool = PayloadPool(7)
+    a = pool.message(0, 1, 5, 10_001)
+    assert type(a) is bytes and len(a) == 10_001
+    # the same bytes from a fresh pool, and after the pool grew for a larger message
+    assert a == PayloadPool(7).message(0, 1, 5, 10_001)
+    big = pool.message(0, 1, 9, 3_000_000)
+    assert len(big) == 3_000_000 and pool.message(0, 1, 5, 10_001) == a
+    grown_first = PayloadPool(7)
+    grown_first.message(2, 2, 2, 5_000_000)
+    assert grown_first.message(0, 1, 5, 10_001) == a
+    # another message, QP, sender or seed: other bytes
+    assert a not in (pool.message(0, 1, 6, 10_001), pool.message(0, 2, 5, 10_001),
+                     pool.message(1, 1, 5, 10_001), PayloadPool(8).message(0, 1, 5, 10_001))
+    # no two 4 KB segments of a message alike: a misplaced segment changes the SHA-256
+    segments = {big[i:i + 4096] for i in range(0, len(big), 4096)}
+    assert len(segments) == -(-len(big) // 4096)
+    assert pool.message(0, 1, 5, 0) == b""
 
 
 def test_a_message_whose_bytes_differ_is_counted_corrupt() -> None:
@@ -272,7 +285,7 @@ def test_hosts_see_a_due_fault_before_they_send() -> None:
         stack.fabric.schedule_fault(0, "port_down", "h0.p1")  # due at once, loop not running
         h0 = stack.nics[0]
         assert h0.ports[1].up
-        h0.post(conn.sender, 1, 200_000, payload_bytes(5, 0, conn.sender.qpn, 1, 200_000))
+        h0.post(conn.sender, 1, 200_000, stack.payloads.message(0, conn.sender.qpn, 1, 200_000))
         assert not h0.ports[1].up and h0.ports[1].tx_data == 0
         assert sum(port.tx_data for port in h0.ports) > 0  # the other planes carried it
         assert stack.core.fault_log[0]["action"] == "nic_port_down"
