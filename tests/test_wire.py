@@ -4,6 +4,7 @@ malformed input, and the byte-level helpers the live fabric uses."""
 from __future__ import annotations
 
 import os
+import random
 import struct
 
 import pytest
@@ -101,6 +102,23 @@ def test_round_trip_every_kind(p: Packet) -> None:
     assert_same_on_wire(p, q)
     assert q.plane == (usid.plane_of(p.da) if p.da >> 104 == 0xFCBB00 else 0)
     assert wire.encode(q) == data  # decode is a faithful inverse: re-encoding is identical
+
+
+@SETTINGS
+@given(st.lists(packets(max_len=4096), max_size=12), st.integers(0, 3))
+def test_encode_many_is_encode_of_each(pkts: list[Packet], full: int) -> None:
+    """A sender's burst (payload sums from one numpy reduction) encodes byte for byte as one
+    by one, whatever mix of kinds and sizes it holds; ``full`` adds runs of full payloads."""
+    rng = random.Random(len(pkts))
+    pkts = pkts + [sample(payload=rng.randbytes(4096), offset=4096 * i) for i in range(full)]
+    assert wire.encode_many(pkts) == [wire.encode(p) for p in pkts]
+
+
+def test_encode_many_refuses_what_encode_refuses() -> None:
+    bad = sample(payload=bytes(4096))
+    bad.qpn = 1 << 24
+    with pytest.raises(ValueError):
+        wire.encode_many([sample(payload=bytes(4096)), bad])
 
 
 @pytest.mark.parametrize("kind", [DATA, ACK, NACK, PROBE, PROBE_REPLY])

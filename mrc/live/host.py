@@ -44,7 +44,7 @@ import asyncio
 import socket
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import asyncio_dgram
 
@@ -119,9 +119,12 @@ class LiveHost:
         self.buffer_bytes = buffer_bytes
         #: Send a kick's DATA datagrams with one GSO ``sendmsg`` (if the socket supports it).
         self.gso = gso
-        self._held: list[bytes] = []  # datagrams of one size waiting for _flush, in order
+        #: Datagrams of one size waiting for _flush, in order: encoded, or DATA packets to
+        #: encode then (``_held_packets``).
+        self._held: list[bytes | Packet] = []
         self._held_size = 0
         self._held_max = 1
+        self._held_packets = False
         #: While a received burst is taken in, the control packets it provokes are held too:
         #: the burst's ACKs of one size leave in one GSO send after it.
         self._holding_control = False
@@ -384,42 +387,54 @@ class LiveHost:
 
         ``hold``: its datagram may wait for the caller's ``_flush`` (the DATA a kick pulls,
         the control a received burst provokes), in a burst of datagrams of its size; any
-        other send flushes the burst first."""
-        ts = pkt.ts
-        if ts > _TS_MASK:  # the wire's timestamp is 32 bits of picoseconds: send it wrapped
-            pkt.ts = ts & _TS_MASK
-            data = wire.encode(pkt)
-            pkt.ts = ts
-        else:
-            data = wire.encode(pkt)
-        if pkt.kind == DATA:
+        other send flushes the burst first. Held DATA is encoded at the flush, all of it in
+        one ``wire.encode_many``."""
+        if pkt.ts > _TS_MASK:  # the wire's timestamp is 32 bits of picoseconds: send it wrapped
+            pkt.ts &= _TS_MASK  # (the QP keeps its own send time, never this packet)
+        kind = pkt.kind
+        if kind == DATA:
             port.tx_data += 1
         else:
             port.tx_control += 1
         if self.trace is not None:
-            self.trace.append((now, port.plane, pkt.kind, pkt.qpn, pkt.ev, pkt.flags))
-        size = len(data)
+            self.trace.append((now, port.plane, kind, pkt.qpn, pkt.ev, pkt.flags))
+        hold = hold and self.gso
+        deferred = hold and kind == DATA and not pkt.trimmed
+        data = b""
+        if deferred:
+            size = pkt.size  # what encoding a DATA packet gives
+        else:
+            data = wire.encode(pkt)
+            size = len(data)
         held = self._held
-        if held and not (hold and size == self._held_size and len(held) < self._held_max):
+        if held and not (hold and size == self._held_size and len(held) < self._held_max
+                         and deferred == self._held_packets):
             self._flush()
             held = self._held  # a new list: the flushed one is gone
-        if not (hold and self.gso):
+        if not hold:
             self._transmit(data)
         else:
             if not held:
                 self._held_size = size
                 self._held_max = gso.max_run(size)
-            held.append(data)
+                self._held_packets = deferred
+            held.append(pkt if deferred else data)
         return size
 
     def _flush(self) -> None:
         """Send the held datagrams: one ``sendmsg`` whose ``UDP_SEGMENT`` makes the kernel cut
         the buffer back into them, or one by one if there is one or the kernel refuses."""
-        datagrams = self._held
+        held = self._held
         self._held = []
+        size = self._held_size
+        if self._held_packets:
+            datagrams = wire.encode_many(cast(list[Packet], held))
+            uniform = all(len(data) == size for data in datagrams)  # as pkt.size said
+        else:
+            datagrams = cast(list[bytes], held)
+            uniform = True
         sock = self._sock
-        if len(datagrams) > 1 and sock is not None and self.fabric_addr is not None:
-            size = self._held_size
+        if len(datagrams) > 1 and uniform and sock is not None and self.fabric_addr is not None:
             try:
                 sent = gso.send_run(sock, datagrams, size, self.fabric_addr)
             except gso.Refused:
