@@ -54,7 +54,7 @@ import asyncio_dgram
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
-from mrc import wire  # noqa: E402
+from mrc import _accel, wire  # noqa: E402
 from mrc.live import gso  # noqa: E402
 from mrc.live.clock import Clock  # noqa: E402
 from mrc.live.fabric import MAX_DATAGRAM, RX_BATCH, FabricCore, FabricServer  # noqa: E402
@@ -410,6 +410,14 @@ def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[len(ordered) // 2]
 
 
+def build_label() -> str:
+    """Which build of the hot modules ran: the optional compiled one, or pure Python."""
+    compiled = _accel.compiled_modules()
+    if compiled:
+        return f"compiled ({len(compiled)} of {len(_accel.MODULES)} hot modules, mypyc)"
+    return f"pure Python ({_accel.REASON})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -456,8 +464,9 @@ def main(argv: list[str] | None = None) -> int:
               "ratio_forwarding_only_to_batched": round(forward_ratio, 3),
               "target_ratio": TARGET_RATIO, "target_met": ratio >= TARGET_RATIO,
               "dilation": args.dilation, "fabric_process": own, "rounds": args.rounds,
-              "seconds": args.seconds}
+              "seconds": args.seconds, "build": build_label()}
     if not args.json:
+        print(f"build: {result['build']}")
         f, r, w = result["fabric"], result["relay"], result["fabric_forwarding_only"]
         b = result["batched_relay"]
         where = "in its own process" if own else "in the hosts' process"
