@@ -31,6 +31,10 @@ datagram rate.
 ``--fabric-process`` runs the fabric, and the relay, in a child process of their own (so the
 forwarder gets the second core) and compares those two; CPU figures then add both processes.
 
+The first line says which build ran: the optional compiled one (``python
+benchmarks/build_compiled.py build``, used while it matches the sources) or pure Python
+(``MRC_PURE_PYTHON=1`` forces it); compare the two by running the benchmark once each way.
+
     python benchmarks/bench_live.py [--seconds 3] [--rounds 3] [--dilation 1000]
                                     [--fabric-process] [--json]
 """
