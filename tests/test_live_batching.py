@@ -48,6 +48,9 @@ class FakeSocket:
         self.sent.append(("one", data))
         return len(data)
 
+    def recvfrom(self, size: int) -> tuple[bytes, Any]:
+        raise BlockingIOError  # nothing more waits: the burst is what the test hands over
+
     def datagrams(self) -> list[bytes]:
         out: list[bytes] = []
         for entry in self.sent:
@@ -166,3 +169,44 @@ def test_burst_receive_matches_one_by_one() -> None:
     assert seen["burst"] == seen["single"] and len(seen["burst"]) == 30 - 4 - 3
     assert counters["burst"] == counters["single"]
     assert counters["burst"]["rx_malformed"] == 5 and counters["burst"]["rx_unknown_source"] == 3
+
+
+class AckingQp(RecordingQp):
+    """Answers every DATA packet with an ACK (its control, taken by the host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control: list[Packet] = []
+
+    def receive(self, now: int, pkt: Packet) -> None:
+        super().receive(now, pkt)
+        self.control.append(Packet(ACK, 0, 1, 7, pkt.psn, ev=usid.make_ev(pkt.psn % 4, 0),
+                                   sack_base=pkt.psn, plane=pkt.psn % 4))
+
+    def take_control(self) -> list[Packet]:
+        out, self.control = self.control, []
+        return out
+
+
+def test_a_bursts_acks_leave_together_in_order() -> None:
+    """The ACKs a received burst provokes are held and leave in one GSO send after it, the
+    same datagrams in the same order as when each DATA is taken in alone."""
+    burst = [(wire.encode(Packet(DATA, 1, 0, 99, i, ev=usid.make_ev(0, 0), msg_id=1,
+                                 offset=4096 * i, length=4096, msg_len=1 << 30,
+                                 payload=bytes([i]) * 4096)), FABRIC) for i in range(20)]
+    sent = {}
+    for mode in ("burst", "single"):
+        sock = FakeSocket()
+        host = host_with(sock)
+        host.add(AckingQp(), [])  # type: ignore[arg-type]
+        if mode == "burst":
+            host._drain(list(burst))
+        else:
+            for data, addr in burst:
+                host.receive(data, addr)
+        sent[mode] = sock
+    assert [e[0] for e in sent["burst"].sent] == ["gso"]
+    assert [e[0] for e in sent["single"].sent] == ["one"] * 20
+    acks = sent["burst"].datagrams()
+    assert acks == sent["single"].datagrams() and len(acks) == 20
+    assert [wire.decode(a).sack_base for a in acks] == list(range(20))
