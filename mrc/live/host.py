@@ -24,14 +24,16 @@ free instant. A port that woke late sends what it would have sent meanwhile (bou
 ``burst_ps``), and the fabric's NIC-link model re-serializes the burst, so the average rate is
 the line rate and no packet enters the fabric before its modelled time.
 
-Batching, for the per-datagram cost: the DATA packets one port kick pulls (typically the few
-an ACK lets out) leave in one ``sendmsg`` with Linux UDP GSO (``UDP_SEGMENT``): the kernel
-cuts the buffer into the very same datagrams, in order, at a fraction of the per-datagram
-syscall cost. Any other send first flushes what is held, so the order on the wire is
-unchanged; where GSO is unavailable (not Linux, or a route whose MTU is below the segment)
-every datagram goes out on its own. What waits on the socket is read as one burst (the reads
-back to back) and decoded with ``wire.decode_many`` (one numpy sum for all the UDP
-checksums), then handled datagram by datagram in arrival order.
+Batching, for the per-datagram cost: the DATA packets one port kick pulls leave in one
+``sendmsg`` with Linux UDP GSO (``UDP_SEGMENT``), encoded together by ``wire.encode_many``
+(one numpy sum for their payload checksums): the kernel cuts the buffer into the very same
+datagrams, in order, at a fraction of the per-datagram syscall cost. Any other send first
+flushes what is held, so the order on the wire is unchanged; where GSO is unavailable (not
+Linux, or a route whose MTU is below the segment) every datagram goes out on its own. What
+waits on the socket is read as one burst (the reads back to back), decoded with
+``wire.decode_many`` (one numpy sum for all the UDP checksums) and handled datagram by
+datagram in arrival order, all at the instant it was read: one sync, the ACKs it provokes
+held for one GSO send, and each QP it reached kicked once after it.
 
 Safety: only datagrams from the fabric's address are read; bytes that do not decode, packets
 for another host or an unknown QP, and packets a QP refuses are counted and dropped. Nothing a
