@@ -268,34 +268,22 @@ def encode(pkt: Packet) -> bytes:
 
 
 def encode_many(pkts: Sequence[Packet]) -> list[bytes]:
-    """``encode`` of each packet, with the UDP checksum sums of the full-size DATA payloads
-    taken in one numpy reduction: a numpy call costs about as much as summing 4 KB, so a
-    sender's burst pays it once (what ``_sum16_many`` does for a received burst)."""
-    big = [i for i, p in enumerate(pkts) if p.kind == DATA and p.payload is not None
-           and not p.length & 3 and p.length >= _NP_MIN and len(p.payload) == p.length]
-    sums = [-1] * len(pkts)
-    if len(big) > 1:
-        bounds = [0] * len(big)
-        pos = 0
-        for k, i in enumerate(big):
-            bounds[k] = pos >> 2
-            pos += pkts[i].length
-        parts = [pkts[i].payload for i in big]
-        words = _add_reduceat(_frombuffer(b"".join(parts), _U4), bounds, 0, _U64)  # type: ignore[arg-type]
-        for i, total in zip(big, words.tolist(), strict=True):
-            sums[i] = total
+    """``encode`` of each packet, with the UDP checksum sums of the DATA payloads taken in one
+    numpy reduction (``_sum16_many``): a numpy call costs about as much as summing 4 KB, so a
+    sender's burst pays it once, as a received burst does in ``decode_many``."""
+    sums = _sum16_many([p.payload if p.kind == DATA else None for p in pkts], 0)
     out = []
-    for p, psum in zip(pkts, sums, strict=True):
+    for p, payload_sum in zip(pkts, sums, strict=True):
         try:
-            out.append(_encode(p, psum))
+            out.append(_encode(p, payload_sum))
         except (struct.error, OverflowError, TypeError) as exc:
             raise ValueError(f"cannot encode {p!r}: {exc}") from exc
     return out
 
 
-def _encode(p: Packet, payload_sum: int = -1) -> bytes:
-    """``payload_sum``: the little-endian 32-bit word sum of a full-size DATA payload, if
-    the caller has it (``encode_many``); -1: sum it here."""
+def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
+    """``payload_sum``: ``_sum16`` of the DATA payload, if the caller has it (``encode_many``);
+    None: sum it here."""
     kind = p.kind
     qpn = p.qpn
     psn = p.psn
@@ -380,8 +368,8 @@ def _encode(p: Packet, payload_sum: int = -1) -> bytes:
     total = _from_bytes(hdr[48:], "big") + iplen + NH_UDP
     if n:
         crc = _crc32(payload, crc)
-        if payload_sum >= 0:
-            total += payload_sum << 8
+        if payload_sum is not None:
+            total += payload_sum
         elif n & 3 or n < _NP_MIN:
             total += _sum16(payload)
         else:  # full-size payloads: _sum16's numpy branch, inlined
