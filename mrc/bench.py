@@ -43,9 +43,9 @@ from typing import Any
 
 import click
 
+from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
-PS_PER_US = 1_000_000
 #: Bytes each permutation flow writes.
 FLOW_BYTES = 2_000_000
 #: Simulated-time bound of a permutation run (it stops when the last flow completes).

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import BinaryIO, Final
 
 from mrc.packet import Packet
+from mrc.units import PS_PER_S
 from mrc.wire import DecodeError, decode, encode
 
 LINKTYPE_ETHERNET: Final = 1
@@ -131,7 +132,7 @@ def read_pcap(path: str | os.PathLike[str]) -> Iterator[Record]:
             if len(rh) < record.size:
                 raise DecodeError(f"{path}: truncated record header")
             sec, frac, incl, _orig = record.unpack(rh)
-            if incl > _MAX_RECORD or frac >= 1_000_000_000_000 // scale:
+            if incl > _MAX_RECORD or frac >= PS_PER_S // scale:
                 raise DecodeError(f"{path}: corrupt record header")
             data = f.read(incl)
             if len(data) < incl:
@@ -140,7 +141,7 @@ def read_pcap(path: str | os.PathLike[str]) -> Iterator[Record]:
                 if len(data) < 14 or data[12:14] != b"\x86\xdd":
                     raise DecodeError(f"{path}: Ethernet record is not IPv6")
                 data = data[14:]
-            yield sec * 1_000_000_000_000 + frac * scale, data
+            yield sec * PS_PER_S + frac * scale, data
 
 
 def read_packets(path: str | os.PathLike[str]) -> Iterator[tuple[int, Packet]]:

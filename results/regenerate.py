@@ -1,17 +1,19 @@
 """Regenerate the committed reference outputs: every bundled lab, both transports.
 
-    python results/regenerate.py            # all labs (a few minutes on 2 cores)
+    python results/regenerate.py            # all labs (about half a minute on 2 cores)
     python results/regenerate.py t1-reboot  # just some
+    python results/regenerate.py --check    # regenerate in memory; exit 1 if any file differs
 
 Each lab keeps ``summary.json`` and ``bandwidth.png`` (plus ``collective.csv`` for the
 collectives) under ``results/<lab>/``; ``results/README.md`` gets the headline table. Runs
-are seeded, so the numbers are identical on every machine (only ``wall_s`` differs).
+are seeded, so every kept file is identical on every machine: the run's wall time, the one
+machine-dependent field, is left out of the reference ``summary.json``. ``--check`` is how a
+change proves it moved no result (a refactoring must pass it).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -49,25 +51,53 @@ def table(summaries: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def _reference_bytes(tmp: Path, file: str) -> bytes:
+    data = (tmp / file).read_bytes()
+    if file == "summary.json":  # drop the wall time: the only field that is not a result
+        summary = json.loads(data)
+        summary.pop("wall_s", None)
+        data = (json.dumps(summary, indent=2) + "\n").encode()
+    return data
+
+
 def main(argv: list[str]) -> int:
-    names = argv or bundled_names()
+    check = "--check" in argv
+    args = [a for a in argv if a != "--check"]
+    names = args or bundled_names()
     summaries: dict[str, dict] = {}
+    differ: list[str] = []
+
+    def keep(path: Path, data: bytes) -> None:
+        if check:
+            if not path.exists() or path.read_bytes() != data:
+                differ.append(str(path.relative_to(HERE)))
+        else:
+            path.write_bytes(data)
+
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
             result = run_lab(name, out=tmp, progress=False)
             dest = HERE / name
-            dest.mkdir(exist_ok=True)
+            if not check:
+                dest.mkdir(exist_ok=True)
             for file in KEEP:
                 if (Path(tmp) / file).exists():
-                    shutil.copy(Path(tmp) / file, dest / file)
+                    keep(dest / file, _reference_bytes(Path(tmp), file))
             summaries[name] = result.summary
-            print(f"{name}: {result.summary['wall_s']:.1f} s", flush=True)
-    if not argv:  # the table covers every lab only on a full run
+            print(f"{name}: {result.summary['wall_s']:.1f} s", file=sys.stderr, flush=True)
+    if not args:  # the table covers every lab only on a full run
         ceiling = {n: s["goodput_ceiling_gbps"] for n, s in summaries.items()}
         text = (HERE / "README.template.md").read_text().format(
             table=table(summaries),
             ceilings="\n".join(f"- {n}: {c:.1f} Gb/s" for n, c in ceiling.items()))
-        (HERE / "README.md").write_text(text)
+        keep(HERE / "README.md", text.encode())
+    if check:
+        if differ:
+            print("results differ: " + ", ".join(differ), file=sys.stderr)
+            return 1
+        print(f"results unchanged: {len(names)} labs, every kept file byte-identical",
+              file=sys.stderr)
+        return 0
     json.dump({n: s["transports"] for n, s in summaries.items()}, sys.stdout, indent=None,
               default=str)
     print()

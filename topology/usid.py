@@ -28,6 +28,8 @@ from __future__ import annotations
 import ipaddress
 from typing import NamedTuple
 
+from mrc import ev as _ev
+
 BLOCK_BASE = 0xFCBB0000
 MAX_PLANES = 256
 T0_BASE = 0x1000
@@ -175,20 +177,16 @@ def parse_address(text: str) -> int:
 
 
 # ------------------------------------------------------------------ entropy values
-# A 32-bit EV names one path between a pair of hosts: bits 16-23 the plane, bits 0-15 the T1
-# (ignored for hosts under the same T0), bits 24-31 an instance number so that several EVs
-# can share a path on fabrics with fewer paths than EVs.
+# The EV layout is defined once, in mrc.ev; a uSID path is chosen by an EV's plane and T1.
 
 
 def make_ev(plane: int, t1: int, instance: int = 0) -> int:
-    if not (0 <= plane < MAX_PLANES and 0 <= t1 < MAX_T1 and 0 <= instance < 256):
-        raise UsidError(f"EV fields out of range: plane={plane} t1={t1} instance={instance}")
-    return (instance << 24) | (plane << 16) | t1
+    """The EV of (plane, T1, instance); fields out of range raise UsidError."""
+    try:
+        return _ev.make_ev(plane, t1, instance, max_t1=MAX_T1)
+    except _ev.EvError as exc:
+        raise UsidError(str(exc)) from None
 
 
-def ev_plane(ev: int) -> int:
-    return (ev >> 16) & 0xFF
-
-
-def ev_t1(ev: int) -> int:
-    return ev & 0xFFFF
+ev_plane = _ev.ev_plane
+ev_t1 = _ev.ev_t1

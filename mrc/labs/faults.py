@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mrc.labs.schema import FaultAction, Lab, schedule
+from mrc.units import PS_PER_US
 from topology import names
-
-PS_PER_US = 1_000_000
 
 #: our action -> (mrc.sim.faults primitive, keyword arguments from the action's params)
 _SIM_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {

@@ -38,9 +38,9 @@ from mrc.labs.schema import (
     validate,
 )
 from mrc.labs.workloads import Job, make_job
+from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
-PS_PER_US = 1_000_000
 #: The packet simulator is meant for lab-sized fabrics; refuse what would not fit in memory.
 MAX_SIM_NIC_PORTS = 16_384
 PROGRESS_DELAY_S = 2.0

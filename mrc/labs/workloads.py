@@ -27,8 +27,7 @@ from mrc.labs.schema import (
     Workload,
     WriteBw,
 )
-
-PS_PER_US = 1_000_000
+from mrc.units import PS_PER_US
 
 
 def us_to_ps(value: float) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-PS_PER_S = 1_000_000_000_000
+from mrc.units import PS_PER_S
 
 
 class Clock:

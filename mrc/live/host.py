@@ -56,9 +56,10 @@ from mrc.live.clock import Clock
 from mrc.live.fabric import MAX_DATAGRAM, check_bind_address, udp_kernel_drops
 from mrc.packet import DATA, FLAG_RETX, PROBE, Packet
 from mrc.transport.base import QueuePair, TransportEvent, drain_events, poll_round_robin
+from mrc.units import PS_PER_S
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
-_PS_BITS = 8 * 1_000_000_000_000
+_PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
 _TS_MASK = (1 << 32) - 1
 #: Datagrams read per wake-up beyond the first (then the loop gets its turn).

@@ -47,9 +47,9 @@ from mrc.pcap import PcapWriter
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import ConnectionFactory, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
+from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
-PS_PER_US = 1_000_000
 RUNTIME = "live"
 #: Full-size DATA datagrams per wall second that one Python process moves comfortably while
 #: keeping its own latency small against the modelled one (what ``auto`` dilation aims at).

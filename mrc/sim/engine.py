@@ -19,10 +19,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-PS_PER_NS = 1_000
-PS_PER_US = 1_000_000
-PS_PER_MS = 1_000_000_000
-PS_PER_S = 1_000_000_000_000
+from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us
+
+__all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Simulator", "ns", "us"]
 
 _FOREVER = 1 << 126
 #: Allocations between young-generation collections while ``run`` is inside its loop.
@@ -37,16 +36,6 @@ class _Halt(Exception):
 
 def _halt(_: object) -> None:
     raise _Halt
-
-
-def us(value: float) -> int:
-    """Microseconds to integer picoseconds."""
-    return int(round(value * PS_PER_US))
-
-
-def ns(value: float) -> int:
-    """Nanoseconds to integer picoseconds."""
-    return int(round(value * PS_PER_NS))
 
 
 class Simulator:

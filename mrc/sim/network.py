@@ -33,6 +33,7 @@ from heapq import heappush
 from typing import TYPE_CHECKING, Protocol
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
+from mrc.units import PS_PER_S
 from topology import names, tables, usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 from topology.tables import Rule
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from topology.spec import FabricSpec
 
 #: Bits per byte times picoseconds per second: serialization = bytes * this / bps (ceiling).
-_PS_BITS = 8 * 1_000_000_000_000
+_PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
 _BLOCK_MASK = usid.BLOCK_MASK
 _CARRIER_MASK = usid.CARRIER_MASK

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mrc.sim.engine import PS_PER_US
+from mrc.units import PS_PER_US
 
 
 class _Series:

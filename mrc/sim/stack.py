@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 
-from mrc.sim.engine import PS_PER_US, Simulator
+from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.nic import Nic
 from mrc.sim.recorder import Recorder
@@ -24,18 +24,20 @@ from mrc.transport.base import (
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
+    EVENT_SEND_COMPLETED,
     QueuePair,
     TransportEvent,
 )
 from mrc.transport.evset import build_ev_set
 from mrc.transport.mrc_qp import MrcQueuePair as MrcQp
 from mrc.transport.rc_connection import EVENT_CONNECTION_FAILED, RcConnection
+from mrc.units import PS_PER_US
 from topology import names
 from topology.spec import FabricSpec
 
 Completion = Callable[[int, bool], None]
 #: Per-QP completions are summarised by the workload's own rows; logging them would flood.
-_UNLOGGED = (EVENT_MESSAGE_COMPLETED, "send_completed")
+_UNLOGGED = (EVENT_MESSAGE_COMPLETED, EVENT_SEND_COMPLETED)
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
                 "misdelivered")

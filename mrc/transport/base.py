@@ -43,6 +43,9 @@ class TransportEvent:
 
 
 EVENT_MESSAGE_COMPLETED = "message_completed"  # detail: msg_id, bytes, checksum, posted_ps
+#: Requester side: every byte of a WRITE was acknowledged (detail: msg_id, bytes, posted_ps,
+#: dst); the receiver raises EVENT_MESSAGE_COMPLETED.
+EVENT_SEND_COMPLETED = "send_completed"
 EVENT_EV_STATE = "ev_state"  # detail: ev, old, new, reason
 EVENT_QP_ERROR = "qp_error"  # detail: reason
 EVENT_RETRY = "retry"  # detail: retry count, psn (an RC local ACK timeout fired)

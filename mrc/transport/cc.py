@@ -29,8 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-PS_PER_S = 1_000_000_000_000
-PS_PER_US = 1_000_000
+from mrc.units import PS_PER_S, PS_PER_US
 
 ALGORITHMS = ("nscc", "fixed")
 

@@ -89,6 +89,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mrc.ev import ev_path_bits, ev_plane
 from mrc.packet import (
     ACK,
     ACK_BYTES,
@@ -116,6 +117,7 @@ from mrc.transport.base import (
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
+    EVENT_SEND_COMPLETED,
     GOOD,
     TransportEvent,
 )
@@ -128,16 +130,13 @@ from mrc.transport.memory import (
     payload_sha256,
     segment_digest,
 )
+from mrc.units import PS_PER_US
 
-PS_PER_US = 1_000_000
 #: The unit of the MRC local ACK timeout: 1.024 us.
 RTO_UNIT_PS = 1_024_000
 SPRAY_POLICIES = ("round_robin", "reps")
 #: ``retry_cnt_exp`` at or above this retries forever (NCCL_MRC_RETRY_CNT_EXP's convention).
 RETRY_INFINITE = 25
-#: Requester-side completion: every byte of a WRITE was acknowledged (detail: msg_id, bytes,
-#: posted_ps, dst). Same name as the RC QP's; receivers raise EVENT_MESSAGE_COMPLETED.
-EVENT_SEND_COMPLETED = "send_completed"
 _SACK_MASK = (1 << SACK_BITS) - 1
 #: Receiver: a DATA PSN further than this ahead of the cumulative point is refused as bogus
 #: (it would otherwise make the arrival bitmap huge).
@@ -849,9 +848,9 @@ class MrcQueuePair:
         if found is None:
             # Not in the map: same plane and T1 from our own set, else any EV of that plane.
             self.stats.reply_fallbacks += 1
-            low = ev & 0xFFFFFF
-            plane = (ev >> 16) & 0xFF
-            match = next((e for e in self._evs if e.ev & 0xFFFFFF == low), None)
+            low = ev_path_bits(ev)
+            plane = ev_plane(ev)
+            match = next((e for e in self._evs if ev_path_bits(e.ev) == low), None)
             if match is None:
                 match = next((e for e in self._evs if e.plane == plane), self._evs[0])
             found = (match.plane, match.address)

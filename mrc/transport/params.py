@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mrc.sim.engine import PS_PER_US
 from mrc.transport.cc import CcConfig
 from mrc.transport.mrc_qp import MrcConfig
 from mrc.transport.rc_qp import RcConfig
+from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
 #: RC keys that configure the connection rather than each QP.

@@ -54,6 +54,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from mrc.ev import ev_t1, make_ev
 from mrc.packet import (
     ACK,
     DATA,
@@ -75,17 +76,14 @@ from mrc.transport.base import (
     EVENT_QP_ERROR,
     EVENT_REROUTE,
     EVENT_RETRY,
+    EVENT_SEND_COMPLETED,
     TransportEvent,
 )
 from mrc.transport.memory import ReceiveBuffer, message_key, segment_digest
-from topology.usid import ev_t1, make_ev
 
 #: The verbs local ACK timeout unit: 4.096 us, in picoseconds.
 LOCAL_ACK_UNIT_PS = 4_096_000
 
-#: Requester-side work completion: every byte of a WRITE was acknowledged (detail: msg_id,
-#: bytes, posted_ps). Not a placement: receivers report EVENT_MESSAGE_COMPLETED.
-EVENT_SEND_COMPLETED = "send_completed"
 
 Listener = Callable[[TransportEvent], None]
 
