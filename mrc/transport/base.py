@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from mrc.packet import Packet
 
@@ -50,6 +50,17 @@ EVENT_EV_STATE = "ev_state"  # detail: ev, old, new, reason
 EVENT_QP_ERROR = "qp_error"  # detail: reason
 EVENT_RETRY = "retry"  # detail: retry count, psn (an RC local ACK timeout fired)
 EVENT_REROUTE = "reroute"  # detail: old/new path (RC dynamic-routing model)
+
+
+class PathChoice(NamedTuple):
+    """One EV of a QP: its plane, its T1 (None for hosts under the same T0: no T1 on the
+    path) and the 128-bit destination address it selects toward the peer. The driver, which
+    knows the fabric, builds them; the QP only reads them."""
+
+    ev: int
+    plane: int
+    t1: int | None
+    address: int
 
 
 class QueuePair(Protocol):

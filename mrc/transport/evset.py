@@ -18,21 +18,11 @@ import random
 import struct
 import zlib
 from collections.abc import Iterable
-from typing import NamedTuple
 
+from mrc.transport.base import PathChoice
 from topology import usid
 from topology.paths import address_for
 from topology.spec import FabricSpec
-
-
-class PathChoice(NamedTuple):
-    """One EV of a QP: its plane, its T1 (None for hosts under the same T0: no T1 on the
-    path) and the 128-bit destination address it selects toward the peer."""
-
-    ev: int
-    plane: int
-    t1: int | None
-    address: int
 
 
 def _pair_rng(seed: int, src: int, dst: int) -> random.Random:

@@ -119,10 +119,10 @@ from mrc.transport.base import (
     EVENT_QP_ERROR,
     EVENT_SEND_COMPLETED,
     GOOD,
+    PathChoice,
     TransportEvent,
 )
 from mrc.transport.cc import CcConfig, CongestionControl, make_cc
-from mrc.transport.evset import PathChoice
 from mrc.transport.memory import (
     ReceiveBuffer,
     expected_checksum,
