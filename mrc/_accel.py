@@ -41,7 +41,11 @@ from types import ModuleType
 #: The compiled set, in dependency order.
 MODULES = (
     "mrc.packet",
-    "mrc.wire",
+    "mrc.wire.layout",
+    "mrc.wire.checksum",
+    "mrc.wire.encoder",
+    "mrc.wire.decoder",
+    "mrc.wire.outer",
     "mrc.sim.engine",
     "mrc.sim.switch",
     "mrc.sim.link",
