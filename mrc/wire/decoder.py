@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from mrc.packet import (
     ACK,
@@ -63,8 +63,16 @@ from mrc.wire.layout import (
 )
 from topology.usid import BLOCK_BASE
 
+# Helpers bound once: one global lookup each per packet. The struct methods are bound here
+# because CPython (3.11+) compiles ``name.method(...)``, for a name bound by an import, as an
+# attribute load that builds a bound method on every call.
 _crc32 = zlib.crc32
 _from_bytes = int.from_bytes
+_unpack_env: Final = ENV.unpack_from
+_unpack_data: Final = EXT_DATA.unpack_from
+_unpack_data_imm: Final = EXT_DATA_IMM.unpack_from
+_unpack_ack: Final = EXT_ACK.unpack_from
+_unpack_probe: Final = EXT_PROBE.unpack_from
 
 
 class DecodeError(ValueError):
@@ -118,7 +126,7 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
         raise DecodeError(f"{n} bytes is shorter than the {ENVELOPE_BYTES}-byte envelope")
     (vtf, plen, nh, _hl, _os_hi, _os_lo, da_hi, da_lo,
      ivtf, iplen, inh, _ihl, s_hi, src, d_hi, dst,
-     _sport, dport, ulen, csum, opcode, bflags, pkey, qpn_w, psn_w) = ENV.unpack_from(data)
+     _sport, dport, ulen, csum, opcode, bflags, pkey, qpn_w, psn_w) = _unpack_env(data)
     if vtf >> 28 != 6 or nh != NH_IPV6 or plen != n - IPV6_BYTES:
         raise DecodeError("outer header is not IPv6-in-IPv6 of this length")
     if ivtf >> 28 != 6 or inh != NH_UDP or dport != ROCE_UDP_PORT or ulen != iplen:
@@ -147,12 +155,12 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
     if opcode == OP_RDMA_WRITE_ONLY or opcode == OP_RDMA_WRITE_ONLY_IMM:
         if opcode == OP_RDMA_WRITE_ONLY:
             hdr_len = DATA_HDR_BYTES
-            va, rkey, dlen, ev, msg_id, ts, flags, _r, msg_len = EXT_DATA.unpack_from(data, OFF_EXT)
+            va, rkey, dlen, ev, msg_id, ts, flags, _r, msg_len = _unpack_data(data, OFF_EXT)
             imm = 0
         else:
             hdr_len = DATA_IMM_HDR_BYTES
             va, rkey, dlen, imm, ev, msg_id, ts, flags, _r, msg_len = \
-                EXT_DATA_IMM.unpack_from(data, OFF_EXT)
+                _unpack_data_imm(data, OFF_EXT)
         if hdr_len + dlen + ICRC_BYTES != n:
             raise DecodeError("RETH DMA length disagrees with the packet length")
         if rkey != msg_id:
@@ -170,7 +178,7 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
     if opcode == OP_ACKNOWLEDGE:
         if n != ACK_FULL_BYTES:
             raise DecodeError("ACKNOWLEDGE of the wrong length")
-        aeth, ev, ts, echo_psn, flags, _r, sack_base, sack = EXT_ACK.unpack_from(data, OFF_EXT)
+        aeth, ev, ts, echo_psn, flags, _r, sack_base, sack = _unpack_ack(data, OFF_EXT)
         kind = ACK if aeth >> 29 == 0 else _ack_kind(aeth >> 24, flags)  # syndrome 0x00-0x1F
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
@@ -180,7 +188,7 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
     if opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
         if n != PROBE_FULL_BYTES:
             raise DecodeError("probe of the wrong length")
-        ev, ts, flags, _r = EXT_PROBE.unpack_from(data, OFF_EXT)
+        ev, ts, flags, _r = _unpack_probe(data, OFF_EXT)
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
         return Packet(PROBE if opcode == OP_MRC_PROBE else PROBE_REPLY, src, dst, qpn, psn,

@@ -67,14 +67,20 @@ from mrc.wire.layout import (
 
 _U16 = struct.Struct(">H")
 _ICRC = struct.Struct("<I")
-# numpy and C helpers bound once (module globals: one lookup each per packet). The numpy pair
-# serves _encode's inlined copy of sum16's branch for full-size payloads.
+# Helpers bound once: one global lookup each per packet. The numpy pair serves _encode's inlined
+# copy of sum16's branch for full-size payloads. The struct methods are bound here because
+# CPython (3.11+) compiles ``name.method(...)``, for a name bound by an import, as an attribute
+# load that builds a bound method on every call.
 _U4: Final = np.dtype("<u4")
 _U64: Final = np.uint64
 _frombuffer = np.frombuffer
 _add_reduce = np.add.reduce
 _crc32 = zlib.crc32
 _from_bytes = int.from_bytes
+_pack_data: Final = HDR_DATA.pack
+_pack_data_imm: Final = HDR_DATA_IMM.pack
+_pack_ack: Final = HDR_ACK.pack
+_pack_probe: Final = HDR_PROBE.pack
 
 
 def flow_label(ev: int) -> int:
@@ -153,7 +159,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
         msg_id = p.msg_id
         if flags & FLAG_IMM:
             iplen = DATA_IMM_HDR_BYTES - 80 + n + ICRC_BYTES
-            hdr = HDR_DATA_IMM.pack(
+            hdr = _pack_data_imm(
                 vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY_IMM, 0, PKEY_DEFAULT, qpn,
@@ -161,7 +167,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
                 ev, msg_id, p.ts, flags, 0, p.msg_len)
         else:
             iplen = DATA_HDR_BYTES - 80 + n + ICRC_BYTES
-            hdr = HDR_DATA.pack(
+            hdr = _pack_data(
                 vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY, 0, PKEY_DEFAULT, qpn,
@@ -178,7 +184,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
             else:
                 syndrome = SYNDROME_RNR_TRIM
             iplen = HDR_ACK.size - 80 + ICRC_BYTES
-            hdr = HDR_ACK.pack(
+            hdr = _pack_ack(
                 vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
@@ -186,7 +192,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
                 ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
         elif kind == PROBE or kind == PROBE_REPLY:
             iplen = HDR_PROBE.size - 80 + ICRC_BYTES
-            hdr = HDR_PROBE.pack(
+            hdr = _pack_probe(
                 vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
                 sport, ROCE_UDP_PORT, iplen, 0,
