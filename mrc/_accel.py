@@ -41,9 +41,17 @@ from types import ModuleType
 #: The compiled set, in dependency order.
 MODULES = (
     "mrc.packet",
-    "mrc.wire",
+    "mrc.wire.layout",
+    "mrc.wire.checksum",
+    "mrc.wire.encoder",
+    "mrc.wire.decoder",
+    "mrc.wire.outer",
     "mrc.sim.engine",
+    "mrc.sim.switch",
+    "mrc.sim.link",
     "mrc.sim.network",
+    "mrc.sim.ports",
+    "mrc.sim.host",
     "mrc.live.clock",
     "mrc.live.fabric",
     "mrc.live.host",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from mrc.packet import ACK_BYTES, DATA_HEADER_BYTES, MIN_TRIM_BYTES
 from topology import usid
 
 #: Ethernet bytes on the wire that are not part of the IPv6 packet:
@@ -94,8 +95,6 @@ class FabricSpec:
         if self.trim_size_bytes >= self.packet_bytes(self.mtu_bytes):
             raise FabricError(
                 f"trim_size_bytes ({self.trim_size_bytes}) must be smaller than a full packet")
-        from mrc.packet import MIN_TRIM_BYTES
-
         if self.trim_size_bytes < MIN_TRIM_BYTES:
             raise FabricError(
                 f"trim_size_bytes ({self.trim_size_bytes}) must keep the headers a NACK needs "
@@ -150,8 +149,6 @@ class FabricSpec:
     @staticmethod
     def packet_bytes(payload: int) -> int:
         """IPv6 packet bytes of a DATA packet carrying ``payload`` bytes (see mrc.packet)."""
-        from mrc.packet import DATA_HEADER_BYTES
-
         return DATA_HEADER_BYTES + payload
 
     def serialization_ps(self, ip_bytes: int) -> int:
@@ -162,8 +159,6 @@ class FabricSpec:
     def base_rtt_ps(self, payload: int | None = None) -> int:
         """Unloaded round trip between hosts under different T0s: a DATA packet out over 4
         links and 3 switches (store and forward), its ACK back the same way."""
-        from mrc.packet import ACK_BYTES
-
         data = self.serialization_ps(self.packet_bytes(self.mtu_bytes if payload is None
                                                        else payload))
         ack = self.serialization_ps(ACK_BYTES)

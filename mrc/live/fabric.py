@@ -50,7 +50,11 @@ from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSC
 from mrc.sim import faults as sim_faults
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
-from mrc.sim.network import DROP_REASONS, Host, Link, NicPort, OutPort, Switch
+from mrc.sim.host import Host, NicPort
+from mrc.sim.link import Link
+from mrc.sim.network import DROP_REASONS
+from mrc.sim.ports import OutPort
+from mrc.sim.switch import Switch
 from topology import usid
 from topology.spec import FabricSpec
 

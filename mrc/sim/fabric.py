@@ -11,7 +11,11 @@ the simulator to.
 from __future__ import annotations
 
 from mrc.sim.engine import Simulator
-from mrc.sim.network import Host, Link, Network, NicPort, OutPort, Switch
+from mrc.sim.host import Host, NicPort
+from mrc.sim.link import Link
+from mrc.sim.network import Network
+from mrc.sim.ports import OutPort
+from mrc.sim.switch import Switch
 from topology import names, tables
 from topology.spec import FabricError, FabricSpec
 

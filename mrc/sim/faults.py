@@ -28,7 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mrc.sim.engine import Simulator
-from mrc.sim.network import Host, Link, Network, NicPort, OutPort, Switch
+from mrc.sim.host import Host, NicPort
+from mrc.sim.link import Link
+from mrc.sim.network import Network
+from mrc.sim.ports import OutPort
+from mrc.sim.switch import Switch
 
 #: Hold-down causes on a link (switch failures use the switch's name).
 CAUSE_LINK = "link"

@@ -1,0 +1,183 @@
+"""A host as the fabric sees it: one NIC port per plane, and delivery to its agent.
+
+The agent (:class:`mrc.sim.network.HostAgent`: the NIC driver of the transports, or a traffic
+source) fills the ports: a ``NicPort`` pulls the next data packet from it each time its wire
+goes idle, so line-rate pacing is the port's job, not the agent's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from heapq import heappush
+from typing import TYPE_CHECKING
+
+from mrc.packet import Packet
+from mrc.sim.ports import LOST_EPOCH, OutPort
+from topology import usid
+from topology.spec import ETHERNET_OVERHEAD_BYTES
+
+if TYPE_CHECKING:
+    from mrc.sim.network import HostAgent, Network
+    from mrc.sim.switch import Switch
+
+_ETH = ETHERNET_OVERHEAD_BYTES
+_CARRIER_MASK = usid.CARRIER_MASK
+
+
+class Host:
+    """A host (NIC) with one port per plane. It delivers what arrives to its agent and lets
+    the agent fill idle ports (``HostAgent.pull``)."""
+
+    __slots__ = ("name", "net", "index", "ports", "agent", "_on_receive", "rx_packets",
+                 "rx_bytes", "drops")
+
+    def __init__(self, net: Network, index: int, name: str) -> None:
+        self.name = name
+        self.net = net
+        self.index = index
+        self.ports: list[NicPort] = []  # by plane
+        self.agent: HostAgent | None = None
+        self._on_receive: Callable[[int, Packet], None] | None = None
+        self.rx_packets = 0
+        self.rx_bytes = 0
+        self.drops: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"<Host {self.name}>"
+
+    def attach(self, agent: HostAgent) -> None:
+        """Give the NIC to ``agent``; call ``kick_all`` (or let the agent do it) to start."""
+        self.agent = agent
+        self._on_receive = agent.on_receive
+
+    def send_control(self, pkt: Packet) -> None:
+        """Send on port ``pkt.plane``'s priority queue; dropped (and counted) if it is down."""
+        self.ports[pkt.plane].send(pkt)
+
+    def kick(self, plane: int) -> None:
+        """The agent has something for ``plane``: an idle port pulls now."""
+        self.ports[plane].kick()
+
+    def kick_all(self) -> None:
+        for port in self.ports:
+            port.kick()
+
+    def receive(self, pkt: Packet) -> None:
+        if pkt.da & _CARRIER_MASK or pkt.dst != self.index:
+            self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
+            if self.net.observer is not None:
+                self.net.observer(self.net.sim.now, self.name, pkt, "misdelivered")
+            return
+        self.rx_packets += 1
+        self.rx_bytes += pkt.size
+        if self._on_receive is not None:
+            self._on_receive(self.net.sim.now, pkt)
+
+    def stats(self) -> dict[str, object]:
+        return {"host": self.name, "rx_packets": self.rx_packets, "rx_bytes": self.rx_bytes,
+                "tx_packets": sum(p.tx_packets for p in self.ports),
+                "drop_misdelivered": self.drops.get("misdelivered", 0),
+                "ports_up": sum(p.up for p in self.ports)}
+
+
+class NicPort(OutPort):
+    """A host's port on one plane (host -> T0). Data is pulled from the host's agent each time
+    the wire goes idle, so line-rate pacing is the port's job; control packets queue on the
+    priority queue (unbounded: the NIC's memory is the transport's to manage) and go first.
+
+    Unlike switch ports it keeps a transmit-done event per packet: the agent must be asked at
+    the moment the wire frees up, with its state at that moment."""
+
+    __slots__ = ("host", "_tx_done_cb")
+
+    def __init__(self, net: Network, name: str, host: Host, dst: Switch, plane: int, *,
+                 far_latency_ps: int) -> None:
+        super().__init__(net, name, host, dst, plane, far_latency_ps=far_latency_ps)
+        self.host = host
+        self.header_limit = 1 << 62
+        self._tx_done_cb = self._tx_done
+
+    def send(self, pkt: Packet) -> None:
+        """Queue a control packet; transmits at once when the port is idle."""
+        if not self.up:
+            self._drop(pkt, "down")
+            return
+        self._hqb += pkt.size
+        if self._hqb > self.peak_hqbytes:
+            self.peak_hqbytes = self._hqb
+        self.hq.append(pkt)
+        if not self._pending:
+            self._next(self.sim.now)
+
+    def kick(self) -> None:
+        """Pull now if the port is idle and up."""
+        if self.up and not self._pending:
+            self._next(self.sim.now)
+
+    def _drain(self, now: int) -> None:
+        """Nothing to catch up: transmit-done events start every packet on time."""
+
+    def backlog(self) -> tuple[int, int, int, int]:
+        return 0, 0, self._hqb, len(self.hq)
+
+    def _tx_done(self, epoch: int) -> None:
+        if epoch == self.epoch:
+            self._next(self.busy_until)
+
+    def _next(self, now: int) -> None:
+        """Put the next packet on the wire: control first, else whatever the agent gives."""
+        self._pending = True  # a nested send() from inside pull() must only queue
+        hq = self.hq
+        pkt: Packet | None
+        if hq:
+            pkt = hq.popleft()
+            self._hqb -= pkt.size
+        else:
+            agent = self.host.agent
+            pkt = agent.pull(now, self.plane) if agent is not None else None
+            if pkt is None:
+                if hq:  # the agent queued control while we asked it for data
+                    pkt = hq.popleft()
+                    self._hqb -= pkt.size
+                else:
+                    self._pending = False
+                    return
+        size = pkt.size
+        ppb = self._ppb
+        end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+        self.busy_until = end
+        epoch = self.epoch
+        pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
+        self.tx_packets += 1
+        self.tx_bytes += size
+        heap = self._heap
+        seq = self._seq
+        heappush(heap, (end + self._flight, seq(), self._arrive, pkt))
+        heappush(heap, (end, seq(), self._tx_done_cb, epoch))
+
+    def set_down(self) -> int:
+        lost = super().set_down()
+        self._notify(False)
+        return lost
+
+    def set_up(self) -> None:
+        was_up = self.up
+        super().set_up()
+        if not was_up:
+            self._notify(True)
+            self.kick()
+
+    def set_rate_fraction(self, fraction: float) -> None:
+        super().set_rate_fraction(fraction)
+        notify = getattr(self.host.agent, "on_port_rate", None)
+        if notify is not None:
+            notify(self.sim.now, self.plane, self.bps)
+
+    def drop_unsent(self, pkt: Packet) -> None:
+        """Count a packet the host put on this port while its link was down."""
+        self._drop(pkt, "down")
+
+    def _notify(self, up: bool) -> None:
+        notify = getattr(self.host.agent, "on_port_state", None)
+        if notify is not None:
+            notify(self.sim.now, self.plane, up)

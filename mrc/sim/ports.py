@@ -1,0 +1,411 @@
+"""Output ports: one direction of a link, its queues and its wire.
+
+A port serializes each packet at its rate, exactly; the packet then propagates for the link
+delay and spends the far switch's latency (see :mod:`mrc.sim.network` for the model). A packet
+crossing a hop costs exactly one heap event, its arrival, congested or not:
+
+* A port remembers ``busy_until``. A packet reaching an idle port starts serializing at once and
+  its arrival at the far end is scheduled directly.
+* Packets that wait need no "transmit done" event either. Departures are computed lazily: the
+  port catches up (``_drain``) whenever something touches it -- a new packet to admit, or the
+  arrival of one of its own packets at the far end. That is exact: between two catch-ups nothing
+  was enqueued, so the order and start time of every departure is already fixed, and a started
+  packet's arrival (one propagation after its end) always comes before the next departure's
+  arrival is due. Only NIC ports (:mod:`mrc.sim.host`) keep a transmit-done event, because
+  they ask the host's agent for the next packet at the moment the wire frees up.
+* Forwarding runs inline in the arrival callback (``_arrive_switch`` inlines
+  ``Switch.receive``).
+* Packets carry ``hop_epoch`` = the epoch of the port that sent them; taking a port down bumps
+  its epoch, so packets on the wire die when they "arrive" without anyone searching the heap.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from heapq import heappush
+from typing import TYPE_CHECKING, Final
+
+from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
+from mrc.sim.network import DROP_REASONS, Tap
+from mrc.sim.switch import Switch
+from mrc.units import PS_PER_S
+from topology import usid
+from topology.spec import ETHERNET_OVERHEAD_BYTES
+
+if TYPE_CHECKING:
+    from mrc.sim.host import Host
+    from mrc.sim.link import Link
+    from mrc.sim.network import Network
+
+#: Bits per byte times picoseconds per second: serialization = bytes * this / bps (ceiling).
+_PS_BITS = 8 * PS_PER_S
+_ETH = ETHERNET_OVERHEAD_BYTES
+_BLOCK_MASK = usid.BLOCK_MASK
+_CARRIER_MASK = usid.CARRIER_MASK
+#: ``hop_epoch`` of a packet that random loss took: no port ever has this epoch.
+LOST_EPOCH: Final = -1
+
+
+class OutPort:
+    """One direction of a link: the sender's output queue plus the wire to the far end.
+
+    Two queues: a FIFO data queue limited to ``buffer_bytes`` and a strict-priority header
+    queue (``header_queue_bytes``) for trimmed DATA and for every non-DATA packet. A DATA packet
+    that does not fit the data queue within ``trim_threshold_bytes`` is trimmed to
+    ``trim_size_bytes`` and sent on the header queue instead (or dropped if trimming is off).
+    An ECN-capable DATA packet admitted while the data queue already holds more than
+    ``ecn_threshold_bytes`` is marked CE. Queue occupancy counts packets waiting, not the one
+    being serialized. ``tx_*`` count
+    packets put on the wire (IPv6 bytes); ``delivered`` those that reached the far end.
+
+    Departures are computed lazily (see the module doc): the deques may still hold packets
+    whose transmission has virtually begun. Read occupancy through ``qbytes``/``hqbytes``/
+    :meth:`backlog`, which account for that without changing anything.
+    """
+
+    __slots__ = (
+        "name", "net", "link", "plane", "src", "dst", "sim", "_heap", "_seq", "_rng",
+        "_arrive", "_deliver", "_far", "_far_block", "_far_usid", "_far_next", "_far_ua",
+        "nominal_bps", "bps", "_ppb", "delay_ps", "far_latency_ps", "_flight",
+        "up", "epoch", "busy_until", "_pending", "q", "hq", "_qb", "_hqb",
+        "buffer_bytes", "trim_threshold", "_admit_limit", "trim_size", "header_limit",
+        "ecn_threshold", "trimming", "loss_p", "_tap",
+        "tx_packets", "tx_bytes", "delivered", "trims", "ecn_marks", "peak_qbytes",
+        "peak_hqbytes", "drops",
+    )
+
+    def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
+                 plane: int, *, far_latency_ps: int) -> None:
+        spec = net.spec
+        sim = net.sim
+        self.name = name
+        self.net = net
+        self.link: Link | None = None
+        self.plane = plane
+        self.src = src
+        self.dst = dst
+        self.sim = sim
+        self._heap = sim.heap
+        self._seq = sim.next_seq
+        self._rng = sim.rng
+        # Bind the arrival callback once (a bound method per event would allocate). A switch
+        # at the far end gets its forwarding inlined into the arrival: one call less per hop.
+        far = dst if isinstance(dst, Switch) else None
+        self._far = far
+        self._arrive = self._arrive_switch if far is not None else self.arrive
+        self._deliver: Callable[[Packet], None] = dst.receive
+        # The far switch's constants and (shared, filled later) tables, one attribute away.
+        self._far_block = far._block if far is not None else -1
+        self._far_usid = far.usid if far is not None else -1
+        self._far_next: dict[int, OutPort] = far._next if far is not None else {}
+        self._far_ua: dict[int, OutPort] = far._ua if far is not None else {}
+        self.nominal_bps = spec.link_bps
+        self.bps = spec.link_bps
+        self._ppb = 0
+        self.delay_ps = spec.link_delay_ps
+        self.far_latency_ps = far_latency_ps
+        self._flight = self.delay_ps + far_latency_ps
+        self.up = True
+        self.epoch = 0
+        self.busy_until = 0
+        self._pending = False  # NIC ports: a transmit-done event is in the heap
+        self.q: deque[Packet] = deque()
+        self.hq: deque[Packet] = deque()
+        self._qb = 0  # bytes in ``q`` (including packets that virtually left)
+        self._hqb = 0
+        self.buffer_bytes = spec.buffer_bytes
+        self.trim_threshold = int(spec.trim_threshold_bytes)  # type: ignore[arg-type]
+        self.trimming = spec.trimming
+        self._admit_limit = self.trim_threshold if self.trimming else self.buffer_bytes
+        self.trim_size = spec.trim_size_bytes
+        self.header_limit = spec.header_queue_bytes
+        self.ecn_threshold = spec.ecn_threshold_bytes
+        self.loss_p = 0.0
+        self._tap: Tap | None = net.tap
+        self.tx_packets = 0
+        self.tx_bytes = 0
+        self.delivered = 0
+        self.trims = 0
+        self.ecn_marks = 0
+        self.peak_qbytes = 0
+        self.peak_hqbytes = 0
+        self.drops: dict[str, int] = {}
+        self._set_bps(spec.link_bps)
+
+    def __repr__(self) -> str:
+        state = "up" if self.up else "DOWN"
+        return f"<OutPort {self.name} {state} q={self.qbytes}B hq={self.hqbytes}B>"
+
+    # ------------------------------------------------------------------ hot path
+    # The transmit step is written out in send(), _drain() and NicPort._next() (mrc.sim.host)
+    # rather than shared through a helper: it runs once per packet-hop and a call costs as much
+    # as it does.
+    def send(self, pkt: Packet) -> None:
+        """Admit ``pkt``: transmit now if idle, else queue it (trim, mark or drop)."""
+        if not self.up:
+            self._drop(pkt, "down")
+            return
+        now = self.sim.now
+        if self.busy_until <= now:
+            if self.hq or self.q:
+                self._drain(now)  # departures due by now, before this packet is admitted
+            if self.busy_until <= now:
+                # Idle: serialize now; its arrival is the only event this hop needs.
+                size = pkt.size
+                ppb = self._ppb
+                end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+                self.busy_until = end
+                pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
+                self.tx_packets += 1
+                self.tx_bytes += size
+                heappush(self._heap, (end + self._flight, self._seq(), self._arrive, pkt))
+                return
+        size = pkt.size
+        if pkt.kind == DATA and not pkt.trimmed:
+            qb = self._qb
+            if qb + size <= self._admit_limit:
+                if qb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
+                    self._mark(pkt, now)
+                qb += size
+                self._qb = qb
+                if qb > self.peak_qbytes:
+                    self.peak_qbytes = qb
+                self.q.append(pkt)
+            elif self.trimming:
+                self._trim(pkt, now)
+                self._enqueue_header(pkt)
+            else:
+                self._drop(pkt, "buffer")
+        else:
+            self._enqueue_header(pkt)
+
+    def _drain(self, now: int) -> None:
+        """Start every queued packet whose turn came by ``now`` (header queue first), each at
+        the moment the previous one finished. Exact because nothing was enqueued since the
+        last drain: every send() drains first, and each started packet's arrival (at least a
+        propagation later than its end) drains again, before the next start is overdue."""
+        hq = self.hq
+        q = self.q
+        t = self.busy_until
+        heap = self._heap
+        seq = self._seq
+        arrive = self._arrive
+        flight = self._flight
+        ppb = self._ppb
+        epoch = self.epoch
+        while t <= now:
+            if hq:
+                pkt = hq.popleft()
+                size = pkt.size
+                self._hqb -= size
+            elif q:
+                pkt = q.popleft()
+                size = pkt.size
+                self._qb -= size
+            else:
+                break
+            t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
+            pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
+            self.tx_packets += 1
+            self.tx_bytes += size
+            heappush(heap, (t + flight, seq(), arrive, pkt))
+        self.busy_until = t
+
+    def arrive(self, pkt: Packet) -> None:
+        """The packet reached the far end (a host; switches use ``_arrive_switch``)."""
+        if pkt.hop_epoch != self.epoch:
+            self._lost(pkt)
+            return
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q):
+            self._drain(now)
+        self.delivered += 1
+        if self._tap is not None:
+            self._tap(now, self.name, pkt)
+        self._deliver(pkt)
+
+    def _arrive_switch(self, pkt: Packet) -> None:
+        """``arrive`` + ``Switch.receive`` in one frame (same logic; keep them in step)."""
+        if pkt.hop_epoch != self.epoch:
+            self._lost(pkt)
+            return
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q):
+            self._drain(now)
+        self.delivered += 1
+        if self._tap is not None:
+            self._tap(now, self.name, pkt)
+        da = pkt.da
+        if da >> 96 != self._far_block:
+            self._far._no_route(pkt)  # type: ignore[union-attr]
+            return
+        active = (da >> 80) & 0xFFFF
+        own = self._far_usid
+        while active == own:
+            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
+            active = (da >> 80) & 0xFFFF
+        port = self._far_next.get(active)
+        if port is None:
+            port = self._far_ua.get(active)
+            if port is None:
+                self._far._no_route(pkt)  # type: ignore[union-attr]
+                return
+            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
+        pkt.da = da
+        port.send(pkt)
+
+    # ------------------------------------------------------------------ slow path
+    def _lose(self) -> bool:
+        return self._rng.random() < self.loss_p
+
+    def _lost(self, pkt: Packet) -> None:
+        """A packet that did not make it across: random loss, or the port went down (its
+        epoch moved on) while it was on the wire. Still drains: the arrival is also this
+        port's wake-up."""
+        now = self.sim.now
+        if pkt.hop_epoch == LOST_EPOCH:
+            self._drop(pkt, "loss")
+            if self.busy_until <= now and (self.hq or self.q):
+                self._drain(now)
+        else:
+            self._drop(pkt, "link_down")
+
+    def _mark(self, pkt: Packet, now: int) -> None:
+        pkt.ecn = ECN_CE
+        self.ecn_marks += 1
+        if self.net.observer is not None:
+            self.net.observer(now, self.name, pkt, "ecn")
+
+    def _trim(self, pkt: Packet, now: int) -> None:
+        pkt.trimmed = True  # the trim DSCP re-mark is implied by ``trimmed``
+        pkt.size = self.trim_size
+        self.trims += 1
+        if self.net.observer is not None:
+            self.net.observer(now, self.name, pkt, "trim")
+
+    def _enqueue_header(self, pkt: Packet) -> bool:
+        hqb = self._hqb + pkt.size
+        if hqb > self.header_limit:
+            self._drop(pkt, "header_queue")
+            return False
+        self._hqb = hqb
+        if hqb > self.peak_hqbytes:
+            self.peak_hqbytes = hqb
+        self.hq.append(pkt)
+        return True
+
+    def _drop(self, pkt: Packet, reason: str) -> None:
+        self.drops[reason] = self.drops.get(reason, 0) + 1
+        if self.net.observer is not None:
+            self.net.observer(self.sim.now, self.name, pkt, reason)
+
+    def sync(self) -> None:
+        """Apply departures due by now (before a change of rate, loss or state)."""
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q):
+            self._drain(now)
+
+    def backlog(self) -> tuple[int, int, int, int]:
+        """``(data bytes, data packets, header bytes, header packets)`` waiting right now,
+        without changing anything (so reading it never perturbs a run)."""
+        now = self.sim.now
+        qb, hqb, qn, hqn = self._qb, self._hqb, len(self.q), len(self.hq)
+        t = self.busy_until
+        if t <= now:
+            for pkt in self.hq:
+                if t > now:
+                    break
+                t += self.serialization_ps(pkt.size)
+                hqb -= pkt.size
+                hqn -= 1
+            else:
+                for pkt in self.q:
+                    if t > now:
+                        break
+                    t += self.serialization_ps(pkt.size)
+                    qb -= pkt.size
+                    qn -= 1
+        return qb, qn, hqb, hqn
+
+    @property
+    def qbytes(self) -> int:
+        """Data-queue bytes waiting now."""
+        return self.backlog()[0]
+
+    @property
+    def hqbytes(self) -> int:
+        """Header-queue bytes waiting now."""
+        return self.backlog()[2]
+
+    @property
+    def tap(self) -> Tap | None:
+        return self._tap
+
+    @tap.setter
+    def tap(self, fn: Tap | None) -> None:
+        self._tap = fn
+
+    def set_down(self) -> int:
+        """Lose everything queued and on the wire; refuse new packets. Returns packets lost
+        from the queues (packets on the wire are counted as they would have arrived)."""
+        self.sync()
+        lost = 0
+        self.up = False
+        self.epoch += 1
+        for queue in (self.hq, self.q):
+            while queue:
+                self._drop(queue.popleft(), "link_down")
+                lost += 1
+        self._qb = self._hqb = 0
+        self.busy_until = self.sim.now
+        self._pending = False
+        return lost
+
+    def set_up(self) -> None:
+        if self.up:
+            return
+        self.up = True
+        self.busy_until = self.sim.now
+
+    def set_rate_fraction(self, fraction: float) -> None:
+        """Serialize later packets at ``fraction`` of the nominal rate (packets already on
+        the wire keep the rate they started with)."""
+        if not 0 < fraction <= 1:
+            raise ValueError(f"rate fraction must be in (0, 1], got {fraction}")
+        self.sync()
+        self._set_bps(max(1, int(round(self.nominal_bps * fraction))))
+
+    def _set_bps(self, bps: int) -> None:
+        self.bps = bps
+        # Whole picoseconds per byte (80 at 100 Gb/s) turn serialization into one multiply.
+        self._ppb = _PS_BITS // bps if _PS_BITS % bps == 0 else 0
+
+    def set_loss(self, p: float) -> None:
+        """Lose each packet that starts crossing from now on with probability ``p``."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"loss probability must be in [0, 1], got {p}")
+        self.sync()
+        self.loss_p = float(p)
+
+    def serialization_ps(self, size: int) -> int:
+        """Wire time of an IPv6 packet of ``size`` bytes at the current rate (Ethernet
+        overhead included), rounded up to a whole picosecond."""
+        return -((size + _ETH) * -_PS_BITS // self.bps)
+
+    def stats(self) -> dict[str, object]:
+        qb, qn, hqb, hqn = self.backlog()
+        row: dict[str, object] = {
+            "port": self.name, "link": self.link.name if self.link else None,
+            "src": self.src.name, "dst": self.dst.name, "plane": self.plane,
+            "up": self.up, "rate_bps": self.bps, "loss_p": self.loss_p,
+            "tx_packets": self.tx_packets, "tx_bytes": self.tx_bytes,
+            "delivered": self.delivered, "trims": self.trims, "ecn_marks": self.ecn_marks,
+            "peak_queue_bytes": self.peak_qbytes, "peak_header_queue_bytes": self.peak_hqbytes,
+            "queue_bytes": qb, "header_queue_bytes": hqb,
+            "queue_packets": qn, "header_queue_packets": hqn,
+        }
+        for reason in DROP_REASONS:
+            row[f"drop_{reason}"] = self.drops.get(reason, 0)
+        row["drops"] = sum(self.drops.values())
+        return row

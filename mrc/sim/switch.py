@@ -1,0 +1,145 @@
+"""Switches: a T0 or T1 of one plane, forwarding by uSID shift-and-forward.
+
+Switches forward only by shift-and-forward on the outer destination (``pkt.da``), exactly as the
+uSID plan in :mod:`topology.usid` says; there is no routing shortcut. Packets that cross a link
+are forwarded by the arriving port (``OutPort._arrive_switch`` inlines :meth:`Switch.receive`),
+which reads this switch's constants and tables directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from mrc.packet import Packet
+from topology import names, tables, usid
+from topology.tables import Rule
+
+if TYPE_CHECKING:
+    from mrc.sim.network import Network
+    from mrc.sim.ports import OutPort
+
+_BLOCK_MASK = usid.BLOCK_MASK
+_CARRIER_MASK = usid.CARRIER_MASK
+
+
+class Switch:
+    """A T0 or T1 of one plane, forwarding by uSID shift-and-forward from static tables."""
+
+    __slots__ = ("name", "net", "plane", "tier", "index", "usid", "_block", "_next", "_ua",
+                 "uplinks", "downlinks", "up", "drops")
+
+    def __init__(self, net: Network, name: str, plane: int, tier: int, index: int) -> None:
+        self.name = name
+        self.net = net
+        self.plane = plane
+        self.tier = tier  # 0 = leaf (T0), 1 = spine (T1)
+        self.index = index
+        self.usid = usid.t0_usid(index) if tier == 0 else usid.t1_usid(index)
+        self._block = usid.block(plane)
+        #: Lookup of the (possibly shifted) active uSID -> output port, no shift.
+        #: T0: T1 uSIDs -> uplinks. T1: T0 uSIDs -> downlinks.
+        self._next: dict[int, OutPort] = {}
+        #: uA entries (T0 only): local port uSID -> downlink, shifted once more.
+        self._ua: dict[int, OutPort] = {}
+        self.uplinks: list[OutPort] = []
+        self.downlinks: list[OutPort] = []
+        self.up = True  # a dead switch also holds all its links down (mrc.sim.faults)
+        self.drops: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"<Switch {self.name}{'' if self.up else ' DOWN'}>"
+
+    def build_tables(self, rules: Iterable[Rule]) -> None:
+        """Expand the plan's static rules (:func:`topology.tables.switch_table`) into direct
+        ``uSID -> port`` dicts, once, so forwarding is one dict lookup per hop."""
+        self._next.clear()
+        self._ua.clear()
+        for rule in rules:
+            for value in range(rule.first, rule.last + 1):
+                if rule.action == tables.UN:
+                    if value != self.usid:
+                        raise ValueError(f"{self.name}: uN rule for foreign uSID {value:#06x}")
+                    continue
+                target = rule.next_base + (value - rule.first)
+                if rule.next_kind == names.T1 and self.tier == 0:
+                    port = self.uplinks[target]
+                elif rule.next_kind == names.T0 and self.tier == 1:
+                    port = self.downlinks[target]
+                elif rule.next_kind == names.NIC_PORT and self.tier == 0:
+                    port = self.downlinks[self.net.spec.port_of(target)]
+                else:
+                    raise ValueError(f"{self.name}: cannot reach {rule.next_kind} {target}")
+                if rule.action == tables.FORWARD:
+                    self._next[value] = port
+                elif rule.action == tables.UA:
+                    self._ua[value] = port
+                else:
+                    raise ValueError(f"{self.name}: unknown action {rule.action!r}")
+
+    def receive(self, pkt: Packet) -> None:
+        """Shift-and-forward: own uSID active -> shift (uN); look the active uSID up; a local
+        port uSID (uA) shifts once more and leaves on that downlink; anything else is dropped.
+
+        Packets from links arrive through ``OutPort._arrive_switch``, which inlines this; this
+        method is the entry point for packets injected directly (tests, tools)."""
+        if not self.up:
+            self._count_drop(pkt, "down")
+            return
+        da = pkt.da
+        if da >> 96 != self._block:
+            self._no_route(pkt)
+            return
+        active = (da >> 80) & 0xFFFF
+        while active == self.usid:  # uN (a carrier may name the same switch twice)
+            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
+            active = (da >> 80) & 0xFFFF
+        port = self._next.get(active)
+        if port is None:
+            port = self._ua.get(active)
+            if port is None:
+                self._no_route(pkt)
+                return
+            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
+        pkt.da = da
+        port.send(pkt)
+
+    def route(self, da: int) -> tuple[OutPort | None, int]:
+        """The port and rewritten address :meth:`receive` would use (tests, tools)."""
+        if da >> 96 != self._block:
+            return None, da
+        active = (da >> 80) & 0xFFFF
+        while active == self.usid:
+            da = usid.shift(da)
+            active = usid.active(da)
+        port = self._next.get(active)
+        if port is None:
+            port = self._ua.get(active)
+            if port is None:
+                return None, da
+            da = usid.shift(da)
+        return port, da
+
+    def _no_route(self, pkt: Packet) -> None:
+        self._count_drop(pkt, "no_route")
+
+    def _count_drop(self, pkt: Packet, reason: str) -> None:
+        self.drops[reason] = self.drops.get(reason, 0) + 1
+        if self.net.observer is not None:
+            self.net.observer(self.net.sim.now, self.name, pkt, reason)
+
+    @property
+    def ports(self) -> list[OutPort]:
+        return [*self.downlinks, *self.uplinks]
+
+    def stats(self) -> dict[str, object]:
+        row: dict[str, object] = {"switch": self.name, "plane": self.plane,
+                                  "tier": f"t{self.tier}", "index": self.index, "up": self.up}
+        row["drop_no_route"] = self.drops.get("no_route", 0)
+        row["drop_down"] = self.drops.get("down", 0)
+        for key in ("tx_packets", "trims", "ecn_marks"):
+            row[key] = sum(getattr(p, key) for p in self.ports)
+        row["drops"] = (sum(sum(p.drops.values()) for p in self.ports)
+                        + sum(self.drops.values()))
+        row["peak_queue_bytes"] = max((p.peak_qbytes for p in self.ports), default=0)
+        return row

@@ -1,0 +1,86 @@
+"""Byte-level edits of the outer header, for the live fabric's switches.
+
+They act on a datagram in place without decoding it: read or shift the uSID carrier, mark CE,
+trim and re-mark. They assume ``outer_ok(buf)`` held (the fabric checks that once per
+datagram). The inner headers, which the ICRC and UDP checksum cover, are never touched.
+"""
+
+from __future__ import annotations
+
+from mrc.packet import ECN_NOT_ECT, ENVELOPE_BYTES, IPV6_BYTES, TRIM_DSCP
+from mrc.wire.layout import NH_IPV6, OFF_ACTIVE_USID, OFF_OUTER_DST
+
+
+def outer_ok(buf: bytes | bytearray | memoryview) -> bool:
+    """Cheap sanity check: IPv6-in-IPv6 carrying at least the RoCE envelope, consistent length."""
+    n = len(buf)
+    return (n >= ENVELOPE_BYTES and buf[0] >> 4 == 6 and buf[6] == NH_IPV6
+            and (buf[4] << 8 | buf[5]) == n - IPV6_BYTES)
+
+
+def outer_dst(buf: bytes | bytearray | memoryview) -> int:
+    """The uSID carrier (outer IPv6 destination) as a 128-bit int."""
+    return int.from_bytes(buf[OFF_OUTER_DST:OFF_OUTER_DST + 16], "big")
+
+
+def set_outer_dst(buf: bytearray, da: int) -> None:
+    buf[OFF_OUTER_DST:OFF_OUTER_DST + 16] = da.to_bytes(16, "big")
+
+
+def active_usid(buf: bytes | bytearray | memoryview) -> int:
+    """The active uSID (the 16 bits after the 32-bit block), without building an int128."""
+    return buf[OFF_ACTIVE_USID] << 8 | buf[OFF_ACTIVE_USID + 1]
+
+
+def shift_outer_dst(buf: bytearray) -> int:
+    """uN/uA shift in place (same result as ``topology.usid.shift``); returns the new active uSID."""
+    buf[OFF_ACTIVE_USID:OFF_ACTIVE_USID + 10] = buf[OFF_ACTIVE_USID + 2:OFF_ACTIVE_USID + 12]
+    buf[38] = buf[39] = 0
+    return buf[OFF_ACTIVE_USID] << 8 | buf[OFF_ACTIVE_USID + 1]
+
+
+def outer_ecn(buf: bytes | bytearray | memoryview) -> int:
+    return (buf[1] >> 4) & 3
+
+
+def outer_dscp(buf: bytes | bytearray | memoryview) -> int:
+    return ((buf[0] & 0x0F) << 2) | (buf[1] >> 6)
+
+
+def set_outer_dscp(buf: bytearray, dscp: int) -> None:
+    buf[0] = 0x60 | (dscp >> 2)
+    buf[1] = ((dscp & 3) << 6) | (buf[1] & 0x3F)
+
+
+def mark_ce(buf: bytearray) -> bool:
+    """Set ECN to CE if the packet is ECN-capable (RFC 3168); False if it is Not-ECT."""
+    if (buf[1] >> 4) & 3 == ECN_NOT_ECT:
+        return False
+    buf[1] |= 0x30
+    return True
+
+
+def is_trimmed(buf: bytes | bytearray | memoryview) -> bool:
+    return (((buf[0] & 0x0F) << 2) | (buf[1] >> 6)) == TRIM_DSCP
+
+
+def trim(buf: bytearray, size: int, dscp: int = TRIM_DSCP) -> bool:
+    """Cut to ``size`` bytes, re-mark DSCP, fix the outer payload length. A packet that is not
+    longer than ``size`` is left alone (as switches do) and False is returned."""
+    n = len(buf)
+    if n <= size:
+        return False
+    if size < ENVELOPE_BYTES:
+        raise ValueError(f"trim size {size} would cut into the BTH")
+    del buf[size:]
+    buf[0] = 0x60 | (dscp >> 2)
+    buf[1] = ((dscp & 3) << 6) | (buf[1] & 0x3F)
+    plen = size - IPV6_BYTES
+    buf[4] = plen >> 8
+    buf[5] = plen & 0xFF
+    return True
+
+
+def inner_hosts(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """(src, dst) host indices from the inner IPv6 addresses (no validation)."""
+    return (int.from_bytes(buf[60:64], "big"), int.from_bytes(buf[76:80], "big"))
