@@ -1,9 +1,9 @@
 """``RcQp``: one endpoint of a RoCE RC QP behind the sans-IO contract of ``transport.base``.
 
-The endpoint owns what its two halves share (identity, config, counters, events, the error
-state) and hands each driver call to the half it concerns: ``post_write``, ``poll`` and the
-timers to the requester (:mod:`.requester`), DATA to the responder (:mod:`.responder`), ACK
-and sequence-error NAK back to the requester.
+The endpoint owns what its two halves share (identity, config, counters, events, the control
+queue, the error state) and hands each driver call to the half it concerns: ``post_write``,
+``poll`` and the timers to the requester (:mod:`.requester`), DATA to the responder
+(:mod:`.responder`), ACK and sequence-error NAK back to the requester.
 
 * **No trimming.** RC does not know trimmed packets: a trimmed packet is unusable (its ICRC
   no longer verifies) and is dropped like a loss, without a NAK of its own.
@@ -37,6 +37,7 @@ class RcQp:
     __slots__ = (
         "qpn", "host", "peer", "plane", "config", "events", "bytes_placed", "failed",
         "error_reason", "error_time_ps", "stats", "listener", "requester", "responder",
+        "_ctrl",
     )
 
     def __init__(self, qpn: int, host: int, peer: int, plane: int, paths: Mapping[int, int],
@@ -55,6 +56,7 @@ class RcQp:
         self.error_time_ps: int | None = None
         self.stats = RcStats()
         self.listener: Listener | None = None
+        self._ctrl: list[Packet] = []  # ACKs and NAKs of the responder, not yet taken
         self.requester = RcRequester(self, paths, t1)
         self.responder = RcResponder(self, self.requester)
 
@@ -91,11 +93,10 @@ class RcQp:
 
     def take_control(self) -> list[Packet]:
         """ACKs and NAKs produced since the last call (each names its plane)."""
-        responder = self.responder
-        ctrl = responder.ctrl
+        ctrl = self._ctrl
         if not ctrl:
             return []
-        responder.ctrl = []
+        self._ctrl = []
         return ctrl
 
     def next_timer(self) -> int | None:
@@ -112,7 +113,7 @@ class RcQp:
         self.failed = True
         self.error_reason = reason
         self.error_time_ps = now
-        self.responder.ctrl = []
+        self._ctrl = []
 
     @property
     def poll_timer_floor_ps(self) -> int:
@@ -163,7 +164,7 @@ class RcQp:
         self.failed = True
         self.error_reason = reason
         self.error_time_ps = now
-        self.responder.ctrl = []
+        self._ctrl = []
         self._emit(now, EVENT_QP_ERROR, {"reason": reason, **detail})
 
     def _emit(self, now: int, kind: str, detail: dict[str, object]) -> None:

@@ -42,12 +42,12 @@ if TYPE_CHECKING:
 class RcResponder:
     """The receive side of one ``RcQp``: expected PSN, the message being placed, ACK state.
 
-    ``ctrl`` holds the ACKs and NAKs not yet taken by the driver. Reply addresses come from
-    the requester's path table (``requester``), as both halves share the QP's one path.
+    Its ACKs and NAKs wait in the endpoint's control queue for the driver. Reply addresses
+    come from the requester's path table (``requester``), as both halves share one path.
     """
 
     __slots__ = (
-        "qp", "requester", "stats", "qpn", "host", "peer", "plane", "ctrl",
+        "qp", "requester", "stats", "qpn", "host", "peer", "plane",
         "_mtu", "_ack_every", "_cnp_ps", "_epsn", "_rx", "_rx_posted", "_unacked",
         "_in_gap", "_gap_last", "_dup_last", "_ce_pending", "_last_cnp",
     )
@@ -61,7 +61,6 @@ class RcResponder:
         self.host = qp.host
         self.peer = qp.peer
         self.plane = qp.plane
-        self.ctrl: list[Packet] = []
         self._mtu = cfg.mtu
         self._ack_every = cfg.ack_every
         self._cnp_ps = cfg.cnp_interval_ps
@@ -142,5 +141,5 @@ class RcResponder:
         # reply along the reverse of the path the acknowledged packet took
         req = self.requester
         da = req.paths.get(ev_t1(ev), req.addr)
-        self.ctrl.append(Packet(kind, self.host, self.peer, self.qpn, psn, ev=ev,
-                                flags=flags, da=da, plane=self.plane))
+        self.qp._ctrl.append(Packet(kind, self.host, self.peer, self.qpn, psn, ev=ev,
+                                    flags=flags, da=da, plane=self.plane))
