@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 from mrc.packet import ACK, NACK
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
+from mrc.sim.rc_connection import bdp_packets
 from mrc.sim.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
+from mrc.sim.transport_params import mrc_config
 from mrc.transport.base import ASSUMED_BAD, GOOD
-from mrc.transport.params import mrc_config
-from mrc.transport.rc_connection import bdp_packets
 from topology import preset
 from topology.spec import FabricSpec
 

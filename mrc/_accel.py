@@ -60,7 +60,10 @@ MODULES = (
     "mrc.transport.memory",
     "mrc.transport.cc",
     "mrc.transport.mrc_qp",
-    "mrc.transport.rc_qp",
+    "mrc.transport.rc.config",
+    "mrc.transport.rc.requester",
+    "mrc.transport.rc.responder",
+    "mrc.transport.rc.qp",
 )
 ENV_OFF = "MRC_PURE_PYTHON"
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent

@@ -23,8 +23,8 @@ import pytest
 
 from mrc.labs.runner import run_lab
 from mrc.sim.engine import us
+from mrc.sim.evset import build_ev_set
 from mrc.sim.stack import MrcConnection, SimStack
-from mrc.transport.evset import build_ev_set
 from topology import preset
 
 LAB = """\

@@ -43,10 +43,13 @@ from hypothesis import strategies as st
 
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
+from mrc.sim.evset import paths_of
 from mrc.sim.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
-from mrc.transport.base import EVENT_MESSAGE_COMPLETED, EVENT_QP_ERROR
-from mrc.transport.evset import paths_of
-from mrc.transport.rc_connection import EVENT_CONNECTION_FAILED
+from mrc.transport.base import (
+    EVENT_CONNECTION_FAILED,
+    EVENT_MESSAGE_COMPLETED,
+    EVENT_QP_ERROR,
+)
 from topology import names
 from topology.paths import Path as FabricPath
 from topology.paths import path, paths_between

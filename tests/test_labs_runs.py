@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from mrc.labs.cli import labs, run
 from mrc.labs.runner import LabResult, run_lab
 from mrc.labs.schema import bundled_names, find_bundled, load_lab, read_lab_text
-from mrc.transport.rc_connection import bdp_packets
+from mrc.sim.rc_connection import bdp_packets
 from topology.spec import preset
 
 BUNDLED = ["t0-switch-down", "t1-fail-restore", "t0-t1-link-flap", "nic-port-down", "t1-reboot",

@@ -19,8 +19,8 @@ from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
 from mrc.live.host import LiveHost
 from mrc.live.runner import LiveRunError, LiveStack, PayloadPool, auto_dilation
 from mrc.packet import DATA, Packet
-from mrc.transport import params as transport_params
-from mrc.transport.evset import build_ev_set
+from mrc.sim import transport_params
+from mrc.sim.evset import build_ev_set
 from mrc.transport.mrc_qp import MrcQueuePair
 from topology import usid
 from topology.paths import address_for

@@ -25,6 +25,7 @@ from mrc.packet import (
     SACK_BITS,
     Packet,
 )
+from mrc.sim.evset import build_ev_set, paths_of, reply_paths
 from mrc.transport.base import (
     ASSUMED_BAD,
     DENIED,
@@ -32,10 +33,10 @@ from mrc.transport.base import (
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
     GOOD,
+    PathChoice,
     TransportEvent,
 )
 from mrc.transport.cc import CcConfig
-from mrc.transport.evset import PathChoice, build_ev_set, paths_of, reply_paths
 from mrc.transport.mrc_qp import EVENT_SEND_COMPLETED, MrcConfig, MrcQueuePair
 from topology import usid
 from topology.paths import ev_address

@@ -31,30 +31,27 @@ from mrc.packet import (
     PSN_MASK,
     Packet,
 )
-from mrc.transport.base import (
-    EVENT_MESSAGE_COMPLETED,
-    EVENT_QP_ERROR,
-    EVENT_REROUTE,
-    EVENT_RETRY,
-    TransportEvent,
-)
-from mrc.transport.memory import expected_checksum, message_key
-from mrc.transport.rc_connection import (
-    EVENT_CONNECTION_FAILED,
+from mrc.sim.rc_connection import (
     RcConnection,
     bdp_packets,
     ecmp_t1,
     rc_config_for,
     rc_qp_pair,
-    stripe,
     t1_ranking,
 )
-from mrc.transport.rc_qp import (
+from mrc.transport.base import (
+    EVENT_CONNECTION_FAILED,
+    EVENT_MESSAGE_COMPLETED,
+    EVENT_QP_ERROR,
+    EVENT_REROUTE,
+    EVENT_RETRY,
     EVENT_SEND_COMPLETED,
-    LOCAL_ACK_UNIT_PS,
-    RcConfig,
-    RcQp,
+    TransportEvent,
 )
+from mrc.transport.memory import expected_checksum, message_key
+from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig
+from mrc.transport.rc.qp import RcQp
+from mrc.transport.rc.striping import stripe
 from topology.paths import address_for
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec, preset
 from topology.usid import ev_plane, ev_t1, make_ev
@@ -639,7 +636,7 @@ def test_ecmp_t1_is_deterministic_and_in_range() -> None:
     ranking = t1_ranking(spec, 3, 60, 9)
     assert sorted(ranking) == list(range(16)) and ranking[0] == values[1]
     code = ("from topology.spec import FabricSpec; "
-            "from mrc.transport.rc_connection import ecmp_t1; "
+            "from mrc.sim.rc_connection import ecmp_t1; "
             "s = FabricSpec(planes=2, hosts=64, hosts_per_t0=16, t1_per_plane=16); "
             "print([ecmp_t1(s, a, b, q) for a, b, q in [(0, 40, 1), (3, 60, 9), (17, 2, 1000)]])")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -405,7 +405,7 @@ _TARGET_WORDS = {
     (names.T1,): "a T1 switch (p0.t1.2): a drain denies the EVs that cross it",
 }
 
-# Fallback transport keys, used only while mrc.transport.params cannot be imported.
+# Fallback transport keys, used only while mrc.sim.transport_params cannot be imported.
 _FALLBACK_TRANSPORT_KEYS: dict[str, tuple[str, ...]] = {
     "mrc": ("ev_count", "probe_interval_us", "probes_to_reintegrate", "rto_exp", "rto_floor_us",
             "retry_cnt_exp", "cc", "spray"),
@@ -816,7 +816,7 @@ def _transports(table: Any, spec: FabricSpec) -> dict[str, TransportSpec]:
 
 def check_transport(tname: str, body: Any, spec: FabricSpec) -> TransportSpec:
     """Kind, key names and value types here (with dotted paths); ranges are the transport's
-    own checks (``mrc.transport.params``), run now so a bad value stops the lab up front."""
+    own checks (``mrc.sim.transport_params``), run now so a bad value stops the lab up front."""
     prefix = f"transport.{tname}"
     if not _NAME_RE.fullmatch(tname):
         raise LabError("a transport name is letters, digits, '-' or '_'", prefix)
@@ -832,7 +832,7 @@ def check_transport(tname: str, body: Any, spec: FabricSpec) -> TransportSpec:
                        f"{prefix}.kind")
     params = {k: v for k, v in body.items() if k != "kind"}
     try:
-        from mrc.transport import params as tparams
+        from mrc.sim import transport_params as tparams
     except ImportError:
         check_keys(params, _FALLBACK_TRANSPORT_KEYS[kind], prefix)
         return TransportSpec(tname, kind, params)
@@ -862,7 +862,7 @@ def _typed_params(params: dict[str, Any], kind: str, prefix: str, tparams: Any) 
         tables = {"": (tparams.MRC_KEYS, _config_hints(MrcConfig)),
                   "cc": (tparams.CC_KEYS, _config_hints(CcConfig))}
     else:
-        from mrc.transport.rc_qp import RcConfig
+        from mrc.transport.rc.config import RcConfig
 
         tables = {"": (tparams.RC_KEYS, {**_config_hints(RcConfig), "qps_per_plane": int})}
 

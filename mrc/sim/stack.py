@@ -14,13 +14,16 @@ from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 
+from mrc.sim import transport_params
 from mrc.sim.engine import Simulator
+from mrc.sim.evset import build_ev_set
 from mrc.sim.fabric import build_network
 from mrc.sim.nic import Nic
+from mrc.sim.rc_connection import RcConnection
 from mrc.sim.recorder import Recorder
-from mrc.transport import params as transport_params
 from mrc.transport.base import (
     ASSUMED_BAD,
+    EVENT_CONNECTION_FAILED,
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
@@ -28,9 +31,7 @@ from mrc.transport.base import (
     QueuePair,
     TransportEvent,
 )
-from mrc.transport.evset import build_ev_set
 from mrc.transport.mrc_qp import MrcQueuePair as MrcQp
-from mrc.transport.rc_connection import EVENT_CONNECTION_FAILED, RcConnection
 from mrc.units import PS_PER_US
 from topology import names
 from topology.spec import FabricSpec

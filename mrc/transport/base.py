@@ -50,6 +50,11 @@ EVENT_EV_STATE = "ev_state"  # detail: ev, old, new, reason
 EVENT_QP_ERROR = "qp_error"  # detail: reason
 EVENT_RETRY = "retry"  # detail: retry count, psn (an RC local ACK timeout fired)
 EVENT_REROUTE = "reroute"  # detail: old/new path (RC dynamic-routing model)
+#: Connection-level event of a striped RC connection: it failed because one of its QPs
+#: errored (detail: reason, failed_qpn, failed_messages, aborted_qpns = the other QPs the
+#: abort stopped). Kept apart from EVENT_QP_ERROR so that a driver logging both QP and
+#: connection events does not count one QP error twice.
+EVENT_CONNECTION_FAILED = "connection_failed"
 
 
 class PathChoice(NamedTuple):

@@ -1,5 +1,6 @@
 """Lab parameters -> transport configs: the one place that knows which keys a
-``[transport.NAME]`` table accepts and how their units map onto the configs.
+``[transport.NAME]`` table accepts and how their units map onto the configs. It lives with
+the simulator, not the transport, because some defaults come from the fabric.
 
 Lab files speak microseconds (``probe_interval_us``); configs store integer picoseconds
 (``probe_interval_ps``). Every ``*_ps`` field of a config is accepted as ``*_us``. MRC's
@@ -12,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mrc.sim.rc_connection import rc_config_for
 from mrc.transport.cc import CcConfig
 from mrc.transport.mrc_qp import MrcConfig
-from mrc.transport.rc_qp import RcConfig
+from mrc.transport.rc.config import RcConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -93,8 +95,6 @@ def mrc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport
 def rc_config(spec: FabricSpec, params: dict[str, Any], where: str = "transport.rc"
               ) -> tuple[RcConfig, int]:
     """(RcConfig, qps_per_plane) for this fabric from a lab's transport table."""
-    from mrc.transport.rc_connection import rc_config_for
-
     params = dict(params)
     params.pop("kind", None)
     fields = _convert(params, RC_KEYS, where)

@@ -1,58 +1,32 @@
-"""RoCE RC used the way NCCL drives a P-port NIC: QPs pinned to paths, messages striped.
+"""RoCE RC used the way NCCL drives a P-port NIC: one message striped over several QPs.
 
-* ``ecmp_t1`` / ``t1_ranking``: which T1 a QP's single path crosses. A stable hash of
-  (src, dst, qpn), as an ECMP switch hashes a RoCE flow (whose UDP source port derives from
-  the QPN). Rendezvous (highest-random-weight) hashing over blake2b: as uniform as
-  ``hash % n``, reproducible across processes (never Python's salted ``hash()``), and the
-  ranking doubles as the re-convergence order of ``RcConfig.reroute_after_us``: when a T1
-  goes away only the flows on it move, each to its own next choice.
 * ``stripe``: NCCL spreads a transfer over all of a NIC's ports; each QP gets one contiguous
   chunk, chunk sizes as equal as possible, each chunk one RDMA WRITE.
-* ``RcConnection``: the QPs of one direction of a host pair, ``qps_per_plane`` per plane. A
-  message is complete only when every chunk is placed, and verified; any QP error fails the
-  connection and every unfinished message, and (``abort_on_error``) stops the other QPs,
-  as NCCL aborts the communicator on any QP error.
+* ``StripedConnection``: the QPs of one direction of a host pair. A message is complete only
+  when every chunk is placed, and verified; any QP error fails the connection and every
+  unfinished message, and (``abort_on_error``) stops the other QPs, as NCCL aborts the
+  communicator on any QP error.
+
+Which path each QP takes is the fabric's business: the layer that knows the fabric builds the
+QPs (``mrc.sim.rc_connection``) and hands them over.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-import struct
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from mrc.packet import data_bytes
-from mrc.transport.base import EVENT_MESSAGE_COMPLETED, EVENT_QP_ERROR, TransportEvent
+from mrc.transport.base import (
+    EVENT_CONNECTION_FAILED,
+    EVENT_MESSAGE_COMPLETED,
+    EVENT_QP_ERROR,
+    TransportEvent,
+)
 from mrc.transport.memory import expected_checksum, message_key, payload_sha256
-from mrc.transport.rc_qp import RcConfig, RcQp
-from topology.paths import address_for
-from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
-
-#: Connection-level event: the connection failed because one of its QPs errored (detail:
-#: reason, failed_qpn, failed_messages, aborted_qpns = the other QPs the abort stopped). Kept apart from EVENT_QP_ERROR so that
-#: a driver logging both QP and connection events does not count one QP error twice.
-EVENT_CONNECTION_FAILED = "connection_failed"
+from mrc.transport.rc.qp import RcQp
 
 _MASK64 = (1 << 64) - 1
-
-
-# ---------------------------------------------------------------------- path hashing
-def _weight(src: int, dst: int, qpn: int, t1: int) -> int:
-    digest = hashlib.blake2b(struct.pack("<QQQQ", src, dst, qpn, t1), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
-
-
-def t1_ranking(spec: FabricSpec, src: int, dst: int, qpn: int) -> list[int]:
-    """All T1s of a plane, most preferred first, for the flow (src, dst, qpn)."""
-    return sorted(range(spec.t1), key=lambda t1: (-_weight(src, dst, qpn, t1), t1))
-
-
-def ecmp_t1(spec: FabricSpec, src: int, dst: int, qpn: int) -> int:
-    """The T1 an RC QP's path crosses: stable, deterministic, spread evenly over the T1s."""
-    return max(range(spec.t1), key=lambda t1: (_weight(src, dst, qpn, t1), -t1))
 
 
 def stripe(length: int, parts: int) -> list[tuple[int, int]]:
@@ -72,53 +46,6 @@ def stripe(length: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
-# ---------------------------------------------------------------------- building QPs
-def rc_qp_pair(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int,
-               config: RcConfig | None = None, *, t1: int | None = None) -> tuple[RcQp, RcQp]:
-    """Both endpoints of one RC QP from ``src`` to ``dst`` pinned to ``plane``.
-
-    The T1 is ``ecmp_t1`` unless ``t1`` is given; each end gets the addresses towards the
-    other for every T1 of the plane, in ``t1_ranking`` order (the re-convergence order), so
-    ACKs return over the same plane and T1 as the data. Hosts under one T0 have a single path
-    per plane (no T1): its EV uses T1 0, as in ``topology.paths``.
-    """
-    if src == dst:
-        raise ValueError("an RC QP needs two different hosts")
-    if not 0 <= plane < spec.planes:
-        raise ValueError(f"plane {plane} outside 0..{spec.planes - 1}")
-    if spec.t0_of(src) == spec.t0_of(dst):
-        order = [0]
-        t1 = 0
-    else:
-        order = t1_ranking(spec, src, dst, qpn)
-        if t1 is not None:
-            if not 0 <= t1 < spec.t1:
-                raise ValueError(f"t1 {t1} outside 0..{spec.t1 - 1}")
-            order.remove(t1)
-            order.insert(0, t1)
-    fwd = {k: address_for(spec, src, dst, plane, k) for k in order}
-    rev = {k: address_for(spec, dst, src, plane, k) for k in order}
-    return (RcQp(qpn, src, dst, plane, fwd, config=config),
-            RcQp(qpn, dst, src, plane, rev, config=config))
-
-
-def bdp_packets(spec: FabricSpec) -> float:
-    """Bandwidth-delay product of one port in full DATA packets (the go-back-N cost unit)."""
-    wire_bits = (data_bytes(spec.mtu_bytes) + ETHERNET_OVERHEAD_BYTES) * 8
-    return spec.base_rtt_ps() * spec.link_bps / 1e12 / wire_bits
-
-
-def rc_config_for(spec: FabricSpec, **overrides: Any) -> RcConfig:
-    """An ``RcConfig`` for ``spec``: its MTU and a window of one BDP plus the ACK coalescing
-    slack (so a healthy QP runs at line rate without queueing). Overrides win."""
-    ack_every = int(overrides.get("ack_every", RcConfig().ack_every))
-    window = math.ceil(bdp_packets(spec)) + ack_every + 2
-    params: dict[str, Any] = {"mtu": spec.mtu_bytes, "window_pkts": window}
-    params.update(overrides)
-    return RcConfig(**params)
-
-
-# ---------------------------------------------------------------------- the connection
 @dataclass(slots=True)
 class _Chunk:
     qpn: int
@@ -140,46 +67,37 @@ class _ConnMsg:
     remaining: int = field(default=0)
 
 
-class RcConnection:
+class StripedConnection:
     """One direction (``src`` -> ``dst``) of an NCCL-style RC connection (sans-IO).
 
-    QPs are numbered ``qpn_base`` + i, ordered round by round over ``planes`` (default: all):
-    QP i sits on plane ``planes[i % len(planes)]``; both ends of a QP use its number, so the
-    two directions of a host pair need disjoint QPN ranges. Register ``endpoints()`` with the
-    NICs;
+    ``pairs`` are the (requester, responder) ends of its QPs, in striping order; all share
+    one ``RcConfig``, and the two directions of a host pair need disjoint QPN ranges (events
+    of the connection itself carry ``qpn_base``). Register ``endpoints()`` with the NICs;
     post with ``post_write``; drain ``events`` for EVENT_MESSAGE_COMPLETED (detail: msg_id,
     bytes, checksum, expected_checksum, ok, posted_ps, chunks[, data]) and
     EVENT_CONNECTION_FAILED. The QPs' own events still go to whoever drains their deques.
     """
 
-    __slots__ = ("spec", "src", "dst", "qpn_base", "config", "planes", "requesters",
-                 "responders", "events", "failed", "failure_reason", "abort_on_error",
-                 "completed", "failed_messages", "_msgs", "_by_qpn")
+    __slots__ = ("src", "dst", "qpn_base", "config", "requesters", "responders", "events",
+                 "failed", "failure_reason", "abort_on_error", "completed", "failed_messages",
+                 "_msgs")
 
-    def __init__(self, spec: FabricSpec, src: int, dst: int, qpn_base: int, *,
-                 qps_per_plane: int = 1, config: RcConfig | None = None,
-                 planes: Sequence[int] | None = None, abort_on_error: bool = True) -> None:
-        if qps_per_plane < 1:
-            raise ValueError(f"qps_per_plane must be at least 1, got {qps_per_plane}")
-        self.spec = spec
+    def __init__(self, src: int, dst: int, qpn_base: int, pairs: Sequence[tuple[RcQp, RcQp]],
+                 *, abort_on_error: bool = True) -> None:
+        if not pairs:
+            raise ValueError("a connection needs at least one QP")
         self.src = src
         self.dst = dst
         self.qpn_base = qpn_base
-        self.config = config or rc_config_for(spec)
-        self.planes = list(range(spec.planes) if planes is None else planes)
-        if not self.planes:
-            raise ValueError("a connection needs at least one plane")
+        self.config = pairs[0][0].config
+        if any(qp.config != self.config for pair in pairs for qp in pair):
+            raise ValueError("every QP of a connection must use the same RcConfig")
         self.abort_on_error = abort_on_error
         self.requesters: list[RcQp] = []
         self.responders: list[RcQp] = []
-        self._by_qpn: dict[int, int] = {}
-        for i in range(qps_per_plane * len(self.planes)):
-            qpn = qpn_base + i
-            req, resp = rc_qp_pair(spec, src, dst, qpn, self.planes[i % len(self.planes)],
-                                   self.config)
+        for req, resp in pairs:
             req.listener = self._on_qp_event
             resp.listener = self._on_qp_event
-            self._by_qpn[qpn] = i
             self.requesters.append(req)
             self.responders.append(resp)
         self.events: deque[TransportEvent] = deque()

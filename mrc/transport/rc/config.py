@@ -1,0 +1,89 @@
+"""What configures an RC QP (``RcConfig``) and what it counts (``RcStats``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mrc.packet import PSN_MASK, PSN_MOD
+
+#: The verbs local ACK timeout unit: 4.096 us, in picoseconds.
+LOCAL_ACK_UNIT_PS = 4_096_000
+
+
+@dataclass(frozen=True, slots=True)
+class RcConfig:
+    """Lab parameters of an RC QP. Both ends of a QP must use the same config."""
+
+    mtu: int = 4096  # payload bytes per DATA packet
+    window_pkts: int = 64  # max outstanding packets; ~ one BDP (see rc_config_for)
+    min_window_pkts: int = 2
+    ack_every: int = 8  # responder ACK coalescing
+    timeout_exp: int = 20  # local ACK timeout 4.096 us x 2^n; NCCL_IB_TIMEOUT default 20
+    retry_cnt: int = 7  # NCCL_IB_RETRY_CNT default 7
+    reroute_after_us: float | None = None  # dynamic-routing model; None = static SRv6 routing
+    ecn_decrease: float = 0.5  # window multiplier on an ECN echo
+    additive_increase_pkts: float = 1.0  # window growth per window acknowledged
+    cnp_interval_us: float = 4.0  # least time between immediate CE-triggered ACKs
+    initial_psn: int = 0
+    key_seed: int = 0  # seed of the verifiable-payload keys (memory.message_key)
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.mtu > 0, "mtu must be positive"),
+            (1 <= self.min_window_pkts <= self.window_pkts,
+             "need 1 <= min_window_pkts <= window_pkts"),
+            (self.window_pkts < PSN_MOD // 4, "window_pkts must stay far below 2^24 PSNs"),
+            (self.ack_every >= 1, "ack_every must be at least 1"),
+            (0 <= self.timeout_exp <= 31, "timeout_exp is a 5-bit verbs field (0..31)"),
+            (0 <= self.retry_cnt <= 7, "retry_cnt is a 3-bit verbs field (0..7)"),
+            (self.reroute_after_us is None or self.reroute_after_us > 0,
+             "reroute_after_us must be positive or None"),
+            (0 < self.ecn_decrease <= 1, "ecn_decrease must be in (0, 1]"),
+            (self.additive_increase_pkts >= 0, "additive_increase_pkts must not be negative"),
+            (self.cnp_interval_us >= 0, "cnp_interval_us must not be negative"),
+            (0 <= self.initial_psn <= PSN_MASK, "initial_psn must be a 24-bit PSN"),
+        )
+        for ok, why in checks:
+            if not ok:
+                raise ValueError(f"RcConfig: {why}")
+
+    @property
+    def timeout_ps(self) -> int | None:
+        """Local ACK timeout in ps, None for exponent 0 (verbs: infinite, never retries)."""
+        return LOCAL_ACK_UNIT_PS << self.timeout_exp if self.timeout_exp else None
+
+    @property
+    def error_after_ps(self) -> int | None:
+        """Time from the last progress to the error state on a dead path."""
+        t = self.timeout_ps
+        return None if t is None else (self.retry_cnt + 1) * t
+
+    @property
+    def reroute_after_ps(self) -> int | None:
+        r = self.reroute_after_us
+        return None if r is None else int(round(r * 1_000_000))
+
+    @property
+    def cnp_interval_ps(self) -> int:
+        return int(round(self.cnp_interval_us * 1_000_000))
+
+
+@dataclass(slots=True)
+class RcStats:
+    """Counters of one endpoint (requester and responder halves share one)."""
+
+    data_sent: int = 0  # DATA packets sent, first copies and resends
+    retx_sent: int = 0  # resent DATA packets (go-back-N and timeout resends)
+    payload_bytes_sent: int = 0
+    acks_sent: int = 0
+    naks_sent: int = 0
+    acks_received: int = 0
+    naks_received: int = 0
+    timeouts: int = 0  # local ACK timer expiries without progress (retries + fatal one)
+    retries: int = 0
+    reroutes: int = 0
+    ecn_cuts: int = 0
+    ce_received: int = 0
+    dropped_oos: int = 0  # out-of-sequence DATA dropped by the responder
+    dropped_trimmed: int = 0  # trimmed packets dropped (RC cannot use them)
+    duplicates: int = 0  # DATA below the expected PSN (already placed)

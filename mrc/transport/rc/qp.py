@@ -1,0 +1,174 @@
+"""``RcQp``: one endpoint of a RoCE RC QP behind the sans-IO contract of ``transport.base``.
+
+The endpoint owns what its two halves share (identity, config, counters, events, the control
+queue, the error state) and hands each driver call to the half it concerns: ``post_write``,
+``poll`` and the timers to the requester (:mod:`.requester`), DATA to the responder
+(:mod:`.responder`), ACK and sequence-error NAK back to the requester.
+
+* **No trimming.** RC does not know trimmed packets: a trimmed packet is unusable (its ICRC
+  no longer verifies) and is dropped like a loss, without a NAK of its own.
+* **Error state.** Once failed (retries exhausted, or ``abort``), the endpoint ignores
+  packets and timers, sends nothing, and flushes new work requests.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from mrc.packet import ACK, DATA, FLAG_SEQ_ERR, NACK, Packet
+from mrc.transport.base import EVENT_QP_ERROR, TransportEvent
+from mrc.transport.rc.config import RcConfig, RcStats
+from mrc.transport.rc.requester import RcRequester
+from mrc.transport.rc.responder import RcResponder
+
+Listener = Callable[[TransportEvent], None]
+
+
+class RcQp:
+    """One endpoint of a RoCE RC QP (sans-IO; satisfies ``transport.base.QueuePair``).
+
+    ``paths`` maps T1 index -> destination address from ``host`` to ``peer`` in ``plane``,
+    in re-convergence order; the QP starts on ``t1`` (default: the first key). ``listener``,
+    when set, is called with every event as it is raised (``StripedConnection`` uses it,
+    because drivers drain ``events`` themselves).
+    """
+
+    __slots__ = (
+        "qpn", "host", "peer", "plane", "config", "events", "bytes_placed", "failed",
+        "error_reason", "error_time_ps", "stats", "listener", "requester", "responder",
+        "_ctrl",
+    )
+
+    def __init__(self, qpn: int, host: int, peer: int, plane: int, paths: Mapping[int, int],
+                 *, t1: int | None = None, config: RcConfig | None = None) -> None:
+        if not paths:
+            raise ValueError("an RC QP needs at least one path")
+        self.qpn = qpn
+        self.host = host
+        self.peer = peer
+        self.plane = plane
+        self.config = config or RcConfig()
+        self.events: deque[TransportEvent] = deque()
+        self.bytes_placed = 0
+        self.failed = False
+        self.error_reason: str | None = None
+        self.error_time_ps: int | None = None
+        self.stats = RcStats()
+        self.listener: Listener | None = None
+        self._ctrl: list[Packet] = []  # ACKs and NAKs of the responder, not yet taken
+        self.requester = RcRequester(self, paths, t1)
+        self.responder = RcResponder(self, self.requester)
+
+    # ================================================================ driver API
+    def post_write(self, now: int, msg_id: int, length: int, *,
+                   payload: bytes | None = None) -> None:
+        """Queue an RDMA WRITE of ``length`` bytes; it is segmented lazily as the port pulls."""
+        self.requester.post_write(now, msg_id, length, payload)
+
+    def poll(self, now: int, plane: int) -> Packet | None:
+        """The next DATA packet for ``plane``'s port: only this QP's plane, within the window."""
+        if self.failed:
+            return None
+        return self.requester.poll(now, plane)
+
+    def receive(self, now: int, pkt: Packet) -> None:
+        """A packet for this QP arrived (DATA for the responder, ACK/NAK for the requester)."""
+        if self.failed:
+            return
+        if pkt.trimmed:
+            self.stats.dropped_trimmed += 1  # ICRC fails on a cut packet: unusable, dropped
+            return
+        kind = pkt.kind
+        if kind == DATA:
+            self.responder.on_data(now, pkt)
+        elif kind == ACK or (kind == NACK and pkt.flags & FLAG_SEQ_ERR):
+            self.requester.on_ack(now, pkt)
+        # PROBE / trim NACKs are MRC's; an RC QP ignores them
+
+    def handle_timer(self, now: int) -> None:
+        """Local ACK timer and (optional) re-convergence deadline."""
+        if not self.failed:
+            self.requester.handle_timer(now)
+
+    def take_control(self) -> list[Packet]:
+        """ACKs and NAKs produced since the last call (each names its plane)."""
+        ctrl = self._ctrl
+        if not ctrl:
+            return []
+        self._ctrl = []
+        return ctrl
+
+    def next_timer(self) -> int | None:
+        if self.failed:
+            return None
+        return self.requester.next_timer()
+
+    # ================================================================ other API
+    def abort(self, now: int, reason: str) -> None:
+        """Move to the error state because the application gave up (NCCL aborting the job
+        after another QP failed). Raises no event: only real QP errors do."""
+        if self.failed:
+            return
+        self.failed = True
+        self.error_reason = reason
+        self.error_time_ps = now
+        self._ctrl = []
+
+    @property
+    def poll_timer_floor_ps(self) -> int:
+        """The soonest deadline a ``poll`` can create, relative to its ``now``: a first send
+        after idle starts the local ACK timer (and the re-convergence clock). Drivers need
+        not re-read ``next_timer`` after a poll while a wake-up is armed before that."""
+        req = self.requester
+        spans = [t for t in (req.timeout_ps, req.reroute_ps) if t is not None]
+        return min(spans) if spans else 1 << 62
+
+    @property
+    def outstanding(self) -> int:
+        """Packets sent and not yet acknowledged."""
+        return self.requester.max_sent - self.requester.una
+
+    @property
+    def window(self) -> float:
+        """Current congestion window in packets."""
+        return self.requester.cwnd
+
+    @property
+    def last_progress_ps(self) -> int:
+        """When the local ACK timer last restarted: progress, the first send after idle, or
+        a sequence-error NAK."""
+        return self.requester.anchor
+
+    @property
+    def t1(self) -> int:
+        """The T1 of this endpoint's current path (moves only with the re-convergence model)."""
+        return self.requester.t1
+
+    @property
+    def address(self) -> int:
+        """Destination address of this endpoint's current path."""
+        return self.requester.addr
+
+    @property
+    def ev(self) -> int:
+        return self.requester.ev
+
+    @property
+    def pending_messages(self) -> int:
+        """Posted WRITEs not yet fully acknowledged."""
+        return len(self.requester.msgs)
+
+    # ================================================================ for the halves
+    def _error(self, now: int, reason: str, **detail: object) -> None:
+        self.failed = True
+        self.error_reason = reason
+        self.error_time_ps = now
+        self._ctrl = []
+        self._emit(now, EVENT_QP_ERROR, {"reason": reason, **detail})
+
+    def _emit(self, now: int, kind: str, detail: dict[str, object]) -> None:
+        event = TransportEvent(now, kind, self.qpn, detail)
+        self.events.append(event)
+        if self.listener is not None:
+            self.listener(event)

@@ -1,0 +1,300 @@
+"""The requester half of an RC endpoint: sends the WRITEs posted on it and recovers their loss.
+
+* **Segmentation, pulled.** A posted WRITE is only a sequence range; ``poll`` cuts the next
+  MTU-sized segment when the port asks, so nothing is queued per packet.
+* **ACK requests.** The requester sets the ACK-request bit on the last packet of every message
+  and on the packet that fills the window, so a tail never waits for a timeout (the responder
+  otherwise coalesces its ACKs).
+* **Go-back-N.** A sequence-error NAK acknowledges everything before its PSN and rewinds the
+  send point to it: everything from there is resent.
+* **Local ACK timeout** = 4.096 us x 2^timeout_exp (verbs: exponent 0 = wait forever). The
+  timer counts from the last *progress* (oldest unacknowledged PSN advanced, or the first
+  packet sent after idle); each expiry without progress is a retry that resends everything
+  from the oldest unacknowledged PSN (a sequence-error NAK restarts the timer too, as it
+  triggers a resend, but does not reset the retry count). After ``retry_cnt`` retries the next
+  expiry moves the QP to the error state, i.e. exactly at
+  ``last_progress + (retry_cnt + 1) x timeout`` (IBV_WC_RETRY_EXC_ERR). Nothing is sent after
+  that; NCCL aborts the job.
+* **Congestion response (documented simplification).** Real RoCE NICs run DCQCN (a rate
+  limiter driven by CNPs). Here: a window of at most ``window_pkts`` outstanding packets
+  (set it to about one bandwidth-delay product) and AIMD on ECN: the responder echoes a CE
+  mark on its next ACK (see :mod:`.responder`); the requester cuts the window by
+  ``ecn_decrease`` at most once per window of data (no new cut until the data sent before
+  the previous cut is acknowledged) and grows it by ``additive_increase_pkts`` per window
+  acknowledged, never above ``window_pkts`` nor below ``min_window_pkts``.
+* **Optional re-convergence model** (``reroute_after_us``, off by default). Static SRv6
+  source routing, the post's fabric, never moves a path, so RC stays on a broken one. With a
+  dynamic routing protocol the network would re-hash a flow whose T1 died; the QP models
+  that by moving to the next T1 of its candidate list after that long without progress (an
+  ``EVENT_REROUTE``). It still never sees fabric state: the candidates are given at
+  construction and the order is fixed, and recovery still waits for the next retry.
+
+Sequence numbers [una, max_sent) are outstanding and nxt is the next to send; all are
+unbounded integers (the wire PSN is ``initial_psn`` + sequence, modulo 2^24).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mrc.ev import make_ev
+from mrc.packet import (
+    ACK,
+    DATA,
+    DATA_HEADER_BYTES,
+    FLAG_ACK_REQ,
+    FLAG_ECN_ECHO,
+    FLAG_LAST,
+    FLAG_RETX,
+    PSN_MASK,
+    Packet,
+    psn_diff,
+)
+from mrc.transport.base import EVENT_REROUTE, EVENT_RETRY, EVENT_SEND_COMPLETED
+from mrc.transport.memory import message_key, segment_digest
+
+if TYPE_CHECKING:
+    from mrc.transport.rc.qp import RcQp
+
+
+class _SendMsg:
+    """A posted WRITE: its sequence range [start, end) and how to make its segments."""
+
+    __slots__ = ("msg_id", "length", "start", "end", "key", "posted_ps", "payload")
+
+    def __init__(self, msg_id: int, length: int, start: int, end: int, key: int,
+                 posted_ps: int, payload: bytes | None) -> None:
+        self.msg_id = msg_id
+        self.length = length
+        self.start = start
+        self.end = end
+        self.key = key
+        self.posted_ps = posted_ps
+        self.payload = payload
+
+
+class RcRequester:
+    """The send side of one ``RcQp``: its path, its posted WRITEs, window and timers.
+
+    ``paths`` maps T1 index -> destination address toward the peer, in re-convergence order;
+    the requester starts on ``t1`` (default: the first key). The endpoint ``qp`` owns what
+    both halves share (stats, events, the error state); the requester reads and raises
+    through it, and the endpoint checks ``failed`` before calling in.
+    """
+
+    __slots__ = (
+        "qp", "stats", "config", "qpn", "host", "peer", "plane",
+        "paths", "order", "t1", "addr", "ev",
+        "msgs", "_msg_ids", "_cur", "una", "_nxt", "max_sent", "_tail",
+        "cwnd", "_wnd", "_cut_guard", "anchor", "_retries", "_reroute_anchor",
+        "timeout_ps", "reroute_ps", "_mtu", "_psn0",
+    )
+
+    def __init__(self, qp: RcQp, paths: Mapping[int, int], t1: int | None) -> None:
+        cfg = qp.config
+        self.qp = qp
+        self.stats = qp.stats
+        self.config = cfg
+        self.qpn = qp.qpn
+        self.host = qp.host
+        self.peer = qp.peer
+        self.plane = qp.plane
+        self.paths = dict(paths)
+        self.order = list(self.paths)
+        self.t1 = self.order[0] if t1 is None else t1
+        if self.t1 not in self.paths:
+            raise ValueError(f"t1 {self.t1} is not among the QP's paths {self.order}")
+        self.addr = self.paths[self.t1]
+        self.ev = make_ev(self.plane, self.t1)
+        self._mtu = cfg.mtu
+        self._psn0 = cfg.initial_psn
+        self.timeout_ps = cfg.timeout_ps
+        self.reroute_ps = cfg.reroute_after_ps
+        self.msgs: deque[_SendMsg] = deque()
+        self._msg_ids: set[int] = set()
+        self._cur = 0  # index in msgs of the message holding _nxt (advanced lazily)
+        self.una = 0
+        self._nxt = 0
+        self.max_sent = 0
+        self._tail = 0
+        self.cwnd = float(cfg.window_pkts)
+        self._wnd = cfg.window_pkts
+        self._cut_guard = 0
+        self.anchor = 0  # when the local ACK timer last restarted
+        self._retries = 0
+        self._reroute_anchor = 0
+
+    # ------------------------------------------------------------------ posting and sending
+    def post_write(self, now: int, msg_id: int, length: int, payload: bytes | None) -> None:
+        if length <= 0:
+            raise ValueError(f"message {msg_id}: length must be positive, got {length}")
+        if payload is not None and len(payload) != length:
+            raise ValueError(f"message {msg_id}: payload has {len(payload)} bytes, not {length}")
+        if msg_id in self._msg_ids:
+            raise ValueError(f"message {msg_id} is already posted on QP {self.qpn}")
+        if self.qp.failed:
+            return  # a QP in the error state flushes new work requests
+        npkts = (length + self._mtu - 1) // self._mtu
+        key = message_key(self.host, self.qpn, msg_id, self.config.key_seed)
+        start = self._tail
+        self._tail = start + npkts
+        self.msgs.append(_SendMsg(msg_id, length, start, self._tail, key, now, payload))
+        self._msg_ids.add(msg_id)
+
+    def poll(self, now: int, plane: int) -> Packet | None:
+        seq = self._nxt
+        if plane != self.plane or seq >= self._tail or seq - self.una >= self._wnd:
+            return None
+        msgs = self.msgs
+        m = msgs[self._cur]
+        while seq >= m.end:
+            self._cur += 1
+            m = msgs[self._cur]
+        mtu = self._mtu
+        offset = (seq - m.start) * mtu
+        length = m.length - offset
+        if length > mtu:
+            length = mtu
+        flags = 0
+        if offset + length == m.length:
+            flags = FLAG_LAST | FLAG_ACK_REQ
+        elif seq + 1 - self.una >= self._wnd:
+            flags = FLAG_ACK_REQ  # this packet fills the window: ask for an ACK now
+        stats = self.stats
+        if seq < self.max_sent:
+            flags |= FLAG_RETX
+            stats.retx_sent += 1
+        else:
+            if self.max_sent <= self.una:
+                # first packet after idle: the local ACK timer starts now
+                self.anchor = now
+                self._reroute_anchor = now
+                self._retries = 0
+            self.max_sent = seq + 1
+        self._nxt = seq + 1
+        stats.data_sent += 1
+        stats.payload_bytes_sent += length
+        payload = m.payload
+        return Packet(
+            DATA, self.host, self.peer, self.qpn, (self._psn0 + seq) & PSN_MASK,
+            ev=self.ev, msg_id=m.msg_id, offset=offset, length=length, msg_len=m.length,
+            flags=flags, ts=m.posted_ps, da=self.addr, plane=self.plane,
+            size=DATA_HEADER_BYTES + length,
+            digest=segment_digest(m.key, offset, length),
+            payload=None if payload is None else payload[offset:offset + length],
+        )
+
+    # ------------------------------------------------------------------ acknowledgements
+    def on_ack(self, now: int, pkt: Packet) -> None:
+        """An ACK (everything up to its PSN arrived) or a sequence-error NAK (everything
+        before its PSN arrived; resend from there)."""
+        nak = pkt.kind != ACK
+        if nak:
+            self.stats.naks_received += 1
+            next_psn = pkt.psn
+        else:
+            self.stats.acks_received += 1
+            next_psn = (pkt.psn + 1) & PSN_MASK
+        una = self.una
+        upto = una + psn_diff(next_psn, (self._psn0 + una) & PSN_MASK)
+        if upto < una or upto > self.max_sent:
+            return  # stale (older than una) or acknowledging what was never sent
+        if upto > una:
+            self._progress(now, upto)
+        if pkt.flags & FLAG_ECN_ECHO:
+            self._on_ecn()
+        if nak:
+            # the responder is alive and the rewind resends now: restart the local ACK timer
+            # (the retry count only resets on real progress)
+            self.anchor = now
+            self._reroute_anchor = now
+            self._rewind(upto)
+        elif self._nxt < upto:
+            self._nxt = upto  # a late ACK covers packets queued for resending
+
+    def _progress(self, now: int, upto: int) -> None:
+        acked = upto - self.una
+        self.una = upto
+        self.anchor = now
+        self._reroute_anchor = now
+        self._retries = 0
+        cfg = self.config
+        if self.cwnd < cfg.window_pkts:
+            self.cwnd = min(float(cfg.window_pkts),
+                            self.cwnd + cfg.additive_increase_pkts * acked / self.cwnd)
+            self._wnd = max(1, int(self.cwnd))
+        msgs = self.msgs
+        popped = 0
+        while msgs and msgs[0].end <= upto:
+            m = msgs.popleft()
+            popped += 1
+            self._msg_ids.discard(m.msg_id)
+            self.qp._emit(now, EVENT_SEND_COMPLETED, {"msg_id": m.msg_id, "bytes": m.length,
+                                                      "posted_ps": m.posted_ps})
+        if popped:
+            self._cur = max(0, self._cur - popped)
+
+    def _on_ecn(self) -> None:
+        if self.una < self._cut_guard:
+            return  # already cut for data sent before the last cut: once per window
+        cfg = self.config
+        self.cwnd = max(float(cfg.min_window_pkts), self.cwnd * cfg.ecn_decrease)
+        self._wnd = max(1, int(self.cwnd))
+        self._cut_guard = self.max_sent
+        self.stats.ecn_cuts += 1
+
+    def _rewind(self, seq: int) -> None:
+        """Go-back-N: resend everything from ``seq``."""
+        self._nxt = seq
+        self._cur = 0  # poll walks forward to the message holding seq
+
+    # ------------------------------------------------------------------ timers
+    def handle_timer(self, now: int) -> None:
+        if self.max_sent <= self.una:
+            return
+        rr = self.reroute_ps
+        if rr is not None and now >= self._reroute_anchor + rr and len(self.order) > 1:
+            self._reroute(now)
+        t = self.timeout_ps
+        if t is None or now < self.anchor + (self._retries + 1) * t:
+            return
+        self._retries += 1
+        self.stats.timeouts += 1
+        una_psn = (self._psn0 + self.una) & PSN_MASK
+        if self._retries > self.config.retry_cnt:
+            self.qp._error(now, (
+                f"retry count exceeded (IBV_WC_RETRY_EXC_ERR): {self.config.retry_cnt} retries "
+                f"of the {t / 1e6:g} us local ACK timeout without progress"),
+                psn=una_psn, last_progress_ps=self.anchor)
+            return
+        self.stats.retries += 1
+        self.qp._emit(now, EVENT_RETRY, {"retry": self._retries, "psn": una_psn,
+                                         "timeout_ps": t})
+        self._rewind(self.una)
+
+    def next_timer(self) -> int | None:
+        if self.max_sent <= self.una:
+            return None
+        t = self.timeout_ps
+        deadline = None if t is None else self.anchor + (self._retries + 1) * t
+        rr = self.reroute_ps
+        if rr is not None and len(self.order) > 1:
+            r = self._reroute_anchor + rr
+            if deadline is None or r < deadline:
+                deadline = r
+        return deadline
+
+    def _reroute(self, now: int) -> None:
+        order = self.order
+        old_t1, old_da = self.t1, self.addr
+        new_t1 = order[(order.index(old_t1) + 1) % len(order)]
+        self.t1 = new_t1
+        self.addr = self.paths[new_t1]
+        self.ev = make_ev(self.plane, new_t1)
+        self._reroute_anchor = now
+        self.stats.reroutes += 1
+        self.qp._emit(now, EVENT_REROUTE, {"plane": self.plane, "old_t1": old_t1,
+                                           "new_t1": new_t1, "old_da": old_da,
+                                           "new_da": self.addr})

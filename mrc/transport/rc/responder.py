@@ -1,0 +1,145 @@
+"""The responder half of an RC endpoint: places the peer's WRITEs in order and acknowledges them.
+
+* **In-order delivery, go-back-N.** The responder accepts only the expected PSN. The first
+  out-of-sequence packet of a gap gets ONE sequence-error NAK (``FLAG_SEQ_ERR``, psn = the
+  expected PSN); later out-of-sequence packets of the same gap are dropped silently. A gap
+  "episode" ends when the expected packet arrives, or when the PSNs of arriving packets go
+  backwards (the requester rewound and its resent copy of the expected packet was lost
+  again): only then is a new NAK due. Old (duplicate) packets are re-ACKed.
+* **ACK coalescing.** The responder ACKs every ``ack_every`` accepted packets and at once on
+  a packet with the ACK-request bit (the requester sets it where waiting would stall it).
+* **ECN echo.** A CE mark is echoed on the next ACK or NAK; a CE mark may also trigger an
+  immediate ACK, which acts as the CNP, at most one per ``cnp_interval_us`` unless an ACK is
+  due anyway.
+* **Replies follow the data.** ACK/NAK go back along the reverse of the path the
+  acknowledged packet took: the T1 named by its EV.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mrc.ev import ev_t1
+from mrc.packet import (
+    ACK,
+    ECN_CE,
+    FLAG_ACK_REQ,
+    FLAG_ECN_ECHO,
+    FLAG_SEQ_ERR,
+    NACK,
+    PSN_MASK,
+    Packet,
+    psn_diff,
+)
+from mrc.transport.base import EVENT_MESSAGE_COMPLETED
+from mrc.transport.memory import ReceiveBuffer
+
+if TYPE_CHECKING:
+    from mrc.transport.rc.qp import RcQp
+    from mrc.transport.rc.requester import RcRequester
+
+
+class RcResponder:
+    """The receive side of one ``RcQp``: expected PSN, the message being placed, ACK state.
+
+    Its ACKs and NAKs wait in the endpoint's control queue for the driver. Reply addresses
+    come from the requester's path table (``requester``), as both halves share one path.
+    """
+
+    __slots__ = (
+        "qp", "requester", "stats", "qpn", "host", "peer", "plane",
+        "_mtu", "_ack_every", "_cnp_ps", "_epsn", "_rx", "_rx_posted", "_unacked",
+        "_in_gap", "_gap_last", "_dup_last", "_ce_pending", "_last_cnp",
+    )
+
+    def __init__(self, qp: RcQp, requester: RcRequester) -> None:
+        cfg = qp.config
+        self.qp = qp
+        self.requester = requester
+        self.stats = qp.stats
+        self.qpn = qp.qpn
+        self.host = qp.host
+        self.peer = qp.peer
+        self.plane = qp.plane
+        self._mtu = cfg.mtu
+        self._ack_every = cfg.ack_every
+        self._cnp_ps = cfg.cnp_interval_ps
+        self._epsn = cfg.initial_psn
+        self._rx: ReceiveBuffer | None = None
+        self._rx_posted = 0
+        self._unacked = 0
+        self._in_gap = False
+        self._gap_last = 0
+        self._dup_last: int | None = None
+        self._ce_pending = False
+        self._last_cnp: int | None = None
+
+    def on_data(self, now: int, pkt: Packet) -> None:
+        stats = self.stats
+        d = psn_diff(pkt.psn, self._epsn)
+        if d == 0:
+            rx = self._rx
+            if rx is None:
+                if pkt.offset != 0:
+                    raise ValueError(f"QP {self.qpn}: in-order packet psn={pkt.psn} starts "
+                                     f"message {pkt.msg_id} at offset {pkt.offset}")
+                rx = self._rx = ReceiveBuffer(pkt.msg_id, pkt.msg_len, self._mtu,
+                                              real_bytes=pkt.payload is not None)
+                self._rx_posted = pkt.ts
+            elif rx.msg_id != pkt.msg_id:
+                raise ValueError(f"QP {self.qpn}: message {pkt.msg_id} interleaved with "
+                                 f"unfinished message {rx.msg_id}")
+            qp = self.qp
+            qp.bytes_placed += rx.place(pkt.offset, pkt.length, pkt.digest, pkt.payload)
+            self._epsn = (self._epsn + 1) & PSN_MASK
+            self._in_gap = False
+            self._dup_last = None
+            self._unacked += 1
+            if rx.complete:
+                self._rx = None
+                detail: dict[str, object] = {"msg_id": rx.msg_id, "bytes": rx.length,
+                                             "checksum": rx.checksum(),
+                                             "posted_ps": self._rx_posted}
+                data = rx.data()
+                if data is not None:
+                    detail["data"] = data
+                qp._emit(now, EVENT_MESSAGE_COMPLETED, detail)
+            cnp = False
+            if pkt.ecn == ECN_CE:
+                stats.ce_received += 1
+                self._ce_pending = True
+                last = self._last_cnp
+                cnp = last is None or now - last >= self._cnp_ps
+            if self._unacked >= self._ack_every or pkt.flags & FLAG_ACK_REQ or cnp:
+                self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
+        elif d > 0:
+            stats.dropped_oos += 1
+            if not self._in_gap or psn_diff(pkt.psn, self._gap_last) <= 0:
+                # first packet past a gap, or the requester restarted and lost it again
+                self._in_gap = True
+                self._send_ack(now, NACK, self._epsn, pkt.ev)
+            self._gap_last = pkt.psn
+        else:
+            stats.duplicates += 1
+            last = self._dup_last
+            if last is None or psn_diff(pkt.psn, last) <= 0 or pkt.flags & FLAG_ACK_REQ:
+                # re-ACK once per resent run (and when asked): the first ACK was lost
+                self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
+            self._dup_last = pkt.psn
+
+    def _send_ack(self, now: int, kind: int, psn: int, ev: int) -> None:
+        flags = FLAG_SEQ_ERR if kind == NACK else 0
+        if self._ce_pending:
+            flags |= FLAG_ECN_ECHO
+            self._ce_pending = False
+            self._last_cnp = now
+        if kind == NACK:
+            self.stats.naks_sent += 1
+        else:
+            self.stats.acks_sent += 1
+        self._unacked = 0
+        # reply along the reverse of the path the acknowledged packet took
+        req = self.requester
+        da = req.paths.get(ev_t1(ev), req.addr)
+        self.qp._ctrl.append(Packet(kind, self.host, self.peer, self.qpn, psn, ev=ev,
+                                    flags=flags, da=da, plane=self.plane))
