@@ -112,6 +112,13 @@ class Field:
     def __post_init__(self) -> None:
         if self.type not in TYPES:
             raise ValueError(f"{self.key}: unknown field type {self.type!r}")
+        bounds = {"minimum": self.minimum, "maximum": self.maximum, "gt": self.gt, "lt": self.lt}
+        allowed = {"integer": ("minimum", "maximum", "gt"),
+                   "number": ("minimum", "maximum", "gt", "lt")}.get(self.type, ())
+        unused = [name for name, bound in bounds.items()
+                  if bound is not None and name not in allowed]
+        if unused or (self.choices is not None and self.type != "string"):
+            raise ValueError(f"{self.key}: a {self.type} field cannot check {unused or 'choices'}")
 
     @property
     def required(self) -> bool:

@@ -25,7 +25,8 @@ import pandas as pd
 
 from mrc.labs.errors import LabError
 from mrc.labs.plot import plot_name, plot_sweep
-from mrc.labs.sweep_file import Sweep, SweepRun, load_sweep
+from mrc.labs.sweep_file import load_sweep
+from mrc.labs.sweep_model import Sweep, SweepRun
 from mrc.labs.sweep_run import (
     Runner,
     RunTask,

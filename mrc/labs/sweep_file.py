@@ -37,7 +37,6 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from mrc.labs.keys import materialize, set_key
 from mrc.labs.lab_file import load_lab, validate
 from mrc.labs.model import Lab
 from mrc.labs.runner import prepare, select_transports
+from mrc.labs.sweep_model import Sweep, SweepRun
 
 SWEEP_KEYS = ("name", "description", "lab", "transports", "set", "grid", "zip")
 MAX_RUNS = 100_000
@@ -55,44 +55,6 @@ MAX_SWEEP_BYTES = 4 * 1024 * 1024
 ID_BYTES = 6  # 12 hex digits: collisions are negligible for any grid we would run
 
 _INDEX_RE = re.compile(r"-?[0-9]+")
-
-
-@dataclass(frozen=True)
-class SweepRun:
-    """One grid point: the parameters it sets and the full lab it runs (a plain dict)."""
-
-    run_id: str
-    index: int
-    params: dict[str, Any]
-    lab: dict[str, Any]
-    transports: tuple[str, ...]  # the transport names the run produces, in order
-    kinds: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A validated sweep: every run's lab has been checked."""
-
-    name: str
-    description: str
-    source: str | None
-    base: Lab
-    fixed: dict[str, Any]
-    axes: tuple[tuple[str, ...], ...]  # the parameter paths of each axis (a zip has several)
-    transports: tuple[str, ...] | None  # the selection passed to the runner (None: all)
-    runs: tuple[SweepRun, ...]
-
-    @property
-    def params(self) -> list[str]:
-        """The swept parameter paths, in file order (the table's parameter columns)."""
-        return [p for axis in self.axes for p in axis]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "source": self.source,
-                "lab": self.base.name, "lab_source": self.base.source, "set": self.fixed,
-                "params": self.params, "transports": list(self.transports or ()) or None,
-                "runs": [{"run_id": r.run_id, "index": r.index, "params": r.params}
-                         for r in self.runs]}
 
 
 def canonical_json(value: Any) -> str:

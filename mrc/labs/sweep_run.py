@@ -22,7 +22,7 @@ from typing import Any
 from mrc.labs.lab_file import validate
 from mrc.labs.model import Lab
 from mrc.labs.runner import run_lab
-from mrc.labs.sweep_file import SweepRun
+from mrc.labs.sweep_model import SweepRun
 from mrc.labs.sweep_table import error_line
 
 MARKER = "sweep-run.json"

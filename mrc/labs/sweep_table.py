@@ -12,14 +12,12 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from mrc.labs.errors import LabError
-
-if TYPE_CHECKING:  # only for annotations: the table (and the plots) need no sweep machinery
-    from mrc.labs.sweep_file import Sweep, SweepRun
+from mrc.labs.sweep_model import Sweep, SweepRun
 
 TABLE_CSV = "runs.csv"
 TABLE_PARQUET = "runs.parquet"

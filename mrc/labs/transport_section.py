@@ -8,11 +8,13 @@ microseconds where the config stores picoseconds (``probe_interval_us`` sets
 RC's window).
 
 A table is checked in two passes, as the configs themselves would check it: first every
-key and value type in file order, then the ranges and rules in table order (the config's
-own order, so a table with several problems reports the one the config would). The ranges
-are the configs' range checks restated here with their wording, so a bad value is refused
-on its own dotted key before any config is built; building the configs last
-(:mod:`mrc.transport.params`) keeps their ``__post_init__`` checks as invariants.
+key and value type in file order, then the ranges and rules in table order, which is the
+configs' own order (so a table with several problems reports the one the config would),
+except that RC's ``ack_every`` comes before the window rules: RC's default window is derived
+from it. The ranges are the configs' range checks restated here with their wording, so a
+bad value is refused on its own dotted key before any config is built; building the
+configs last (:mod:`mrc.transport.params`) keeps their ``__post_init__`` checks as
+invariants.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ def _field(config: type, name: str, doc: str, *, range: Range | None = None,
                  report_on_table=report_on_table)
 
 
+def _mrc(name: str, doc: str, **kwargs: Any) -> Field:
+    return _field(MrcConfig, name, doc, **kwargs)
+
+
+def _cc(name: str, doc: str, **kwargs: Any) -> Field:
+    return _field(CcConfig, name, doc, **kwargs)
+
+
 def _at_least_one(name: str) -> Range:
     return Range(f"{name} must be >= 1", minimum=1)
 
@@ -83,47 +93,45 @@ def _rc(name: str, doc: str, problem: str, **bounds: Any) -> Field:
 
 
 # ---------------------------------------------------------------------- MRC's cc table
-CC = CcConfig
 CC_FIELDS: tuple[Field | Rule, ...] = (
-    _field(CC, "algorithm", "congestion control: nscc (delay-based) or fixed (a constant "
+    _cc("algorithm", "congestion control: nscc (delay-based) or fixed (a constant "
            "window)", range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
                                   choices=ALGORITHMS), report_on_table=True),
-    _field(CC, "line_rate_gbps", "NIC rate the window is sized for",
+    _cc("line_rate_gbps", "NIC rate the window is sized for",
            default=Derived("the fabric's NIC rate (planes x link_gbps)")),
-    _field(CC, "base_rtt_ps", "unloaded round trip the window is sized for",
+    _cc("base_rtt_ps", "unloaded round trip the window is sized for",
            default=Derived("the fabric's base RTT")),
     Rule(("line_rate_gbps", "base_rtt_us"), "line rate and base RTT are positive",
          lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt_us"] > 0,
          lambda v, spec: "line_rate_gbps and base_rtt_ps must be positive"),
-    _field(CC, "min_window_bytes", "smallest window",
+    _cc("min_window_bytes", "smallest window",
            range=_positive("min_window_bytes")),
-    _field(CC, "md_gain", "multiplicative decrease = md_gain x (delay - target) / delay, "
+    _cc("md_gain", "multiplicative decrease = md_gain x (delay - target) / delay, "
            "capped at 1/2", range=Range("md_gain must be in (0, 1]", gt=0, maximum=1)),
-    _field(CC, "loss_md_factor", "window x this on a silent loss (1.0: loss is not "
+    _cc("loss_md_factor", "window x this on a silent loss (1.0: loss is not "
            "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
                                       minimum=0.5, maximum=1)),
-    _field(CC, "target_qdelay_ps", "queueing delay nscc aims for",
+    _cc("target_qdelay_ps", "queueing delay nscc aims for",
            range=_positive("target_qdelay_ps", show=True),
            default=Derived("3/4 of the base RTT")),
-    _field(CC, "init_window_bytes", "initial window",
+    _cc("init_window_bytes", "initial window",
            range=_positive("init_window_bytes", show=True),
            default=Derived("one bandwidth-delay product")),
-    _field(CC, "max_window_bytes", "largest window",
+    _cc("max_window_bytes", "largest window",
            range=_positive("max_window_bytes", show=True),
            default=Derived("1.5 bandwidth-delay products")),
-    _field(CC, "fixed_window_bytes", "the window of algorithm = \"fixed\"",
+    _cc("fixed_window_bytes", "the window of algorithm = \"fixed\"",
            range=_positive("fixed_window_bytes", show=True),
            default=Derived("one bandwidth-delay product")),
-    _field(CC, "pi_gain", "proportional increase per acked byte at zero queueing delay"),
-    _field(CC, "fi_bytes", "fair (additive) increase per RTT when the delay is high"),
-    _field(CC, "quick_adapt", "after a trim, set the window to what the last interval "
+    _cc("pi_gain", "proportional increase per acked byte at zero queueing delay"),
+    _cc("fi_bytes", "fair (additive) increase per RTT when the delay is high"),
+    _cc("quick_adapt", "after a trim, set the window to what the last interval "
            "delivered"),
-    _field(CC, "qa_delay_factor", "delay above this x target also arms quick adapt"),
-    _field(CC, "learn_base_rtt", "lower the base RTT to the smallest sample seen"),
+    _cc("qa_delay_factor", "delay above this x target also arms quick adapt"),
+    _cc("learn_base_rtt", "lower the base RTT to the smallest sample seen"),
 )
 
 # ---------------------------------------------------------------------- [transport.mrc]
-M = MrcConfig
 MRC_FIELDS: tuple[Field | Rule, ...] = (
     Rule(("ev_count",), "EVs that can be told apart: 256 instances per path, at least one "
          "path per plane",
@@ -132,45 +140,45 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
                          f"plane(s): at most {EV_MAX_INSTANCES * spec.planes} (256 per path)"),
     Field("cc", "table", "congestion control (the keys of [transport.NAME.cc])", default={},
           fields=CC_FIELDS),
-    _field(M, "spray", "how packets pick an EV: round_robin or reps (recycle EVs that "
+    _mrc("spray", "how packets pick an EV: round_robin or reps (recycle EVs that "
            "delivered)", range=Range(f"unknown spray policy {{value!r}}; known: "
                                      f"{SPRAY_POLICIES}", choices=SPRAY_POLICIES)),
-    _field(M, "rto_exp", "retransmission timeout = max(rto_floor_us, 1.024 us x 2^rto_exp)",
+    _mrc("rto_exp", "retransmission timeout = max(rto_floor_us, 1.024 us x 2^rto_exp)",
            range=Range("rto_exp must be in 0..24, got {value}", minimum=0, maximum=24)),
-    _field(M, "retry_cnt_exp", "a QP with no live path errors after 2^(n+1) - 1 timeouts; "
+    _mrc("retry_cnt_exp", "a QP with no live path errors after 2^(n+1) - 1 timeouts; "
            "25 or more: never", range=Range("retry_cnt_exp must be >= 0 or None", minimum=0)),
-    _field(M, "ev_count", "EVs (paths) per QP", range=_at_least_one("ev_count")),
-    _field(M, "reps_explore_every", "REPS: every n-th packet of a plane explores (round "
+    _mrc("ev_count", "EVs (paths) per QP", range=_at_least_one("ev_count")),
+    _mrc("reps_explore_every", "REPS: every n-th packet of a plane explores (round "
            "robin)", range=_at_least_one("reps_explore_every")),
-    _field(M, "ack_every", "one ACK per this many new packets",
+    _mrc("ack_every", "one ACK per this many new packets",
            range=_at_least_one("ack_every")),
-    _field(M, "probes_to_reintegrate", "answered probes in a row that bring a bad EV back",
+    _mrc("probes_to_reintegrate", "answered probes in a row that bring a bad EV back",
            range=_at_least_one("probes_to_reintegrate")),
-    _field(M, "reorder_hold_rtts", "the RTT spread is the largest over about this many RTTs",
+    _mrc("reorder_hold_rtts", "the RTT spread is the largest over about this many RTTs",
            range=_at_least_one("reorder_hold_rtts")),
-    _field(M, "overdue_strikes", "overdue losses with no delivery between that make an EV "
+    _mrc("overdue_strikes", "overdue losses with no delivery between that make an EV "
            "bad", range=_at_least_one("overdue_strikes")),
-    _field(M, "ack_delay_ps", "delayed ACK for a message's tail",
+    _mrc("ack_delay_ps", "delayed ACK for a message's tail",
            range=_positive("ack_delay_ps")),
-    _field(M, "probe_interval_ps", "probes of a bad EV are this far apart",
+    _mrc("probe_interval_ps", "probes of a bad EV are this far apart",
            range=_positive("probe_interval_ps")),
-    _field(M, "rto_floor_ps", "smallest retransmission timeout",
+    _mrc("rto_floor_ps", "smallest retransmission timeout",
            range=_positive("rto_floor_ps")),
-    _field(M, "loss_grace_ps", "a suspected loss waits this long for a trim NACK",
+    _mrc("loss_grace_ps", "a suspected loss waits this long for a trim NACK",
            range=Range("loss_grace_ps must not be negative", minimum=0)),
-    _field(M, "probe_timeout_ps", "a probe unanswered this long breaks the run of answers",
+    _mrc("probe_timeout_ps", "a probe unanswered this long breaks the run of answers",
            range=_positive("probe_timeout_ps"), default=Derived("the RTO")),
-    _field(M, "reorder_window_ps", "how long a gap may be reordering before it is loss",
+    _mrc("reorder_window_ps", "how long a gap may be reordering before it is loss",
            range=_positive("reorder_window_ps"),
            default=Derived("adaptive: margin x min RTT + gain x RTT spread, at most the RTO")),
-    _field(M, "reorder_margin_rtts", "adaptive reorder window: min RTTs of margin"),
-    _field(M, "reorder_spread_gain", "adaptive reorder window: weight of the RTT spread"),
+    _mrc("reorder_margin_rtts", "adaptive reorder window: min RTTs of margin"),
+    _mrc("reorder_spread_gain", "adaptive reorder window: weight of the RTT spread"),
     Rule(("reorder_margin_rtts", "reorder_spread_gain"), "the reorder gains are not negative",
          lambda v, spec: v["reorder_spread_gain"] >= 0 and v["reorder_margin_rtts"] >= 0,
          lambda v, spec: "reorder_margin_rtts and reorder_spread_gain must not be negative"),
-    _field(M, "overdue_loss", "time-based loss evidence from packets sent later on other EVs"),
-    _field(M, "ack_req_on_last", "ask for an immediate ACK on a message's last packet"),
-    _field(M, "sender_completions", "raise a send completion when a send is fully acked"),
+    _mrc("overdue_loss", "time-based loss evidence from packets sent later on other EVs"),
+    _mrc("ack_req_on_last", "ask for an immediate ACK on a message's last packet"),
+    _mrc("sender_completions", "raise a send completion when a send is fully acked"),
 )
 
 # ---------------------------------------------------------------------- [transport.rc]
@@ -206,7 +214,7 @@ RC_FIELDS: tuple[Field | Rule, ...] = (
     _field(RcConfig, "key_seed", "seed of the verifiable-payload keys"),
 )
 
-#: kind -> its table (the keys in file-order-free table order: the order of the checks).
+#: kind -> its table, in the order its ranges and rules are checked.
 FIELDS: dict[str, tuple[Field | Rule, ...]] = {"mrc": MRC_FIELDS, "rc": RC_FIELDS}
 
 
