@@ -1,8 +1,7 @@
-"""htsim's connection-matrix format: a list of timed flows, read into :class:`Flow` records.
+"""htsim's connection-matrix format: timed flows for the ``connection_matrix`` workload.
 
-Only what this lab can honour is accepted; triggers and failure lines change what the flows
-mean, so they are refused with their line number instead of being skipped (labs schedule
-failures with ``[[fault]]``). Errors are :class:`LabError` on the key that held the text.
+Errors are :class:`LabError` on the lab key that held the text (``workload.file`` or
+``workload.text``), with the line number.
 """
 
 from __future__ import annotations

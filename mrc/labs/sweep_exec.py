@@ -30,14 +30,13 @@ from mrc.labs.sweep_model import Sweep, SweepRun
 from mrc.labs.sweep_run import (
     Runner,
     RunTask,
-    error_line,
     execute_run,
     json_default,
     read_marker,
     run_dir,
     write_marker,
 )
-from mrc.labs.sweep_table import build_table, overview, write_table
+from mrc.labs.sweep_table import build_table, error_line, overview, write_table
 
 _ADDRESS_RE = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):[0-9]{1,5}")
 
