@@ -51,7 +51,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mrc.labs import fabric_section, fault_section, run_section, transport_section, workload_section
+from mrc.labs import (
+    fabric_section,
+    fault_section,
+    run_section,
+    transport_section,
+    workload_section,
+)
 from mrc.labs.checks import NAME_RE, check_keys, check_table
 from mrc.labs.errors import LabError
 from mrc.labs.fields import Derived, Field, Rule, field_map
