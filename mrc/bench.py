@@ -205,7 +205,7 @@ def run_bundled_lab(name: str, kind: str) -> CaseResult:
 
 # ====================================================================== cases
 def lab_names() -> list[str]:
-    from mrc.labs.schema import bundled_names
+    from mrc.labs.files import bundled_names
 
     return bundled_names()
 

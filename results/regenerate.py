@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
+from mrc.labs.files import bundled_names
 from mrc.labs.runner import run_lab
-from mrc.labs.schema import bundled_names
 
 HERE = Path(__file__).resolve().parent
 KEEP = ("summary.json", "bandwidth.png", "collective.csv")

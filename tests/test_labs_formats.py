@@ -11,17 +11,11 @@ import pandas as pd
 import pytest
 
 from mrc.labs import collective as coll
+from mrc.labs.connection_matrix import parse_connection_matrix
 from mrc.labs.errors import LabError
-from mrc.labs.schema import (
-    get_key,
-    key_paths,
-    load_lab,
-    parse_assignment,
-    set_key,
-    set_keys,
-    validate,
-)
-from mrc.labs.workloads import derangement, parse_connection_matrix
+from mrc.labs.keys import get_key, key_paths, parse_assignment, set_key, set_keys
+from mrc.labs.lab_file import load_lab, validate
+from mrc.labs.workloads import derangement
 
 LAB = {
     "fabric": {"preset": "lab-8plane"},

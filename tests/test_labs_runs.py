@@ -14,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from mrc.labs.cli import labs, run
+from mrc.labs.files import bundled_names, find_bundled, read_lab_text
+from mrc.labs.lab_file import load_lab
 from mrc.labs.runner import LabResult, run_lab
-from mrc.labs.schema import bundled_names, find_bundled, load_lab, read_lab_text
 from mrc.sim.rc_connection import bdp_packets
 from topology.spec import preset
 

@@ -11,16 +11,11 @@ from click.testing import CliRunner
 
 from mrc.labs.cli import run
 from mrc.labs.errors import LabError
-from mrc.labs.schema import (
-    Collective,
-    WriteBw,
-    fault_windows,
-    load_lab,
-    nice_bin_us,
-    schedule,
-    size_series,
-    validate,
-)
+from mrc.labs.lab_file import load_lab, validate
+from mrc.labs.model import Collective, WriteBw
+from mrc.labs.run_section import nice_bin_us
+from mrc.labs.schedule import fault_windows, schedule
+from mrc.labs.workload_section import size_series
 
 BASE = """\
 [fabric]

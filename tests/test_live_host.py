@@ -179,7 +179,7 @@ def test_stack_schedules_in_model_time_stops_and_closes_cleanly() -> None:
 
 
 def test_auto_dilation_follows_the_offered_load() -> None:
-    from mrc.labs.schema import load_lab
+    from mrc.labs.lab_file import load_lab
 
     def lab(pairs: list[list[str]], planes: int) -> object:
         return load_lab({"fabric": {"planes": planes, "hosts": 8, "hosts_per_t0": 2,

@@ -90,8 +90,8 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
     collectives) into --out, and prints a comparison table.
     """
     def go() -> int:
+        from mrc.labs.keys import parse_assignment
         from mrc.labs.runner import prepare, run_lab
-        from mrc.labs.schema import parse_assignment
 
         overrides = dict(parse_assignment(a) for a in assignments)
         seed_n = _parse_number(seed, int, "--seed")
@@ -139,13 +139,8 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
 def labs(name: str | None, names_only: bool) -> None:
     """List the bundled labs, or print the lab file NAME (to copy and edit)."""
     def go() -> int:
-        from mrc.labs.schema import (
-            bundled_names,
-            bundled_sweep_names,
-            find_bundled,
-            load_lab,
-            read_lab_text,
-        )
+        from mrc.labs.files import bundled_names, bundled_sweep_names, find_bundled, read_lab_text
+        from mrc.labs.lab_file import load_lab
 
         if names_only:
             click.echo("\n".join(bundled_names()))

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mrc.labs.schema import FaultAction, Lab, schedule
+from mrc.labs.model import Lab
+from mrc.labs.schedule import FaultAction, schedule
 from mrc.units import PS_PER_US
 from topology import names
 

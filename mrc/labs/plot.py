@@ -1,27 +1,31 @@
-"""bandwidth.png: goodput over time for every transport on one set of axes, fault windows
-shaded and labelled, the goodput ceiling drawn: the figure a user puts in a report.
+"""The figures of the labs layer, drawn only from tables (no simulator objects).
 
-Drawn only from the tidy timeseries and the summary dict (no simulator objects), with the
-Agg backend so it works headless and gives the same picture on every machine.
+``bandwidth.png``: goodput over time for every transport on one set of axes, fault windows
+shaded and labelled, the goodput ceiling drawn: the figure a user puts in a report. A
+sweep's plot: one runs-table column against a swept parameter, per transport.
+
+Every figure is its own :class:`~matplotlib.figure.Figure` on an Agg canvas, never pyplot's
+global state: figures drawn in several threads of one process (Dask workers) cannot meet,
+so nothing needs a lock, and the pictures are the same on every machine.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import blended_transform_factory
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402  (backend first)
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
+from mrc.labs.errors import LabError
+from mrc.labs.sweep_table import SEED_PARAM, metric_column
 
 TRANSPORT_COLORS = ["#1f5fbf", "#d9541e", "#2a9d3a", "#8e44ad", "#b8860b", "#17becf"]
 FAULT_COLORS = {
@@ -86,8 +90,9 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         timed = iterations[iterations["time_us"].notna()]
         timed = timed if not timed.empty else None
     ratios = [3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_bad else [])
-    fig, axes = plt.subplots(len(ratios), 1, figsize=(10, 5.2 + 1.1 * (len(ratios) - 1)),
-                             sharex=True, squeeze=False, gridspec_kw={"height_ratios": ratios})
+    fig = _figure(figsize=(10, 5.2 + 1.1 * (len(ratios) - 1)))
+    axes = fig.subplots(len(ratios), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": ratios})
     ax = axes[0][0]
     ax_iter = axes[1][0] if timed is not None else None
     ax_bad = axes[-1][0] if show_bad else None
@@ -182,4 +187,97 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
 
 
 def close(fig: Figure) -> None:
-    plt.close(fig)
+    """Release a figure's artists now (it belongs to no pyplot registry, so nothing else
+    holds it)."""
+    fig.clear()
+
+
+def _figure(figsize: tuple[float, float]) -> Figure:
+    """A new figure on its own Agg canvas (what ``savefig`` renders with)."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+# ====================================================================== sweeps
+def plot_name(metric: str, by: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"plot-{metric}-by-{by}")
+    return f"{safe}.png"
+
+
+def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
+               params: Sequence[str] = (), title: str | None = None) -> Path:
+    """METRIC against PARAM, one series per transport (and per value of any other swept
+    parameter but the seed): the mean, with bars from min to max over the seeds and the
+    individual runs as faint dots. Null values (a failed job's recovery time) are left out
+    and counted under the point."""
+    column = metric_column(table, metric)
+    if by not in table.columns:
+        raise LabError(f"not a column of the runs table; swept parameters: "
+                       f"{', '.join(params) or '(none)'}", "--by")
+    data = table[table["status"] == "ok"].copy()
+    if data.empty:
+        raise LabError("no completed runs to plot", "--plot")
+    values = pd.to_numeric(data[column], errors="coerce")
+    if values.isna().all() and data[column].notna().any():
+        raise LabError(f"{column!r} is not numeric (for outcomes plot job_failed, the share "
+                       "of runs whose job failed)", "--plot")
+    data["_y"] = values
+    x_numeric = pd.api.types.is_numeric_dtype(data[by]) and data[by].notna().all()
+    order = list(dict.fromkeys(data[by].tolist()))
+    if x_numeric:
+        order = sorted(order)
+    positions = {v: (float(v) if x_numeric else float(i)) for i, v in enumerate(order)}
+    steps = sorted(set(positions.values()))
+    spacing = min((b - a for a, b in zip(steps, steps[1:], strict=False)), default=1.0)
+    others = [p for p in params if p not in (by, SEED_PARAM) and p in data
+              and data[p].nunique(dropna=False) > 1]
+    keys = ["transport", *others]
+    groups = list(data.groupby(keys, sort=False, dropna=False))
+    seeds = data[SEED_PARAM].nunique() if SEED_PARAM in data else None
+
+    fig = _figure(figsize=(9, 5.2))
+    ax = fig.add_subplot()
+    width = 0.5 * spacing
+    for i, (key, rows) in enumerate(groups):
+        key = key if isinstance(key, tuple) else (key,)
+        label = str(key[0]) + "".join(f", {p}={v}" for p, v in zip(others, key[1:], strict=True))
+        offset = (i - (len(groups) - 1) / 2) * width / max(len(groups), 1)
+        stats = rows.groupby(by, sort=False)["_y"].agg(["mean", "min", "max", "count", "size"])
+        stats = stats.reindex([v for v in order if v in stats.index])
+        xs = [positions[v] + offset for v in stats.index]
+        mean = stats["mean"].to_numpy(dtype=float)
+        low = mean - stats["min"].to_numpy(dtype=float)
+        high = stats["max"].to_numpy(dtype=float) - mean
+        bars = ax.errorbar(xs, mean, yerr=[low, high], marker="o", capsize=4,
+                           linewidth=1.5 if x_numeric else 0.8,
+                           linestyle="-" if x_numeric else ":", label=label)
+        color = bars[0].get_color()
+        dots = rows.dropna(subset=["_y"])
+        ax.scatter([positions[v] + offset for v in dots[by]], dots["_y"], s=12, alpha=0.35,
+                   color=color, linewidths=0)
+        for x, (_, s) in zip(xs, stats.iterrows(), strict=True):
+            if s["count"] < s["size"]:
+                ax.annotate(f"{int(s['size'] - s['count'])}/{int(s['size'])} null", (x, 0),
+                            xytext=(0, 3),
+                            textcoords="offset points", xycoords=("data", "axes fraction"),
+                            ha="center", fontsize=7, color=color)
+    ax.set_xlim(steps[0] - 0.6 * spacing, steps[-1] + 0.6 * spacing)
+    if not x_numeric:
+        ax.set_xticks([positions[v] for v in order], [str(v) for v in order],
+                      rotation=30 if len(order) > 4 else 0, ha="right" if len(order) > 4 else
+                      "center")
+    ax.set_xlabel(by)
+    ax.set_ylabel(column)
+    spread = f"mean, bars min..max over {seeds} seeds" if seeds else "mean, bars min..max"
+    ax.set_title(f"{title + ': ' if title else ''}{column} by {by} ({spread})", fontsize=11)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=9, loc="best")
+    if data["_y"].isna().any():
+        fig.text(0.01, 0.01, "null values (e.g. no recovery time for a failed job) are left out "
+                 "and counted at the bottom", fontsize=7, color="0.4")
+    fig.tight_layout()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=120)
+    return target

@@ -21,22 +21,14 @@ import pandas as pd
 
 from mrc.labs import collective as coll
 from mrc.labs import summary as summ
+from mrc.labs.checks import check_float, check_int
 from mrc.labs.errors import LabError
 from mrc.labs.faults import install
-from mrc.labs.schema import (
-    TRANSPORT_KINDS,
-    Collective,
-    Lab,
-    TransportSpec,
-    check_bin,
-    check_float,
-    check_int,
-    fault_windows,
-    load_lab,
-    materialize,
-    set_keys,
-    validate,
-)
+from mrc.labs.keys import materialize, set_keys
+from mrc.labs.lab_file import load_lab, validate
+from mrc.labs.model import TRANSPORT_KINDS, Collective, Lab, TransportSpec
+from mrc.labs.run_section import check_bin
+from mrc.labs.schedule import fault_windows
 from mrc.labs.workloads import Job, make_job
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec

@@ -33,10 +33,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mrc.transport.base import ASSUMED_BAD, EVENT_EV_STATE, EVENT_QP_ERROR, EVENT_RETRY
+
 SETTLE_US = 50.0  # the "fault + 50 us": when the new level is measured from
 RECOVERED = 0.9  # within 10% of the new level
 STEADY = 0.9  # ramp-up ends at 90% of the typical pre-fault goodput
-DETECT_KINDS = ("retry", "qp_error")
+DETECT_KINDS = (EVENT_RETRY, EVENT_QP_ERROR)
 FLOAT_FORMAT = "%.9g"
 
 
@@ -150,7 +152,7 @@ def detect_us(events: pd.DataFrame, first_fault_us: float | None) -> float | Non
     later = events[events["time_us"] >= first_fault_us - 1e-9]
     for row in later.sort_values("time_us", kind="mergesort").to_dict("records"):
         kind = row.get("kind")
-        if kind in DETECT_KINDS or (kind == "ev_state" and _state_after(row) == "ASSUMED_BAD"):
+        if kind in DETECT_KINDS or (kind == EVENT_EV_STATE and _state_after(row) == ASSUMED_BAD):
             return _r(float(row["time_us"]) - first_fault_us)
     return None
 

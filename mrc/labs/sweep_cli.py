@@ -37,13 +37,10 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
     Each run's own outputs land in DIR/runs/<run id>/; re-running skips completed runs.
     """
     def go() -> int:
-        from mrc.labs.sweep import (
-            default_workers,
-            load_sweep,
-            plot_name,
-            read_marker,
-            run_sweep,
-        )
+        from mrc.labs.plot import plot_name
+        from mrc.labs.sweep_exec import default_workers, run_sweep
+        from mrc.labs.sweep_file import load_sweep
+        from mrc.labs.sweep_run import read_marker
 
         if (metric is None) != (by is None):
             raise LabError("--plot METRIC and --by PARAM go together",

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mrc.labs.errors import LabError
-from mrc.labs.schema import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
+from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
 from mrc.live.clock import Clock
 from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
 from mrc.live.host import LiveHost

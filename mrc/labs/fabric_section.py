@@ -1,0 +1,78 @@
+"""``[fabric]``: a topology preset and/or the numbers of a :class:`~topology.spec.FabricSpec`.
+
+The keys are FabricSpec's own fields (types and defaults read from it, so the two cannot
+drift) plus ``preset``; a preset brings its own numbers, and a table that sets nothing is the
+``lab-small`` preset. The ranges and the relations between the numbers (hosts a multiple
+of hosts_per_t0, a buffer that holds a packet, what the uSID plan can address...) are the
+fabric model's: ``FabricSpec`` refuses an impossible fabric with the reason, and that
+reason is reported on the ``fabric`` table, since it is usually about several keys at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from mrc.labs.checks import check_table
+from mrc.labs.errors import LabError
+from mrc.labs.fields import Derived, Field, check_types, type_word
+from topology.spec import PRESETS, FabricError, FabricSpec, preset
+
+DEFAULT_PRESET = "lab-small"
+
+#: key -> (unit, doc): what FabricSpec's fields mean in a lab file.
+_DOCS: dict[str, tuple[str | None, str]] = {
+    "planes": (None, "planes; every NIC has one port per plane"),
+    "hosts": (None, "hosts (NICs) in the fabric"),
+    "hosts_per_t0": (None, "hosts under each T0 (leaf) switch"),
+    "t1_per_plane": (None, "T1 (spine) switches per plane"),
+    "link_gbps": ("Gb/s", "rate of every link"),
+    "link_delay_ns": ("ns", "propagation delay of every link"),
+    "switch_latency_ns": ("ns", "forwarding latency of every switch"),
+    "buffer_bytes": ("bytes", "packet buffer of every switch port"),
+    "trimming": (None, "switches trim packets to their headers instead of dropping them"),
+    "trim_threshold_bytes": ("bytes", "queue depth at which packets are trimmed"),
+    "trim_size_bytes": ("bytes", "size of a trimmed packet"),
+    "header_queue_bytes": ("bytes", "priority queue for trimmed headers and control packets"),
+    "ecn_threshold_bytes": ("bytes", "queue depth at which packets are ECN-marked"),
+    "mtu_bytes": ("bytes", "payload bytes per DATA packet"),
+    "switch_radix": (None, "ports per switch; when set, both tiers must fit"),
+}
+#: Defaults FabricSpec derives from other keys (its None defaults).
+_DERIVED = {"t1_per_plane": "hosts_per_t0 (non-oversubscribed)",
+            "trim_threshold_bytes": "buffer_bytes (trim when full)", "switch_radix": "no limit"}
+
+
+def _fields() -> tuple[Field, ...]:
+    hints = typing.get_type_hints(FabricSpec)
+    out = [Field("preset", "string", "a topology preset; the keys below override it",
+                 default=Derived(f"{DEFAULT_PRESET!r} when [fabric] sets nothing"),
+                 choices=tuple(sorted(PRESETS)))]
+    for f in dataclasses.fields(FabricSpec):
+        if f.name == "name":
+            continue
+        unit, doc = _DOCS[f.name]
+        default = Derived(_DERIVED[f.name]) if f.default is None else f.default
+        out.append(Field(f.name, type_word(hints[f.name]), doc, default=default, unit=unit))
+    return tuple(out)
+
+
+FIELDS = _fields()
+
+
+def fabric(table: Any) -> tuple[FabricSpec, str | None]:
+    """The fabric a ``[fabric]`` table describes, and the preset it names (if any)."""
+    table = check_table(table, "fabric")
+    values = check_types(FIELDS, table, "fabric")
+    preset_name = values.pop("preset", None)
+    if preset_name is None and not values:
+        preset_name = DEFAULT_PRESET
+    try:
+        if preset_name is not None:
+            spec = preset(preset_name, **values)
+        else:
+            spec = FabricSpec(**values)
+    except FabricError as exc:
+        raise LabError(str(exc), "fabric") from None
+    return spec, preset_name

@@ -1,0 +1,120 @@
+"""One grid point of a sweep: run it, write its outputs, and mark it complete.
+
+A worker (a local process or a Dask worker) gets a :class:`RunTask` of plain data, runs the
+lab and writes the run's own outputs into ``DIR/runs/<run id>/``; the parent then writes
+``sweep-run.json`` there, last and atomically: the marker that says the run is complete, so
+a sweep re-run in the same folder skips it. A run that raises is recorded
+(``status = "error"``, its message in ``error``) and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mrc.labs.lab_file import validate
+from mrc.labs.model import Lab
+from mrc.labs.runner import run_lab
+from mrc.labs.sweep_model import SweepRun
+from mrc.labs.sweep_table import error_line
+
+MARKER = "sweep-run.json"
+
+#: ``runner(lab, transports)`` returns an object with ``.summary`` (a summary.json dict) and
+#: ``.write(dir)``; tests inject a fake one, the default is :func:`lab_runner`.
+Runner = Callable[[Lab, "list[str] | None"], Any]
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What a worker needs for one run: plain data, so it pickles to processes and Dask."""
+
+    run_id: str
+    index: int
+    lab: dict[str, Any]
+    lab_name: str
+    source: str | None
+    base_dir: str | None
+    transports: tuple[str, ...] | None
+    out_dir: str
+
+
+def lab_runner(lab: Lab, transports: list[str] | None) -> Any:
+    """The real runner: the packet simulator through :func:`mrc.labs.runner.run_lab`."""
+    return run_lab(lab, transports=transports, progress=False)
+
+
+def execute_run(task: RunTask, runner: Runner | None = None) -> dict[str, Any]:
+    """Run one grid point and write its outputs; never raises, so one bad run cannot stop
+    the sweep: an exception becomes ``status = "error"`` with its one-line message (the
+    traceback goes to ``error.txt`` in the run's folder)."""
+    wall0 = time.perf_counter()
+    out = Path(task.out_dir)
+    record: dict[str, Any] = {"run_id": task.run_id, "status": "ok", "error": None,
+                              "summary": None}
+    try:
+        lab = validate(copy.deepcopy(task.lab), name=task.lab_name, source=task.source,
+                       base_dir=Path(task.base_dir) if task.base_dir else None)
+        result = (runner or lab_runner)(lab, list(task.transports) if task.transports else None)
+        result.write(out)  # no lock: every figure is its own object, not pyplot state
+        record["summary"] = json.loads(json.dumps(result.summary, default=json_default))
+    except Exception as exc:  # noqa: BLE001 (recorded, and the sweep goes on)
+        record.update(status="error", error=error_line(exc), summary=None)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        except OSError:
+            pass
+    record["wall_s"] = round(time.perf_counter() - wall0, 3)
+    return record
+
+
+def json_default(value: Any) -> Any:
+    """JSON for what summaries hold beyond JSON's types (numpy scalars, tuples)."""
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, tuple | set):
+        return list(value)
+    return str(value)
+
+
+def run_dir(out_dir: Path, rid: str) -> Path:
+    return out_dir / "runs" / rid
+
+
+def read_marker(out_dir: Path, rid: str) -> dict[str, Any] | None:
+    """The record of a run completed earlier, or None (missing, unreadable, or errored:
+    errored runs are retried)."""
+    path = run_dir(out_dir, rid) / MARKER
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("run_id") != rid:
+        return None
+    if record.get("status") != "ok" or not isinstance(record.get("summary"), dict):
+        return None
+    return record
+
+
+def write_marker(out_dir: Path, run: SweepRun, record: Mapping[str, Any]) -> dict[str, Any]:
+    """Written last and atomically: its presence is what makes a run complete."""
+    folder = run_dir(out_dir, run.run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {**record, "run_id": run.run_id, "index": run.index, "params": run.params}
+    text = json.dumps(data, indent=2, default=json_default) + "\n"
+    tmp = folder / f".{MARKER}.{os.getpid()}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, folder / MARKER)
+    if data.get("summary") and not (folder / "summary.json").exists():
+        # a Dask worker without the shared folder wrote its files elsewhere; keep the summary
+        (folder / "summary.json").write_text(json.dumps(data["summary"], indent=2) + "\n",
+                                             encoding="utf-8")
+    return json.loads(text)
