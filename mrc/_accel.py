@@ -50,8 +50,15 @@ MODULES = (
     "mrc.sim.nic",
     "mrc.sim.recorder",
     "mrc.transport.memory",
-    "mrc.transport.cc",
-    "mrc.transport.mrc_qp",
+    "mrc.transport.mrc.cc",
+    "mrc.transport.mrc.config",
+    "mrc.transport.mrc.records",
+    "mrc.transport.mrc.paths",
+    "mrc.transport.mrc.reorder",
+    "mrc.transport.mrc.sender",
+    "mrc.transport.mrc.receiver",
+    "mrc.transport.mrc.recovery",
+    "mrc.transport.mrc.qp",
     "mrc.transport.rc_qp",
 )
 ENV_OFF = "MRC_PURE_PYTHON"

@@ -856,8 +856,8 @@ def _typed_params(params: dict[str, Any], kind: str, prefix: str, tparams: Any) 
     """Check each key exists and its value has the config field's type (``*_us`` keys map
     to ``*_ps`` fields and take microseconds)."""
     if kind == "mrc":
-        from mrc.transport.cc import CcConfig
-        from mrc.transport.mrc_qp import MrcConfig
+        from mrc.transport.mrc.cc import CcConfig
+        from mrc.transport.mrc.config import MrcConfig
 
         tables = {"": (tparams.MRC_KEYS, _config_hints(MrcConfig)),
                   "cc": (tparams.CC_KEYS, _config_hints(CcConfig))}

@@ -29,7 +29,7 @@ from mrc.transport.base import (
     TransportEvent,
 )
 from mrc.transport.evset import build_ev_set
-from mrc.transport.mrc_qp import MrcQueuePair as MrcQp
+from mrc.transport.mrc import MrcQueuePair as MrcQp
 from mrc.transport.rc_connection import EVENT_CONNECTION_FAILED, RcConnection
 from mrc.units import PS_PER_US
 from topology import names

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mrc.transport.cc import CcConfig
-from mrc.transport.mrc_qp import MrcConfig
+from mrc.transport.mrc.cc import CcConfig
+from mrc.transport.mrc.config import MrcConfig
 from mrc.transport.rc_qp import RcConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
