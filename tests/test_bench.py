@@ -100,7 +100,7 @@ def test_slots_are_read_from_the_sources() -> None:
 
     slots = _accel.declared_slots(_accel.source_of("mrc.packet"))
     assert tuple(slots["Packet"]) == Packet.__slots__
-    from mrc.transport.mrc_qp import MrcStats
+    from mrc.transport.mrc.config import MrcStats
 
-    stats = _accel.declared_slots(_accel.source_of("mrc.transport.mrc_qp"))["MrcStats"]
+    stats = _accel.declared_slots(_accel.source_of("mrc.transport.mrc.config"))["MrcStats"]
     assert tuple(stats) == tuple(MrcStats.__slots__)  # ``__slots__ = FIELDS`` resolved

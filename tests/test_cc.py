@@ -10,7 +10,7 @@ import pytest
 
 from mrc.packet import DATA_HEADER_BYTES
 from mrc.sim.engine import Simulator
-from mrc.transport.cc import CcConfig, FixedWindow, Nscc, make_cc
+from mrc.transport.mrc.cc import CcConfig, FixedWindow, Nscc, make_cc
 from topology.spec import ETHERNET_OVERHEAD_BYTES, preset
 
 US = 1_000_000

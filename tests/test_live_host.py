@@ -21,7 +21,7 @@ from mrc.live.runner import LiveRunError, LiveStack, PayloadPool, auto_dilation
 from mrc.packet import DATA, Packet
 from mrc.sim import transport_params
 from mrc.sim.evset import build_ev_set
-from mrc.transport.mrc_qp import MrcQueuePair
+from mrc.transport.mrc import MrcQueuePair
 from topology import usid
 from topology.paths import address_for
 from topology.spec import FabricSpec

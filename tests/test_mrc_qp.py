@@ -32,12 +32,13 @@ from mrc.transport.base import (
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
+    EVENT_SEND_COMPLETED,
     GOOD,
     PathChoice,
     TransportEvent,
 )
-from mrc.transport.cc import CcConfig
-from mrc.transport.mrc_qp import EVENT_SEND_COMPLETED, MrcConfig, MrcQueuePair
+from mrc.transport.mrc import MrcConfig, MrcQueuePair
+from mrc.transport.mrc.cc import CcConfig
 from topology import usid
 from topology.paths import ev_address
 from topology.spec import FabricSpec
@@ -313,8 +314,8 @@ def test_lazy_segmentation_of_a_huge_message() -> None:
     a.post_write(0, 0, 4 << 30)  # 4 GiB: a million packets, none materialised up front
     sent = [a.poll(0, 0) for _ in range(10)]
     assert all(p is not None for p in sent)
-    assert len(a._outstanding) == 10
-    assert a._cur is not None and a._cur.next_offset == 10 * 4096
+    assert len(a._sender.outstanding) == 10
+    assert a._sender.cur is not None and a._sender.cur.next_offset == 10 * 4096
 
 
 def test_acks_are_coalesced_and_tail_is_acked_by_timer() -> None:
@@ -354,7 +355,7 @@ def test_sack_window_reports_every_arrival_even_when_spread() -> None:
     assert reported == {10, 150, 290}
     for ack in acks:
         a.receive(2, ack)
-    assert set(a._outstanding) == set(range(300)) - {10, 150, 290}
+    assert set(a._sender.outstanding) == set(range(300)) - {10, 150, 290}
 
 
 # ====================================================================== loss and trims
@@ -514,7 +515,7 @@ def test_heavy_static_reordering_is_not_loss() -> None:
     assert stats.retransmissions == stats.losses == stats.overdue_losses == 0
     assert loop.ev_events() == []
     spread = 2 * 7 * 900_000
-    assert all(sc.window > spread for sc in loop.a._scopes)
+    assert all(sc.window > spread for sc in loop.a._recovery.scopes)
 
 
 def test_queues_building_on_some_paths_widen_the_window() -> None:
@@ -605,10 +606,10 @@ def test_an_ev_whose_packets_are_all_overdue_goes_bad_at_the_first() -> None:
 
 def test_a_delivery_clears_the_strikes() -> None:
     a, _ = _strike_case(deliver_until=2 * US)  # only the packet sent at 0 us is overdue
-    e = a._by_ev[make_evs()[0].ev]
+    e = a._path_manager.by_ev[make_evs()[0].ev]
     assert a.stats.overdue_losses == 1 and e.strikes == 1 and e.state == GOOD
     e.strikes = 1
-    a._set_state(0, e, GOOD, "test")  # any fresh start clears them
+    a._path_manager.set_state(0, e, GOOD, "test")  # any fresh start clears them
     assert e.strikes == 0
 
 
@@ -636,10 +637,10 @@ def test_port_down_marks_the_plane_at_once_and_probes_bring_it_back() -> None:
 
 
 def test_reorder_window_learns_the_spread_and_holds_it() -> None:
-    from mrc.transport.mrc_qp import _Reorder
+    from mrc.transport.mrc.reorder import Reorder
 
     rto = 100 * US
-    sc = _Reorder(rto)
+    sc = Reorder(rto)
     sc.sample(0, 10 * US, hold_rtts=8)
     assert sc.refresh(rto, 1.0, 1.0) == rto  # cold: nothing known about the spread
     sc.cur_max = 30 * US  # a packet reported 30 us after it was sent

@@ -41,8 +41,8 @@ from mrc.labs.fields import (
 from mrc.labs.model import TRANSPORT_KINDS, TransportSpec
 from mrc.packet import PSN_MASK, PSN_MOD
 from mrc.sim import transport_params as tparams
-from mrc.transport.cc import ALGORITHMS, CcConfig
-from mrc.transport.mrc_qp import SPRAY_POLICIES, MrcConfig
+from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
+from mrc.transport.mrc.config import SPRAY_POLICIES, MrcConfig
 from mrc.transport.rc.config import RcConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec

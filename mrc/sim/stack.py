@@ -31,7 +31,7 @@ from mrc.transport.base import (
     QueuePair,
     TransportEvent,
 )
-from mrc.transport.mrc_qp import MrcQueuePair as MrcQp
+from mrc.transport.mrc import MrcQueuePair as MrcQp
 from mrc.units import PS_PER_US
 from topology import names
 from topology.spec import FabricSpec

@@ -14,8 +14,8 @@ import dataclasses
 from typing import Any
 
 from mrc.sim.rc_connection import rc_config_for
-from mrc.transport.cc import CcConfig
-from mrc.transport.mrc_qp import MrcConfig
+from mrc.transport.mrc.cc import CcConfig
+from mrc.transport.mrc.config import MrcConfig
 from mrc.transport.rc.config import RcConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec

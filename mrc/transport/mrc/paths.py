@@ -1,0 +1,201 @@
+"""The path manager of an MRC QP: its EV set, each EV's state, probing and reintegration.
+
+EV states
+    Every EV starts GOOD. Loss recovery (:mod:`.recovery`) moves an EV to ASSUMED_BAD on
+    evidence: a FIFO loss, an RTO, or overdue strikes. ASSUMED_BAD EVs stop carrying data
+    at once (the sender sprays over each plane's GOOD list, rebuilt on every change), their
+    missing packets are resent on other GOOD EVs, and they are probed every
+    ``probe_interval_ps`` (PROBE/PROBE_REPLY along the same path) until K consecutive
+    probes are answered, then they are GOOD again. A probe unanswered for
+    ``probe_timeout_ps`` (default: the RTO) breaks the run. DENIED EVs (``deny``/``allow``)
+    are never used or probed. ``port_down(now, plane)`` is local knowledge the driver may
+    pass on (its NIC port lost signal): that plane's EVs go ASSUMED_BAD at once, without
+    waiting for evidence, and the probes bring them back.
+
+Each state change bumps the EV's ``epoch``, so probe timers queued under an older state
+die when they come up, and raises an ``EVENT_EV_STATE`` for the driver.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from mrc.packet import PROBE, PSN_MASK, Packet, psn_diff
+from mrc.transport.base import ASSUMED_BAD, DENIED, EVENT_EV_STATE, GOOD, PathChoice, TransportEvent
+from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.records import Ev
+
+EvSelector = Callable[[PathChoice], bool] | Iterable[int]
+
+
+class PathManager:
+    """The EVs of one QP, by plane, with their states and probes (see the module docstring).
+
+    ``good[plane]`` is the list the sender sprays over; it is rebuilt (never edited in
+    place) on every state change of an EV of that plane."""
+
+    __slots__ = ("qp", "config", "stats", "events", "evs", "by_ev", "plane_evs", "good",
+                 "probe_q", "_probe_timeout", "progress", "evict")
+
+    #: Wired by the QP to its loss recovery: an answered probe is progress (the watchdog
+    #: restarts), and a port down resends what was in flight on the plane's EVs.
+    progress: Callable[[int], None]
+    evict: Callable[[Ev], None]
+
+    def __init__(self, qp: QpCore, evs: Sequence[PathChoice]) -> None:
+        self.qp = qp
+        cfg = self.config = qp.config
+        self.stats = qp.stats
+        self.events = qp.events
+        self.evs: list[Ev] = []
+        self.by_ev: dict[int, Ev] = {}
+        for choice in evs:
+            if choice.ev in self.by_ev:
+                raise ValueError(f"EV {choice.ev:#x} given twice")
+            e = Ev(choice)
+            self.evs.append(e)
+            self.by_ev[choice.ev] = e
+        planes = max(e.plane for e in self.evs) + 1
+        self.plane_evs: list[list[Ev]] = [[] for _ in range(planes)]
+        for e in self.evs:
+            self.plane_evs[e.plane].append(e)
+        self.good: list[list[Ev]] = [list(p) for p in self.plane_evs]
+        self.probe_q: deque[tuple[int, Ev, int]] = deque()  # (due, ev, epoch)
+        self._probe_timeout = cfg.probe_timeout_ps or cfg.rto_ps
+
+    # ------------------------------------------------------------------ views
+    def choices(self) -> list[PathChoice]:
+        return [e.choice for e in self.evs]
+
+    def ev_states(self) -> dict[int, str]:
+        return {e.ev: e.state for e in self.evs}
+
+    def ev_stats(self) -> list[dict[str, Any]]:
+        """Per-EV counters (tables, not hot paths)."""
+        return [{"ev": e.ev, "plane": e.plane, "t1": e.t1, "state": e.state, "sent": e.sent,
+                 "acked": e.acked, "lost": e.lost, "trims": e.trims, "timeouts": e.timeouts,
+                 "strikes": e.strikes}
+                for e in self.evs]
+
+    # ------------------------------------------------------------------ operator and NIC
+    def deny(self, now: int, which: EvSelector, reason: str) -> list[int]:
+        changed = []
+        for e in self.select(which):
+            if e.state != DENIED:
+                self.set_state(now, e, DENIED, reason)
+                changed.append(e.ev)
+        return changed
+
+    def allow(self, now: int, which: EvSelector, validate: bool, reason: str) -> list[int]:
+        changed = []
+        for e in self.select(which):
+            if e.state == DENIED:
+                if validate:
+                    self.mark_bad(now, e, reason)
+                else:
+                    self.set_state(now, e, GOOD, reason)
+                changed.append(e.ev)
+        return changed
+
+    def port_down(self, now: int, plane: int) -> list[int]:
+        if self.qp.failed or not 0 <= plane < len(self.plane_evs):
+            return []
+        changed = []
+        for e in self.plane_evs[plane]:
+            if e.state == GOOD:
+                self.mark_bad(now, e, "port down")
+                changed.append(e.ev)
+            self.evict(e)
+        return changed
+
+    def select(self, which: EvSelector) -> list[Ev]:
+        if callable(which):
+            return [e for e in self.evs if which(e.choice)]
+        out = []
+        for ev in which:
+            e = self.by_ev.get(ev)
+            if e is None:
+                raise KeyError(f"EV {ev:#x} is not one of QP {self.qp.qpn}'s EVs")
+            out.append(e)
+        return out
+
+    # ------------------------------------------------------------------ states
+    def set_state(self, now: int, e: Ev, new: str, reason: str) -> None:
+        old = e.state
+        e.state = new
+        e.usable = new == GOOD
+        e.epoch += 1
+        plane = e.plane
+        self.good[plane] = [x for x in self.plane_evs[plane] if x.usable]
+        if new == ASSUMED_BAD:
+            self.stats.paths_marked_bad += 1
+        elif new == GOOD:
+            e.strikes = 0  # a fresh start: old strikes say nothing about the path now
+            if old == ASSUMED_BAD:
+                self.stats.reintegrated += 1
+        self.events.append(TransportEvent(now, EVENT_EV_STATE, self.qp.qpn, {
+            "ev": e.ev, "plane": plane, "t1": e.t1, "old": old, "new": new, "reason": reason}))
+
+    def mark_bad(self, now: int, e: Ev, reason: str) -> None:
+        self.set_state(now, e, ASSUMED_BAD, reason)
+        e.probe_ok = 0
+        e.probes_out.clear()
+        self.probe_q.append((now + self.config.probe_interval_ps, e, e.epoch))
+
+    # ------------------------------------------------------------------ probes
+    def next_probe(self) -> int | None:
+        """When the next live probe is due (stale entries at the front are dropped)."""
+        pq = self.probe_q
+        while pq:
+            due, e, epoch = pq[0]
+            if e.epoch == epoch and e.state == ASSUMED_BAD:
+                return due
+            pq.popleft()
+        return None
+
+    def send_due_probes(self, now: int) -> None:
+        """Probe every ASSUMED_BAD EV whose probe is due, and queue its next one."""
+        pq = self.probe_q
+        interval = self.config.probe_interval_ps
+        while pq and pq[0][0] <= now:
+            _, e, epoch = pq.popleft()
+            if e.epoch != epoch or e.state != ASSUMED_BAD:
+                continue
+            self._send_probe(now, e)
+            pq.append((now + interval, e, epoch))
+
+    def _send_probe(self, now: int, e: Ev) -> None:
+        outq = e.probes_out
+        limit = now - self._probe_timeout
+        while outq and outq[0][1] <= limit:
+            del outq[0]  # never answered: the run of answered probes is broken
+            e.probe_ok = 0
+        e.probe_seq = (e.probe_seq + 1) & PSN_MASK
+        outq.append((e.probe_seq, now))
+        qp = self.qp
+        qp.control.append(Packet(
+            PROBE, qp.host, qp.peer, qp.peer_qpn, e.probe_seq, ev=e.ev, ts=now,
+            da=e.address, plane=e.plane))
+        self.stats.probes_sent += 1
+
+    def on_probe_reply(self, now: int, pkt: Packet) -> None:
+        e = self.by_ev.get(pkt.ev)
+        if e is None or e.state != ASSUMED_BAD:
+            return
+        outq = e.probes_out
+        s = pkt.psn
+        if not outq or psn_diff(s, outq[0][0]) < 0 or psn_diff(s, outq[-1][0]) > 0:
+            return  # a reply to a probe from before the EV's latest state change
+        while outq:
+            seq, _ = outq.pop(0)
+            if seq == s:
+                e.probe_ok += 1
+                break
+            e.probe_ok = 0  # an earlier probe on this FIFO path never came back
+        self.stats.probes_answered += 1
+        self.progress(now)
+        if e.probe_ok >= self.config.probes_to_reintegrate:
+            outq.clear()
+            self.set_state(now, e, GOOD, f"{e.probe_ok} probes answered")

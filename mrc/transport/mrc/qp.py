@@ -1,0 +1,185 @@
+"""The MRC queue pair: the sans-IO contract of :mod:`mrc.transport.base`, over its rooms.
+
+``MrcQueuePair`` owns one of each room and wires them together: the path manager
+(:mod:`.paths`), the sender (:mod:`.sender`), the receiver (:mod:`.receiver`), loss recovery
+(:mod:`.recovery`) and the congestion control (:mod:`.cc`). It keeps the QP's identity and
+outputs (``events``, the control packets, ``bytes_placed``, ``failed``), which the rooms
+reach through it (:class:`.config.QpCore`); everything else lives in the room it belongs to,
+and rooms hold direct references to the state they share (the segments, the EV table).
+
+Each QP is both a sender (of its own WRITEs) and a receiver (of its peer's): both halves are
+always built, and each is used only when its packets come.
+
+The per-packet entry points are the rooms' own methods, bound onto the QP when it is built
+(``poll`` is the sender's, ``next_timer`` and ``handle_timer`` recovery's; ``receive``
+dispatches straight to the receiver, recovery or path manager): a forwarding method would
+add a Python call per packet.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mrc.packet import ACK, DATA, NACK, PROBE, PROBE_REPLY, Packet
+from mrc.transport.base import PathChoice, TransportEvent
+from mrc.transport.memory import expected_checksum, message_key, payload_sha256
+from mrc.transport.mrc.cc import CongestionControl, make_cc
+from mrc.transport.mrc.config import MrcConfig, MrcStats
+from mrc.transport.mrc.paths import EvSelector, PathManager
+from mrc.transport.mrc.receiver import Receiver
+from mrc.transport.mrc.records import Msg
+from mrc.transport.mrc.recovery import Recovery
+from mrc.transport.mrc.sender import Sender
+
+
+class MrcQueuePair:
+    """An MRC QP between ``host`` and ``peer`` (see :mod:`mrc.transport.mrc`).
+
+    ``evs``: this QP's EVs toward the peer (``evset.build_ev_set``). ``reply_evs``: the path
+    back to the peer for each EV the *peer* sprays with; None when both sides' sets were
+    built as a symmetric pair (then the own set answers). ``psn``/``peer_psn``: first PSN
+    this side sends / expects. ``key_seed`` feeds ``memory.message_key``.
+    """
+
+    def __init__(self, qpn: int, host: int, peer: int, peer_qpn: int, mtu: int,
+                 evs: Sequence[PathChoice], *, reply_evs: Sequence[PathChoice] | None = None,
+                 config: MrcConfig | None = None, cc: CongestionControl | None = None,
+                 psn: int = 0, peer_psn: int = 0, key_seed: int = 0) -> None:
+        if mtu <= 0:
+            raise ValueError("mtu must be positive")
+        if not evs:
+            raise ValueError("an MRC QP needs at least one EV")
+        self.qpn = qpn
+        self.host = host
+        self.peer = peer
+        self.peer_qpn = peer_qpn
+        self.mtu = mtu
+        self.config = cfg = config or MrcConfig()
+        self.key_seed = key_seed
+        self.events: deque[TransportEvent] = deque()
+        #: control packets (ACK, NACK, PROBE, PROBE_REPLY) waiting for ``take_control``
+        self.control: list[Packet] = []
+        self.bytes_placed = 0
+        self.failed = False
+        self.error_reason: str | None = None
+        self.stats = MrcStats()
+        self.cc: CongestionControl = cc if cc is not None else make_cc(cfg.cc)
+        self._rto = cfg.rto_ps
+
+        # ---- the rooms
+        self._path_manager = paths = PathManager(self, evs)
+        self._sender = sender = Sender(self, paths, self.cc, psn)
+        self._receiver = receiver = Receiver(
+            self, paths.evs, reply_evs if reply_evs is not None else evs, peer_psn)
+        self._recovery = recovery = Recovery(self, paths, sender, receiver, self.cc)
+        paths.progress = recovery.progress
+        paths.evict = recovery.evict
+
+        # ---- the per-packet entry points, bound once (see the module docstring)
+        self.poll: Callable[[int, int], Packet | None] = sender.poll
+        self.next_timer: Callable[[], int | None] = recovery.next_timer
+        self.handle_timer: Callable[[int], None] = recovery.handle_timer
+        self._on_data = receiver.on_data
+        self._on_ack = recovery.on_ack
+        self._reply_probe = receiver.reply_probe
+        self._on_probe_reply = paths.on_probe_reply
+
+    # ================================================================== views
+    @property
+    def window(self) -> int:
+        return self.cc.window
+
+    @property
+    def inflight_bytes(self) -> int:
+        return self._sender.pipe
+
+    @property
+    def rto_ps(self) -> int:
+        return self._rto
+
+    @property
+    def poll_timer_floor_ps(self) -> int:
+        """The soonest deadline a ``poll`` can create, relative to its ``now`` (the RTO of
+        the packet it sends). Drivers need not re-read ``next_timer`` after a poll while a
+        wake-up is armed before that."""
+        return self._rto
+
+    @property
+    def paths(self) -> list[PathChoice]:
+        return self._path_manager.choices()
+
+    def ev_state(self, ev: int) -> str:
+        return self._path_manager.by_ev[ev].state
+
+    def ev_states(self) -> dict[int, str]:
+        return self._path_manager.ev_states()
+
+    def ev_stats(self) -> list[dict[str, Any]]:
+        """Per-EV counters (tables, not hot paths)."""
+        return self._path_manager.ev_stats()
+
+    def message_key(self, msg_id: int) -> int:
+        return message_key(self.host, self.qpn, msg_id, self.key_seed)
+
+    def expected_checksum(self, msg_id: int, length: int, payload: bytes | None = None) -> int:
+        """The checksum the peer must report for this QP's message ``msg_id``."""
+        if payload is not None:
+            return payload_sha256(payload)
+        return expected_checksum(self.message_key(msg_id), length, self.mtu)
+
+    # ================================================================== the contract
+    def post_write(self, now: int, msg_id: int, length: int, *, payload: bytes | None = None,
+                   imm: int | None = None) -> None:
+        """Queue an RDMA WRITE (with immediate when ``imm`` is given) of ``length`` bytes."""
+        if length <= 0:
+            raise ValueError(f"a WRITE needs at least one byte, got {length}")
+        if payload is not None and len(payload) != length:
+            raise ValueError(f"payload has {len(payload)} bytes, length says {length}")
+        if self.failed:
+            self.stats.dropped_after_error += 1
+            return
+        self._sender.post(Msg(msg_id, length, self.message_key(msg_id), payload, imm, now))
+        self._recovery.arm_watchdog(now)
+
+    def receive(self, now: int, pkt: Packet) -> None:
+        if self.failed:
+            self.stats.dropped_after_error += 1
+            return
+        kind = pkt.kind
+        if kind == DATA:
+            self._on_data(now, pkt)
+        elif kind == ACK or kind == NACK:
+            self._on_ack(now, pkt)
+        elif kind == PROBE:
+            self._reply_probe(pkt)
+        elif kind == PROBE_REPLY:
+            self._on_probe_reply(now, pkt)
+        else:
+            self.stats.bad_packets += 1
+
+    def take_control(self) -> list[Packet]:
+        out = self.control
+        if out:
+            self.control = []
+        return out
+
+    # ================================================================== operator and NIC
+    def deny(self, now: int, which: EvSelector, reason: str = "denied") -> list[int]:
+        """Operator drain: the selected EVs go DENIED (never used nor probed until allowed).
+        ``which``: EV numbers, or a predicate on ``PathChoice`` (e.g. by plane and T1)."""
+        return self._path_manager.deny(now, which, reason)
+
+    def allow(self, now: int, which: EvSelector, *, validate: bool = False,
+              reason: str = "allowed") -> list[int]:
+        """Clear DENIED on the selected EVs: GOOD at once, or ASSUMED_BAD and probed first
+        when ``validate``."""
+        return self._path_manager.allow(now, which, validate, reason)
+
+    def port_down(self, now: int, plane: int) -> list[int]:
+        """The NIC's own port of ``plane`` lost signal (local knowledge, no evidence needed):
+        every GOOD EV of that plane goes ASSUMED_BAD at once and whatever was in flight on
+        the plane is resent on the others. Returns the EVs that changed. Nothing is needed
+        when the port comes back: the probes get answered and reintegrate the EVs."""
+        return self._path_manager.port_down(now, plane)

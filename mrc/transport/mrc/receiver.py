@@ -1,0 +1,227 @@
+"""The receiver of an MRC QP: placement, ACK/SACK/NACK, probe replies.
+
+Places each segment exactly once (``ReceiveBuffer``) and acknowledges with a cumulative PSN
+(``psn`` = next expected: every PSN before it arrived) plus a 64-bit SACK window
+``[sack_base, sack_base + 64)`` ending at the newest arrival being reported. ACKs are
+coalesced every ``ack_every`` packets, sent at once on ECN, ack-request or a duplicate, and
+after ``ack_delay_ps`` for a tail; every arrival is reported by at least one ACK (a burst
+that does not fit one window gets several ACKs). A trimmed DATA gets an immediate
+NACK(FLAG_TRIM). Each reply (ACK, NACK, PROBE_REPLY) travels back along the plane/T1 of the
+EV it echoes: the reply map names the path back for each of the peer's EVs.
+
+PSNs are unwrapped to unbounded sequence numbers (``rcv_next`` equals the PSN modulo 2^24),
+so the 24-bit wrap is a conversion at the edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mrc.ev import ev_path_bits, ev_plane
+from mrc.packet import (
+    ACK,
+    ACK_BYTES,
+    ECN_CE,
+    FLAG_ACK_REQ,
+    FLAG_ECN_ECHO,
+    FLAG_IMM,
+    FLAG_TRIM,
+    NACK,
+    PROBE_REPLY,
+    PSN_MASK,
+    SACK_BITS,
+    Packet,
+    psn_diff,
+)
+from mrc.transport.base import EVENT_MESSAGE_COMPLETED, PathChoice, TransportEvent
+from mrc.transport.memory import ReceiveBuffer
+from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.records import Ev
+
+_SACK_MASK = (1 << SACK_BITS) - 1
+#: A DATA PSN further than this ahead of the cumulative point is refused as bogus (it would
+#: otherwise make the arrival bitmap huge).
+_MAX_AHEAD = 1 << 20
+
+
+class Receiver:
+    """The receiving half of one QP (see the module docstring).
+
+    ``evs``: the QP's own EVs (a reply for an EV missing from the reply map falls back to
+    one of them); ``reply_evs``: the path back for each EV the peer sprays with;
+    ``peer_psn``: the first PSN expected."""
+
+    __slots__ = ("qp", "stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu",
+                 "_ack_every", "_ack_delay", "_evs", "_reply", "_rcv_next", "_rcv_bits",
+                 "_rx", "_rx_imm", "_rx_first", "_unrep", "ack_due")
+
+    def __init__(self, qp: QpCore, evs: list[Ev], reply_evs: Sequence[PathChoice],
+                 peer_psn: int) -> None:
+        self.qp = qp
+        cfg = qp.config
+        self.stats = qp.stats
+        self.events = qp.events
+        self.qpn = qp.qpn
+        self.host = qp.host
+        self.peer = qp.peer
+        self.peer_qpn = qp.peer_qpn
+        self.mtu = qp.mtu
+        self._ack_every = cfg.ack_every
+        self._ack_delay = cfg.ack_delay_ps
+        self._evs = evs
+        self._reply: dict[int, tuple[int, int]] = {
+            c.ev: (c.plane, c.address) for c in reply_evs}
+        self._rcv_next = peer_psn & PSN_MASK  # unwrapped: equals the PSN modulo 2^24
+        self._rcv_bits = 0  # bit i: seq _rcv_next + i arrived
+        self._rx: dict[int, ReceiveBuffer] = {}
+        self._rx_imm: dict[int, int] = {}
+        self._rx_first: dict[int, int] = {}  # earliest send time seen per message
+        self._unrep: list[tuple[int, int, int]] = []  # arrivals not yet in an ACK: (seq, ev, ts)
+        #: when the delayed ACK for a tail is due (None: nothing waits); read by the QP's timers
+        self.ack_due: int | None = None
+
+    def on_data(self, now: int, pkt: Packet) -> None:
+        stats = self.stats
+        nxt = self._rcv_next
+        seq = nxt + psn_diff(pkt.psn, nxt & PSN_MASK)
+        rel = seq - nxt
+        seen = rel < 0 or (self._rcv_bits >> rel) & 1
+        if pkt.trimmed:
+            stats.trimmed_received += 1
+            if seen:  # an earlier copy was placed: an ACK says so
+                self._send_acks(now, (seq, pkt.ev, pkt.ts), False)
+            else:
+                self._send_nack(pkt)
+            return
+        if seen:
+            stats.duplicates += 1
+            self._send_acks(now, (seq, pkt.ev, pkt.ts), False)
+            return
+        if rel >= _MAX_AHEAD:
+            stats.bad_packets += 1
+            return
+        buf = self._rx.get(pkt.msg_id)
+        if buf is None:
+            if pkt.msg_len <= 0:
+                stats.bad_packets += 1
+                return
+            buf = ReceiveBuffer(pkt.msg_id, pkt.msg_len, self.mtu, pkt.payload is not None)
+            self._rx[pkt.msg_id] = buf
+            self._rx_first[pkt.msg_id] = pkt.ts
+        elif pkt.ts < self._rx_first[pkt.msg_id]:
+            self._rx_first[pkt.msg_id] = pkt.ts
+        try:
+            placed = buf.place(pkt.offset, pkt.length, pkt.digest, pkt.payload)
+        except ValueError:
+            stats.bad_packets += 1  # does not fit its message: never acknowledge it
+            return
+        stats.data_received += 1
+        bits = self._rcv_bits | (1 << rel)
+        if rel == 0:
+            run = (~bits & (bits + 1)).bit_length() - 1
+            bits >>= run
+            self._rcv_next = nxt + run
+        self._rcv_bits = bits
+        self.qp.bytes_placed += placed
+        if pkt.flags & FLAG_IMM:
+            self._rx_imm[pkt.msg_id] = pkt.imm
+        if buf.complete:
+            msg_id = buf.msg_id
+            del self._rx[msg_id]
+            stats.messages_received += 1
+            # posted_ps: the earliest send time among the message's packets (the receiver
+            # cannot know the post time; the sender's driver does)
+            detail: dict[str, object] = {
+                "msg_id": msg_id, "bytes": buf.length, "checksum": buf.checksum(),
+                "posted_ps": self._rx_first.pop(msg_id), "src": self.peer,
+                "src_qpn": self.peer_qpn, "imm": self._rx_imm.pop(msg_id, None)}
+            data = buf.data()
+            if data is not None:
+                detail["data"] = data
+            self.events.append(TransportEvent(now, EVENT_MESSAGE_COMPLETED, self.qpn, detail))
+        unrep = self._unrep
+        item = (seq, pkt.ev, pkt.ts)
+        unrep.append(item)
+        ecn = pkt.ecn == ECN_CE
+        if ecn or pkt.flags & FLAG_ACK_REQ or len(unrep) >= self._ack_every:
+            self._send_acks(now, item, ecn)
+        elif self.ack_due is None:
+            self.ack_due = now + self._ack_delay
+
+    def ack_timeout(self, now: int) -> None:
+        """The delayed ACK is due: report the tail that waited for it."""
+        if self._unrep:
+            self._send_acks(now, self._unrep[-1], False)
+        self.ack_due = None
+
+    def _send_acks(self, now: int, trigger: tuple[int, int, int], ecn: bool) -> None:
+        """ACK(s) covering every unreported arrival; the first echoes ``trigger``."""
+        nxt = self._rcv_next
+        bits = self._rcv_bits
+        items = [u for u in self._unrep if u[0] >= nxt]
+        self._unrep.clear()
+        self.ack_due = None
+        if len(items) > 1:
+            items.sort()
+        if not items:
+            top = nxt + bits.bit_length() - 1 if bits else nxt
+            base = max(nxt, top - SACK_BITS + 1)
+            self._emit_ack(nxt, base, bits, trigger, ecn)
+            return
+        first = True
+        while items:
+            base = max(nxt, items[-1][0] - SACK_BITS + 1)
+            k = len(items)
+            while k and items[k - 1][0] >= base:
+                k -= 1
+            # the first ACK echoes the trigger; extra ones echo the newest packet they cover
+            echo = trigger if first else items[-1]
+            del items[k:]
+            self._emit_ack(nxt, base, bits, echo, ecn and first)
+            first = False
+
+    def _emit_ack(self, nxt: int, base: int, bits: int, echo: tuple[int, int, int],
+                  ecn: bool) -> None:
+        seq, ev, ts = echo
+        plane, da = self._reply_path(ev)
+        self.qp.control.append(Packet(
+            ACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev=ev,
+            echo_psn=seq & PSN_MASK, sack_base=base & PSN_MASK,
+            sack=(bits >> (base - nxt)) & _SACK_MASK, flags=FLAG_ECN_ECHO if ecn else 0,
+            ts=ts, da=da, size=ACK_BYTES, plane=plane))
+        self.stats.acks_sent += 1
+
+    def _send_nack(self, pkt: Packet) -> None:
+        nxt = self._rcv_next
+        bits = self._rcv_bits
+        top = nxt + bits.bit_length() - 1 if bits else nxt
+        base = max(nxt, top - SACK_BITS + 1)
+        plane, da = self._reply_path(pkt.ev)
+        self.qp.control.append(Packet(
+            NACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev=pkt.ev,
+            echo_psn=pkt.psn, sack_base=base & PSN_MASK,
+            sack=(bits >> (base - nxt)) & _SACK_MASK, flags=FLAG_TRIM, ts=pkt.ts, da=da,
+            plane=plane))
+        self.stats.nacks_sent += 1
+
+    def reply_probe(self, pkt: Packet) -> None:
+        plane, da = self._reply_path(pkt.ev)
+        self.qp.control.append(Packet(
+            PROBE_REPLY, self.host, self.peer, self.peer_qpn, pkt.psn, ev=pkt.ev, ts=pkt.ts,
+            da=da, plane=plane))
+        self.stats.probe_replies_sent += 1
+
+    def _reply_path(self, ev: int) -> tuple[int, int]:
+        """(plane, address) back to the peer along the path of the peer's EV ``ev``."""
+        found = self._reply.get(ev)
+        if found is None:
+            # Not in the map: same plane and T1 from our own set, else any EV of that plane.
+            self.stats.reply_fallbacks += 1
+            low = ev_path_bits(ev)
+            plane = ev_plane(ev)
+            match = next((e for e in self._evs if ev_path_bits(e.ev) == low), None)
+            if match is None:
+                match = next((e for e in self._evs if e.plane == plane), self._evs[0])
+            found = (match.plane, match.address)
+            self._reply[ev] = found
+        return found

@@ -1,0 +1,487 @@
+"""Loss recovery of an MRC QP: ACK processing, loss evidence, retransmission, timers, QP error.
+
+ACKs and NACKs
+    A cumulative PSN and a 64-bit SACK window report what arrived; each newly acknowledged
+    segment leaves the sender's ``outstanding`` map, its bytes leave the pipe, its message
+    may complete, and (REPS) its EV is recycled unless the ACK echoes a CE mark. The RTT an
+    ACK echoes feeds the congestion control and the reorder windows (:mod:`.reorder`).
+
+Loss evidence (spraying makes global PSN gaps normal)
+    *Same EV (FIFO)*: paths are FIFO, so a packet is lost when a packet sent *after* it on
+    the same EV has been acknowledged.
+
+    *Other EVs (overdue)*, in the spirit of RACK (RFC 8985) and UEC's out-of-order loss
+    detection: a silently dropped packet (a dead T1 or link) leaves no later packet on its
+    EV to prove the loss, so time stands in for order. A packet is *overdue* when a packet
+    sent more than the reorder window ``W`` after it, on any other EV of the same plane or
+    of the QP, has been acknowledged while it has not (how ``W`` is learnt: :mod:`.reorder`).
+    Each scope keeps its transmissions in send order; when its newest acknowledged send
+    time advances, the front is popped up to that time minus ``W``: amortised O(1) per
+    packet. ``overdue_loss=False`` turns it off.
+
+    Either evidence only makes the packet *suspected* for ``loss_grace_ps``, because the
+    proof and a trim NACK may come back on different reverse paths; a NACK in that time
+    turns it into a trim. A trim is congestion: retransmit at once, tell the congestion
+    control, the EV stays GOOD.
+
+What evidence does to an EV
+    A FIFO loss, or the EV's oldest packet being unacknowledged for RTO =
+    max(floor, 1.024 us x 2^n), moves the EV to ASSUMED_BAD (:mod:`.paths`). An overdue loss
+    gives its EV a *strike* (cleared whenever the EV delivers a packet); the EV goes
+    ASSUMED_BAD when all it carries is overdue (its newest transmission is) or after
+    ``overdue_strikes`` strikes, and what it still has in flight is resent at once. So a dead
+    T1 is found ``W`` + one RTT + the grace after the fault (~23 us on lab-8plane), not after
+    the RTO. Lost packets wait in the sender's retransmission queue for a GOOD EV.
+
+QP error
+    A watchdog counts consecutive RTO periods (doubling, like an exponential retry range)
+    without progress on any EV (new data acknowledged, a trim NACK or an answered probe all
+    prove a live path). More than ``retry_cnt_exp`` of them is an error, at
+    ``last progress + rto x (2^(retry_cnt_exp + 1) - 1)``. While any path answers, the QP
+    never errors; with every EV ASSUMED_BAD it keeps probing and resumes when one answers.
+
+Timers
+    The QP has one deadline (``next_timer``), the earliest of the delayed ACK (receiver),
+    the RTO of the oldest live transmission, the grace of the oldest suspect, the next probe
+    (path manager) and the watchdog. Recovery keeps it because all but two of those are its
+    own; ``handle_timer`` serves them in that order. Every queue here is in time order and
+    lazily purged: an entry whose segment was resent (``tx`` moved on) or resolved is
+    dropped when it reaches the front.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from mrc.packet import FLAG_ECN_ECHO, FLAG_TRIM, NACK, PSN_MASK, SACK_BITS, Packet, psn_diff
+from mrc.transport.base import ASSUMED_BAD, DENIED, EVENT_QP_ERROR, GOOD, TransportEvent
+from mrc.transport.mrc.cc import CongestionControl
+from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.paths import PathManager
+from mrc.transport.mrc.receiver import Receiver
+from mrc.transport.mrc.records import ACKED, INFLIGHT, LOST, SUSPECT, Ev, Seg
+from mrc.transport.mrc.reorder import Reorder
+from mrc.transport.mrc.sender import Sender
+
+
+class Recovery:
+    """Loss recovery and the timers of one QP (see the module docstring). It works in place
+    on the sender's segments, pipe and queues, and on the path manager's EVs."""
+
+    __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
+                 "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
+                 "_margin", "_gain", "_strikes", "_reps", "_psn0", "_outstanding",
+                 "_recycle", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_completed",
+                 "_has_work", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
+                 "watchdog_at", "_retries", "_last_progress")
+
+    def __init__(self, qp: QpCore, paths: PathManager, sender: Sender, receiver: Receiver,
+                 cc: CongestionControl) -> None:
+        self.qp = qp
+        cfg = self.config = qp.config
+        self.stats = qp.stats
+        self.events = qp.events
+        self.qpn = qp.qpn
+        self.cc = cc
+        self.sender = sender
+        self.paths = paths
+        self.receiver = receiver
+        self.rto = cfg.rto_ps
+        self._grace = cfg.loss_grace_ps
+        self._overdue = cfg.overdue_loss
+        self._fixed_window = cfg.reorder_window_ps
+        self._hold = cfg.reorder_hold_rtts
+        self._margin = cfg.reorder_margin_rtts
+        self._gain = cfg.reorder_spread_gain
+        self._strikes = cfg.overdue_strikes
+        self._reps = cfg.spray == "reps"
+        # the other rooms' state this one works on, referenced directly
+        self._psn0 = sender.psn0
+        self._outstanding = sender.outstanding
+        self._recycle = sender.recycle
+        self._gq = sender.sent  # (sent, seg, tx): RTO in send order
+        self._by_ev = paths.by_ev
+        self._probe_q = paths.probe_q
+        self._mark_bad = paths.mark_bad
+        self._completed = sender.completed
+        self._has_work = sender.has_work
+
+        self._snd_una = 0  # every seq below this is acknowledged
+        self._sacked = 0  # bit i: seq _snd_una + i known acknowledged
+        #: (deadline, seg, tx, overdue): suspected losses waiting out the grace; overdue
+        #: tells the cross-EV evidence from the same-EV (FIFO) one
+        self._suspects: deque[tuple[int, Seg, int, bool]] = deque()
+        # overdue-loss scopes: one per plane, and one for the whole QP
+        first = cfg.reorder_window_ps or self.rto
+        self.scopes: list[Reorder] = [Reorder(first, dq) for dq in sender.sent_on_plane]
+        self.qscope = Reorder(first, sender.sent_on_qp)
+        self.watchdog_at: int | None = None
+        self._retries = 0
+        self._last_progress = 0
+
+    # ================================================================== ACK / NACK
+    def on_ack(self, now: int, pkt: Packet) -> None:
+        stats = self.stats
+        nack = pkt.kind == NACK
+        if nack:
+            stats.nacks_received += 1
+        else:
+            stats.acks_received += 1
+        snd = self.sender
+        una = self._snd_una
+        psn0 = self._psn0
+        una_psn = (psn0 + una) & PSN_MASK
+        cum = una + psn_diff(pkt.psn, una_psn)
+        nxt = snd.snd_nxt
+        if cum > nxt:
+            stats.bad_packets += 1
+            return
+        out = self._outstanding
+        newly: list[Seg] = []
+        if cum > una:
+            pop = out.pop
+            for seq in range(una, cum):
+                seg = pop(seq, None)
+                if seg is not None:
+                    newly.append(seg)
+            self._sacked >>= cum - una
+            una = self._snd_una = cum
+            una_psn = (psn0 + una) & PSN_MASK
+        sack = pkt.sack
+        if sack and nxt > una:
+            rel = psn_diff(pkt.sack_base, una_psn)
+            if -SACK_BITS < rel < nxt - una:
+                window = sack << rel if rel >= 0 else sack >> -rel
+                new = window & ~self._sacked & ((1 << (nxt - una)) - 1)
+            else:
+                new = 0  # entirely acknowledged already, or bogus
+            if new:
+                self._sacked |= new
+                pop = out.pop
+                while new:
+                    low = new & -new
+                    new ^= low
+                    seg = pop(una + low.bit_length() - 1, None)
+                    if seg is not None:
+                        newly.append(seg)
+        acked_bytes = 0
+        progress = False
+        ts = pkt.ts
+        rtt = now - ts if not nack and 0 < ts <= now else None
+        overdue = self._overdue
+        learn = overdue and self._fixed_window is None
+        if rtt is not None and learn:
+            # the reorder windows learn from ACKs only: a trim NACK skips the queues
+            e = self._by_ev.get(pkt.ev)
+            hold = self._hold
+            if e is not None:
+                self.scopes[e.plane].sample(now, rtt, hold)
+            self.qscope.sample(now, rtt, hold)
+        if newly:
+            progress = True
+            ecn = bool(pkt.flags & FLAG_ECN_ECHO)
+            echo_seq = una + psn_diff(pkt.echo_psn, una_psn)
+            scan: list[Seg] = []
+            reps = self._reps and not nack
+            recycle = self._recycle
+            scopes = self.scopes
+            qscope = self.qscope
+            touched: list[Reorder] = []
+            for seg in newly:
+                state = seg.state
+                seg.state = ACKED
+                e = seg.ev
+                # loss evidence needs to know *which* transmission arrived: certain for a
+                # packet sent once, or for the very one this ACK echoes
+                certain = seg.sends == 1 or (seg.seq == echo_seq and seg.sent_ps == ts)
+                if certain:
+                    e.strikes = 0  # the EV delivered: its path works
+                    if overdue:
+                        sent = seg.sent_ps
+                        sc = scopes[e.plane]
+                        if learn:
+                            # every packet this ACK reports is a delay sample, not only
+                            # the one it echoes: slow paths are rarely the echoed one
+                            age = now - sent
+                            if age > sc.cur_max:
+                                sc.cur_max = age
+                            if age > qscope.cur_max:
+                                qscope.cur_max = age
+                        if sent > sc.newest:
+                            if sc not in touched:
+                                touched.append(sc)
+                            sc.newest = sent
+                        if sent > qscope.newest:
+                            qscope.newest = sent
+                if state != LOST:
+                    snd.pipe -= seg.length
+                    e.acked += 1
+                    if state == INFLIGHT and certain:
+                        scan.append(seg)
+                    if reps and not (ecn and seg.seq == echo_seq):
+                        recycle[e.plane].append(e)
+                else:
+                    stats.spurious_losses += 1
+                acked_bytes += seg.length
+                msg = seg.msg
+                msg.unacked -= 1
+                if msg.segmented and not msg.unacked:
+                    self._completed(now, msg)
+            for seg in scan:
+                self._infer_losses(now, seg)
+            if overdue:
+                for sc in touched:
+                    self._scan_overdue(now, sc)
+                self._scan_overdue(now, qscope)
+        if nack:
+            if pkt.flags & FLAG_TRIM:
+                progress = self._on_trim(now, pkt, una, una_psn) or progress
+        else:
+            ecn = bool(pkt.flags & FLAG_ECN_ECHO)
+            if ecn:
+                stats.ecn_echoes += 1
+            self.cc.on_ack(now, acked_bytes, rtt, ecn, pkt.ev)
+        if progress:
+            self.progress(now)
+
+    def _on_trim(self, now: int, pkt: Packet, una: int, una_psn: int) -> bool:
+        """NACK(trim): resend that transmission at once; congestion, never loss."""
+        seg = self._outstanding.get(una + psn_diff(pkt.echo_psn, una_psn))
+        if seg is None or seg.state > SUSPECT or seg.sent_ps != pkt.ts:
+            return False  # already acked, already queued, or an older transmission's NACK
+        seg.state = LOST
+        snd = self.sender
+        snd.pipe -= seg.length
+        snd.retx.appendleft(seg)
+        snd.sendable = True
+        e = seg.ev
+        e.trims += 1
+        self.stats.trims += 1
+        self.cc.on_trim(now, e.ev)
+        return True
+
+    # ================================================================== loss evidence
+    def _infer_losses(self, now: int, acked: Seg) -> None:
+        """``acked`` came back: every live packet sent before it on its EV is lost (FIFO)."""
+        fifo = acked.ev.fifo
+        tx = acked.tx
+        done = 0  # entries up to and including ``acked`` leave the FIFO
+        for seg, stx in fifo:
+            if stx > tx:
+                break
+            done += 1
+            if seg is acked:
+                break
+            if seg.state == INFLIGHT and seg.tx == stx:
+                if self._grace:
+                    seg.state = SUSPECT
+                    self._suspects.append((now + self._grace, seg, stx, False))
+                else:
+                    self._lose(seg)
+                    self.stats.losses += 1
+                    self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+        if done:
+            del fifo[:done]
+
+    def _scan_overdue(self, now: int, sc: Reorder) -> None:
+        """Walk the scope's transmissions in send order up to the newest delivered send
+        time minus the reorder window: every one still in flight there is overdue.
+        Amortised O(1) per packet: each entry is looked at once, then dropped."""
+        window = sc.window if self._fixed_window else sc.refresh(
+            self.rto, self._margin, self._gain)
+        bound = sc.newest - window
+        dq = sc.dq
+        while dq:
+            item = dq[0]
+            if item[0] >= bound:
+                break
+            dq.popleft()
+            seg = item[1]
+            if seg.tx == item[2] and seg.state == INFLIGHT:
+                if self._grace:
+                    seg.state = SUSPECT  # a trim NACK may still be on its way back
+                    self._suspects.append((now + self._grace, seg, item[2], True))
+                else:
+                    self._overdue_lost(now, seg)
+
+    def _overdue_bound(self, plane: int) -> int:
+        """Transmissions sent before this time are overdue on ``plane``."""
+        sc = self.scopes[plane]
+        q = self.qscope
+        a = sc.newest - sc.window
+        b = q.newest - q.window
+        return a if a > b else b
+
+    def _overdue_lost(self, now: int, seg: Seg) -> None:
+        """An overdue packet's grace ran out: it is lost and its EV gets a strike. The EV
+        goes ASSUMED_BAD when all it carries is overdue (it has delivered nothing sent
+        since) or after ``overdue_strikes`` strikes without a delivery in between."""
+        self._lose(seg)
+        stats = self.stats
+        stats.losses += 1
+        stats.overdue_losses += 1
+        e = seg.ev
+        e.strikes += 1
+        self.cc.on_loss(now, e.ev)
+        if e.state == GOOD and (e.strikes >= self._strikes
+                                or e.last_sent < self._overdue_bound(e.plane)):
+            self._mark_bad(now, e, f"overdue psn={self._psn(seg)} strikes={e.strikes}")
+            self.evict(e)
+
+    # ================================================================== retransmission
+    def evict(self, e: Ev) -> None:
+        """Resend elsewhere everything still in flight on ``e`` (its path is presumed dead)."""
+        self.stats.evicted += self._lose_fifo(e)
+
+    def _lose_fifo(self, e: Ev) -> int:
+        """Declare lost every transmission still in flight on ``e`` (its latest, not yet
+        acknowledged or lost); empties the FIFO and returns how many."""
+        n = 0
+        for seg, tx in e.fifo:
+            if seg.tx == tx and seg.state <= SUSPECT:
+                self._lose(seg)
+                n += 1
+        e.fifo.clear()
+        return n
+
+    def _lose(self, seg: Seg) -> None:
+        seg.state = LOST
+        snd = self.sender
+        snd.pipe -= seg.length
+        snd.retx.append(seg)
+        snd.sendable = not self.qp.failed
+        seg.ev.lost += 1
+
+    def _loss_on(self, now: int, e: Ev, reason: str) -> None:
+        self.cc.on_loss(now, e.ev)
+        if e.state == GOOD:
+            self._mark_bad(now, e, reason)
+
+    def _psn(self, seg: Seg) -> int:
+        return (self._psn0 + seg.seq) & PSN_MASK
+
+    # ================================================================== watchdog
+    def arm_watchdog(self, now: int) -> None:
+        """Work was posted: start counting from now unless the watchdog already runs."""
+        if self.watchdog_at is None:
+            self._last_progress = now
+            self._retries = 0
+            self.watchdog_at = now + self.rto
+
+    def progress(self, now: int) -> None:
+        """A path proved alive: the retry count starts over."""
+        self._retries = 0
+        self._last_progress = now
+        self.watchdog_at = now + self.rto if self._has_work() else None
+
+    # ================================================================== timers
+    def next_timer(self) -> int | None:
+        if self.qp.failed:
+            return None
+        best = self.watchdog_at
+        due = self.receiver.ack_due
+        if due is not None and (best is None or due < best):
+            best = due
+        gq = self._gq
+        while gq:
+            _, seg, tx = gq[0]
+            if seg.tx == tx and seg.state <= SUSPECT:
+                due = gq[0][0] + self.rto
+                if best is None or due < best:
+                    best = due
+                break
+            gq.popleft()
+        sq = self._suspects
+        while sq:
+            due, seg, tx, _ = sq[0]
+            if seg.tx == tx and seg.state == SUSPECT:
+                if best is None or due < best:
+                    best = due
+                break
+            sq.popleft()
+        if self._probe_q:
+            due = self.paths.next_probe()
+            if due is not None and (best is None or due < best):
+                best = due
+        return best
+
+    def handle_timer(self, now: int) -> None:
+        if self.qp.failed:
+            return
+        receiver = self.receiver
+        if receiver.ack_due is not None and receiver.ack_due <= now:
+            receiver.ack_timeout(now)
+        # suspected losses whose grace ran out without a NACK
+        sq = self._suspects
+        while sq and sq[0][0] <= now:
+            _, seg, tx, overdue = sq.popleft()
+            if seg.tx == tx and seg.state == SUSPECT:
+                if overdue:
+                    self._overdue_lost(now, seg)
+                    continue
+                self._lose(seg)
+                self.stats.losses += 1
+                self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+        # RTO: the oldest live transmission bounds every EV's deadline
+        gq = self._gq
+        limit = now - self.rto
+        while gq:
+            sent, seg, tx = gq[0]
+            if seg.tx != tx or seg.state > SUSPECT:
+                gq.popleft()
+                continue
+            if sent > limit:
+                break
+            gq.popleft()
+            self._ev_timeout(now, seg)
+        # probes of ASSUMED_BAD EVs
+        if self._probe_q:
+            self.paths.send_due_probes(now)
+        # watchdog: consecutive timeouts with no progress anywhere
+        if self.watchdog_at is not None and self.watchdog_at <= now:
+            self._watchdog(now)
+
+    def _ev_timeout(self, now: int, seg: Seg) -> None:
+        """``seg``'s transmission went unanswered for an RTO: its EV is presumed broken and
+        everything still in flight on it is resent elsewhere."""
+        e = seg.ev
+        self.stats.timeouts += 1
+        e.timeouts += 1
+        lost = 0
+        if seg.state <= SUSPECT:
+            self._lose(seg)
+            lost += 1
+        lost += self._lose_fifo(e)
+        self.stats.packets_timed_out += lost
+        self.cc.on_loss(now, e.ev)
+        if e.state == GOOD:
+            self._mark_bad(now, e, f"timeout psn={self._psn(seg)}")
+
+    def _watchdog(self, now: int) -> None:
+        if not self._has_work():
+            self.watchdog_at = None
+            return
+        self._retries += 1
+        self.stats.qp_timeouts += 1
+        cfg = self.config
+        if not cfg.retries_forever and self._retries > cfg.retry_cnt_exp:  # type: ignore[operator]
+            counts = {GOOD: 0, ASSUMED_BAD: 0, DENIED: 0}
+            for e in self.paths.evs:
+                counts[e.state] += 1
+            self._fail(now, (
+                f"retry_cnt_exp={cfg.retry_cnt_exp} exhausted: {self._retries} consecutive "
+                f"timeouts (rto {self.rto} ps, doubling) without progress on any EV since "
+                f"t={self._last_progress} ps; EVs good={counts[GOOD]} "
+                f"assumed_bad={counts[ASSUMED_BAD]} denied={counts[DENIED]}; "
+                f"{len(self._outstanding)} packets unacknowledged"))
+            return
+        self.watchdog_at = now + (self.rto << min(self._retries, 24))
+
+    def _fail(self, now: int, reason: str) -> None:
+        qp = self.qp
+        qp.failed = True
+        self.sender.sendable = False
+        qp.error_reason = reason
+        self.watchdog_at = None
+        self.receiver.ack_due = None
+        self.events.append(TransportEvent(now, EVENT_QP_ERROR, self.qpn, {"reason": reason}))

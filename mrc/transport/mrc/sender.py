@@ -1,0 +1,222 @@
+"""The sender of an MRC QP: segmentation, EV choice (spraying) and DATA packets.
+
+Messages are segmented at the MTU lazily, one PSN per packet, when a port pulls (``poll``):
+retransmissions first, then new data, on a GOOD EV of the pulling plane (round robin, or
+REPS: reuse EVs whose packets came back unmarked, and every ``reps_explore_every``-th packet
+of a plane explores round robin). Internally PSNs are unwrapped to unbounded sequence numbers,
+so the 24-bit wrap is a conversion at the edges. Nothing is sent beyond the congestion
+window (``cc.window`` bytes of payload in flight).
+
+The sender keeps what loss recovery (:mod:`.recovery`) works on: the segments sent and not
+yet acknowledged (``outstanding``), the retransmission queue (``retx``), the bytes in flight
+(``pipe``), and every transmission in send order (``sent`` for the RTO, ``sent_on_plane``
+and ``sent_on_qp`` for the overdue scopes). Recovery updates them in place; the REPS
+recycle queues are fed by the ACKs it processes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from mrc.packet import (
+    DATA,
+    DATA_HEADER_BYTES,
+    FLAG_ACK_REQ,
+    FLAG_IMM,
+    FLAG_LAST,
+    FLAG_RETX,
+    IMMDT_BYTES,
+    PSN_MASK,
+    Packet,
+)
+from mrc.transport.base import EVENT_SEND_COMPLETED, TransportEvent
+from mrc.transport.memory import segment_digest
+from mrc.transport.mrc.cc import CongestionControl
+from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.paths import PathManager
+from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg
+
+
+class Sender:
+    """The sending half of one QP (see the module docstring). ``psn``: the first PSN sent."""
+
+    __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
+                 "_reps", "_explore_every", "_ack_req_on_last", "_completions", "_overdue",
+                 "good", "_rr", "_explore", "recycle", "queue", "cur", "snd_nxt",
+                 "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
+                 "sent_on_qp")
+
+    def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
+        cfg = qp.config
+        self.stats = qp.stats
+        self.events = qp.events
+        self.qpn = qp.qpn
+        self.host = qp.host
+        self.peer = qp.peer
+        self.peer_qpn = qp.peer_qpn
+        self.mtu = qp.mtu
+        self.cc = cc
+        self.psn0 = psn & PSN_MASK
+        self._reps = cfg.spray == "reps"
+        self._explore_every = cfg.reps_explore_every
+        self._ack_req_on_last = cfg.ack_req_on_last
+        self._completions = cfg.sender_completions
+        self._overdue = cfg.overdue_loss
+
+        # ---- EV choice: the path manager's GOOD lists, one per plane
+        self.good = paths.good
+        planes = len(paths.plane_evs)
+        self._rr = [0] * planes
+        self._explore = [0] * planes
+        #: REPS: EVs whose packets came back unmarked, per plane (recovery appends them)
+        self.recycle: list[deque[Ev]] = [
+            deque(maxlen=max(16, 4 * len(p))) for p in paths.plane_evs]
+
+        # ---- messages and segments
+        self.queue: deque[Msg] = deque()  # posted, not yet fully segmented (after cur)
+        self.cur: Msg | None = None
+        self.snd_nxt = 0  # next sequence number to assign
+        self.outstanding: dict[int, Seg] = {}
+        self.retx: deque[Seg] = deque()
+        #: False when poll() certainly has nothing (no new data, no retransmission, or
+        #: failed): the driver polls idle QPs on every port kick, so that answer must be one
+        #: attribute test.
+        self.sendable = False
+        self._tx = 0
+        self.pipe = 0  # payload bytes in flight (INFLIGHT + SUSPECT)
+        #: (sent, seg, tx) of every transmission in send order: the RTO's queue, and (with
+        #: overdue evidence on) the queues of the plane's and the QP's overdue scopes
+        self.sent: deque[tuple[int, Seg, int]] = deque()
+        self.sent_on_plane: list[deque[tuple[int, Seg, int]]] = [
+            deque() for _ in range(planes)]
+        self.sent_on_qp: deque[tuple[int, Seg, int]] = deque()
+
+    def post(self, msg: Msg) -> None:
+        """Queue a WRITE behind the ones already posted."""
+        if self.cur is None:
+            self.cur = msg
+        else:
+            self.queue.append(msg)
+        self.sendable = True
+
+    def has_work(self) -> bool:
+        """Something is unacknowledged or not yet sent."""
+        return bool(self.outstanding) or self.cur is not None
+
+    def poll(self, now: int, plane: int) -> Packet | None:
+        """The next DATA for the idle port of ``plane``, or None (cheap when nothing can go)."""
+        if not self.sendable or plane >= len(self.good):
+            return None
+        good = self.good[plane]
+        if not good:
+            return None
+        pipe = self.pipe
+        if pipe and pipe >= self.cc.window:
+            return None
+        retx = self.retx
+        while retx:
+            seg = retx.popleft()
+            if seg.state == LOST:
+                if not retx and self.cur is None:
+                    self.sendable = False
+                return self._transmit(now, seg, plane, good, True)
+        msg = self.cur
+        if msg is None:
+            self.sendable = False
+            return None
+        offset = msg.next_offset
+        length = msg.length - offset
+        if length > self.mtu:
+            length = self.mtu
+        seg = Seg(self.snd_nxt, msg, offset, length)
+        self.snd_nxt += 1
+        msg.next_offset = offset + length
+        msg.unacked += 1
+        if msg.next_offset >= msg.length:
+            msg.segmented = True
+            if self.queue:
+                self.cur = self.queue.popleft()
+            else:
+                self.cur = None
+                self.sendable = bool(retx)
+        self.outstanding[seg.seq] = seg
+        return self._transmit(now, seg, plane, good, False)
+
+    def _pick_ev(self, plane: int, good: list[Ev], avoid: Ev | None) -> Ev:
+        if self._reps:
+            n = self._explore[plane] + 1
+            if n >= self._explore_every:
+                self._explore[plane] = 0
+            else:
+                self._explore[plane] = n
+                recycled = self.recycle[plane]
+                while recycled:
+                    e = recycled.popleft()
+                    if e.usable and e is not avoid:
+                        return e
+        count = len(good)
+        i = self._rr[plane] % count
+        e = good[i]
+        if e is avoid and count > 1:
+            i = (i + 1) % count
+            e = good[i]
+        self._rr[plane] = i + 1
+        return e
+
+    def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
+        e = self._pick_ev(plane, good, seg.ev if retx else None)
+        self._tx += 1
+        tx = self._tx
+        seg.ev = e
+        seg.tx = tx
+        seg.sent_ps = now
+        seg.state = INFLIGHT
+        seg.sends += 1
+        e.fifo.append((seg, tx))
+        e.sent += 1
+        e.last_sent = now
+        item = (now, seg, tx)
+        self.sent.append(item)
+        if self._overdue:
+            self.sent_on_plane[plane].append(item)
+            self.sent_on_qp.append(item)
+        length = seg.length
+        self.pipe += length
+        stats = self.stats
+        stats.data_sent += 1
+        stats.bytes_sent += length
+        msg = seg.msg
+        offset = seg.offset
+        flags = 0
+        if offset + length == msg.length:
+            flags = FLAG_LAST | FLAG_ACK_REQ if self._ack_req_on_last else FLAG_LAST
+        if retx:
+            flags |= FLAG_RETX | FLAG_ACK_REQ
+            stats.retransmissions += 1
+        elif self.cur is None and not self.retx:
+            flags |= FLAG_ACK_REQ  # nothing queued behind it: do not wait for coalescing
+        imm = 0
+        if msg.imm is not None and flags & FLAG_LAST:
+            flags |= FLAG_IMM  # immediate data rides on the last packet only, as in RoCE
+            imm = msg.imm
+        payload = msg.payload
+        if payload is not None:
+            data = payload[offset:offset + length]
+            digest = 0
+        else:
+            data = None
+            digest = segment_digest(msg.key, offset, length)
+        size = DATA_HEADER_BYTES + length + (IMMDT_BYTES if flags & FLAG_IMM else 0)
+        return Packet(DATA, self.host, self.peer, self.peer_qpn,
+                      (self.psn0 + seg.seq) & PSN_MASK, ev=e.ev, msg_id=msg.msg_id,
+                      offset=offset, length=length, msg_len=msg.length, flags=flags, ts=now,
+                      imm=imm, da=e.address, size=size, payload=data, digest=digest,
+                      plane=plane)
+
+    def completed(self, now: int, msg: Msg) -> None:
+        """Every segment of ``msg`` was acknowledged (recovery tells)."""
+        self.stats.messages_sent += 1
+        if self._completions:
+            self.events.append(TransportEvent(now, EVENT_SEND_COMPLETED, self.qpn, {
+                "msg_id": msg.msg_id, "bytes": msg.length, "posted_ps": msg.posted_ps,
+                "dst": self.peer}))
