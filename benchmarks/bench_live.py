@@ -62,7 +62,7 @@ from mrc import _accel, wire  # noqa: E402
 from mrc.live import gso  # noqa: E402
 from mrc.live.clock import Clock  # noqa: E402
 from mrc.live.fabric import MAX_DATAGRAM, RX_BATCH, FabricCore, FabricServer  # noqa: E402
-from mrc.live.runner import LiveSim, LiveStack  # noqa: E402
+from mrc.live.stack import LiveSim, LiveStack  # noqa: E402
 from mrc.packet import DATA, Packet, data_bytes  # noqa: E402
 from topology import usid  # noqa: E402
 from topology.paths import address_for  # noqa: E402

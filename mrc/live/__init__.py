@@ -6,8 +6,8 @@
   against the clock on the packets' outer headers.
 * :mod:`mrc.live.gso`: Linux UDP segmentation offload, so hosts and fabric send runs of
   datagrams in one call.
-* :mod:`mrc.live.host`: a host driving unchanged QP objects with asyncio, one asyncio-dgram
-  socket each.
-* :mod:`mrc.live.runner`: ``LiveStack`` for the labs runner and ``run_live`` (what
-  ``mrc-lab run LAB --runtime live`` calls).
+* :mod:`mrc.live.host`: a host driving unchanged QP objects through the simulator's NIC
+  driver (``mrc.sim.nic_driver``) on asyncio, one asyncio-dgram socket each.
+* :mod:`mrc.live.stack`: ``LiveStack`` for the labs runner (``mrc.labs.live_run`` runs a lab
+  live: what ``mrc-lab run LAB --runtime live`` calls).
 """

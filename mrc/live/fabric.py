@@ -39,11 +39,9 @@ import ipaddress
 import socket
 from collections import deque
 from collections.abc import Callable
-from heapq import heappop, heappush
 from typing import Any
 
 from mrc import wire
-from mrc.labs import faults as lab_faults
 from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
@@ -190,7 +188,6 @@ class FabricCore:
         #: Datagrams entering each plane, split DATA / other (for per-plane checks).
         self.ingress_data = [0] * spec.planes
         self.ingress_control = [0] * spec.planes
-        self.events_processed = 0
         self._src_bytes = [usid.host_address(h).to_bytes(16, "big") for h in range(spec.hosts)]
 
     @property
@@ -261,26 +258,9 @@ class FabricCore:
         self.drops[reason] = self.drops.get(reason, 0) + 1
 
     def run_until(self, now: int) -> int:
-        """Process every event due at or before ``now``; returns how many ran."""
-        heap = self.heap
-        sim = self.sim
-        done = 0
-        while heap and heap[0][0] <= now:
-            t, _, fn, arg = heappop(heap)
-            sim.now = t
-            fn(arg)
-            done += 1
-        if now > sim.now:
-            sim.now = now
-        self.events_processed += done
-        return done
-
-    def next_time(self) -> int | None:
-        return self.heap[0][0] if self.heap else None
-
-    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``fn(arg)`` at modelled time ``time_ps`` (in order with packet events)."""
-        heappush(self.heap, (max(time_ps, self.sim.now), self.sim.next_seq(), fn, arg))
+        """Process every event due at or before ``now`` (the engine's ``run_until``); returns
+        how many ran."""
+        return self.sim.run_until(now)
 
     def set_tap(self, tap: Tap | None, *, everywhere: bool = False) -> None:
         """Capture packets as they cross links: the hosts' uplinks and downlinks (what
@@ -330,18 +310,18 @@ class FabricCore:
 
     def apply(self, action: str, target: str, params: dict[str, Any] | None = None
               ) -> dict[str, Any]:
-        """Run one fault now, by its primitive or lab-schedule name (``loss_start`` with
-        ``probability``, ...); returns its effect."""
+        """Run one fault now, by its primitive or fault-schedule name (``loss_start`` with
+        ``probability``, ...: ``mrc.sim.faults.SCHEDULE_ACTIONS``); returns its effect."""
         if action in PRIMITIVES:
             return self.fault(action, target, **(params or {}))
-        primitive, kwargs = lab_faults.primitive(action, params or {})
+        primitive, kwargs = sim_faults.primitive(action, params or {})
         return self.fault(primitive, target, **kwargs)
 
     def schedule(self, time_ps: int, action: str, target: str,
                  params: dict[str, Any] | None = None) -> None:
         """Apply a fault at modelled time ``time_ps``, in order with the packets."""
         self.element(target)  # refuse unknown targets now, not mid-run
-        self.at(time_ps, self._fire, (action, target, params))
+        self.sim.at(time_ps, self._fire, (action, target, params))
 
     def _fire(self, job: tuple[str, str, dict[str, Any] | None]) -> None:
         self.apply(*job)
@@ -354,7 +334,7 @@ class FabricCore:
         """Fabric-wide counters: the network's (ports, switches, hosts) plus the door's."""
         out: dict[str, int] = {"rx_datagrams": self.rx_datagrams,
                                "delivered_datagrams": self.delivered_datagrams,
-                               "events": self.events_processed}
+                               "events": self.sim.events_processed}
         out.update(self.net.totals())
         for reason in REJECT_REASONS:
             out[f"rejected_{reason}"] = self.drops.get(reason, 0)
@@ -511,16 +491,22 @@ class FabricServer(asyncio.DatagramProtocol):
                 self._flush()
 
     def run_due(self, now: int) -> None:
-        """Run the events due by modelled time ``now``, unless they are running already.
+        """Run the events due by modelled time ``now`` and move the fabric's clock there,
+        unless its events are running already.
 
         Hosts in the same process call this before they act at ``now``: a fault or a link
         change scheduled before ``now`` then reaches their NICs first, however late the
         loop is with the fabric's own timer (a busy loop must not let a host send on a
         port that is already dead in modelled time)."""
-        heap = self.core.heap
-        if heap and heap[0][0] <= now and not self._running and self.transport is not None:
+        if self._running or self.transport is None:
+            return
+        core = self.core
+        heap = core.heap
+        if heap and heap[0][0] <= now:
             self._run(now)
             self._arm()
+        elif now > core.now:
+            core.now = now
 
     def _on_timer(self) -> None:
         due = self._timer_at
@@ -596,9 +582,10 @@ class FabricServer(asyncio.DatagramProtocol):
                         self.send_errors += 1
 
     def call_at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``fn(arg)`` at modelled time ``time_ps``, in order with the packets (the live
-        runtime's one modelled-time scheduler)."""
-        self.core.at(time_ps, fn, arg)
+        """Run ``fn(arg)`` at modelled time ``time_ps``, in order with the packets: on the
+        fabric's engine (the live runtime's one modelled-time scheduler), whose timer this
+        re-arms."""
+        self.core.sim.at(time_ps, fn, arg)
         self._arm()
 
     def schedule_fault(self, time_ps: int, action: str, target: str,
