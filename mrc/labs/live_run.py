@@ -19,8 +19,8 @@ from typing import Any
 
 from mrc.labs.errors import LabError
 from mrc.labs.schema import Collective, ConnectionMatrix, Lab, Permutation, TransportSpec, WriteBw
-from mrc.live.fabric import check_bind_address
 from mrc.live.stack import LiveStack
+from mrc.live.udp import check_bind_address
 from mrc.packet import data_bytes
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 

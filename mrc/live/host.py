@@ -49,7 +49,7 @@ import asyncio_dgram
 from mrc import wire
 from mrc.live import gso
 from mrc.live.clock import Clock
-from mrc.live.fabric import MAX_DATAGRAM, check_bind_address, udp_kernel_drops
+from mrc.live.udp import check_bind_address, read_more, udp_kernel_drops
 from mrc.packet import DATA, Packet
 from mrc.sim.nic_driver import COUNTERS as DRIVER_COUNTERS
 from mrc.sim.nic_driver import CountSink, EventSink, NicDriver, PlacedSink
@@ -59,8 +59,6 @@ from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 _PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
 _TS_MASK = (1 << 32) - 1
-#: Datagrams read per wake-up beyond the first (then the loop gets its turn).
-RX_BATCH = 64
 #: The host's counters (``stats``), the driver's among them.
 COUNTERS = ("tx_datagrams", "tx_bytes", "rx_datagrams", "rx_bytes", "rx_malformed",
             "rx_unknown_source", "rx_misdelivered", *DRIVER_COUNTERS, "tx_errors",
@@ -438,13 +436,7 @@ class LiveHost(NicDriver[_Port]):
         is filled once: the ports fill in one pass and their DATA leaves in one GSO send."""
         sock = self._sock
         if sock is not None:
-            for _ in range(RX_BATCH):
-                try:
-                    burst.append(sock.recvfrom(MAX_DATAGRAM))
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:  # e.g. an ICMP error queued on the socket
-                    continue
+            read_more(sock, burst)  # (an ICMP error queued on the socket is skipped)
         counters = self.counters
         counters["rx_datagrams"] += len(burst)
         fabric = self.fabric_addr

@@ -16,11 +16,11 @@ the very same code as in simulation:
   message, a SHA-256 taken at post time, and the receiver's reassembled bytes checked against
   it (``messages_verified`` / ``messages_corrupt``).
 * Hosts are :class:`~mrc.live.host.LiveHost` (one asyncio-dgram socket each), the fabric a
-  :class:`~mrc.live.fabric.FabricServer`; faults run on the fabric's network (``stack.net``,
+  :class:`~mrc.live.fabric_server.FabricServer`; faults run on the fabric's network (``stack.net``,
   the simulator's own), drains go to the transports, exactly as the lab says.
 
 Running a lab live (dilation, captures, the summary's ``live`` section) is the labs layer's
-(``mrc.labs.live_run``).
+business (its ``live_run`` module).
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mrc.live.clock import Clock
-from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
+from mrc.live.fabric import FabricCore
+from mrc.live.fabric_server import FabricServer
 from mrc.live.host import LiveHost
+from mrc.live.udp import check_bind_address
 from mrc.pcap import PcapWriter
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import (
