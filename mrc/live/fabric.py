@@ -308,7 +308,8 @@ class FabricCore:
 
     def schedule(self, time_ps: int, action: str, target: str,
                  params: dict[str, Any] | None = None) -> None:
-        """Apply a fault at modelled time ``time_ps``, in order with the packets."""
+        """Apply a fault at modelled time ``time_ps`` (not before the fabric's now: the engine
+        refuses the past), in order with the packets."""
         self.element(target)  # refuse unknown targets now, not mid-run
         self.sim.at(time_ps, self._fire, (action, target, params))
 

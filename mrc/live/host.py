@@ -1,9 +1,10 @@
 """The live host: unchanged sans-IO queue pairs driven by asyncio, one UDP socket per host.
 
-What it does for its QPs is the simulator's NIC driver itself (:class:`~mrc.sim.nic_driver.
-NicDriver`: registration, round-robin pulls, timers, port state, events), with real time and
-real bytes underneath: the driver's scheduler is asyncio timers on the dilated
-:class:`~mrc.live.clock.Clock`, and its port sinks are this module's paced ports. Each NIC
+What it does for its QPs is the simulator's NIC driver itself
+(:class:`~mrc.sim.nic_driver.NicDriver`: registration, round-robin pulls, timers, port state,
+events), with real time and real bytes underneath: the driver's scheduler is asyncio timers
+on the dilated :class:`~mrc.live.clock.Clock`, and its port sinks are this module's paced
+ports. Each NIC
 port (one per plane), whenever it is idle, pulls the next packets of its plane through the
 driver and stays busy for their serialization time at the port's rate (modelled time; the
 clock makes it wall time); control packets (ACK, NACK, PROBE, PROBE_REPLY) go out at once and
