@@ -4,7 +4,8 @@
 completely first (a :class:`LabError` before anything runs), then drives one stack per
 transport through the run, and returns a :class:`LabResult` of pandas tables plus the
 summary dict; with ``out`` it also writes the files. The stack is built by a factory
-(``SimStack`` by default), so the live runtime can plug its own stack into the same runner.
+(``SimStack`` by default); a live run (``runtime="live"``, or ``run_live``) plugs in the live
+runtime's stacks (``mrc.labs.live_run``) and is otherwise this same runner.
 """
 
 from __future__ import annotations
@@ -206,29 +207,47 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     ``out``: directory to write the result files into (nothing is written when None).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
     ``runtime``: ``"sim"`` (the packet simulator) or ``"live"`` (real UDP datagrams through
-    the user-space fabric in dilated wall-clock time, :func:`mrc.live.runner.run_live`, which
-    takes the ``live`` options: dilation, pcap, bind_host, allow_non_loopback...).
+    the user-space fabric in dilated wall-clock time), which takes the ``live`` options
+    (:class:`mrc.labs.live_run.LiveRun`'s: dilation, pcap, bind_host, allow_non_loopback...).
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
-    if runtime == "live":
-        from mrc.live.runner import run_live
-
-        return run_live(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
-                        progress=progress, overrides=overrides, **dict(live or {}))
-    if runtime != RUNTIME:
+    if runtime not in (RUNTIME, "live"):
         raise LabError(f"unknown runtime {runtime!r}; known: sim, live", "--runtime")
-    if live:
+    if live and runtime != "live":
         raise LabError("live options need --runtime live", "--runtime")
     wall0 = time.perf_counter()
     lab = prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
-    factory = stack_factory or sim_stack_factory
-    runs = [run_transport(lab, spec, factory, progress=progress) for spec in specs]
-    result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
+    if runtime == "live":
+        from mrc.labs.live_run import LiveRun
+
+        session = LiveRun(lab, specs, **dict(live or {}))
+        runs = []
+        for spec in specs:
+            with session.stacks(spec.name) as live_factory:
+                runs.append(run_transport(lab, spec, live_factory, progress=progress))
+        result = assemble(lab, runs, wall_s=time.perf_counter() - wall0, runtime=runtime)
+        session.annotate(result.summary, {run.name: run.totals for run in runs})
+    else:
+        factory = stack_factory or sim_stack_factory
+        runs = [run_transport(lab, spec, factory, progress=progress) for spec in specs]
+        result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
     if out is not None:
         result.write(out)
     return result
+
+
+def run_live(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
+             out: str | Path | None = None, seed: int | None = None,
+             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
+             progress: bool = True, overrides: Mapping[str, Any] | None = None,
+             **live: Any) -> LabResult:
+    """Run a lab in the live runtime (``run_lab(..., runtime="live", live=live)``): the same
+    tables and files as a simulated run, with ``runtime: "live"`` and a ``live`` section
+    (dilation, wall and modelled units, fabric and host counters)."""
+    return run_lab(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
+                   progress=progress, overrides=overrides, runtime="live", live=live)
 
 
 def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
