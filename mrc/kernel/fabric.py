@@ -339,3 +339,51 @@ def _snmp6(counter: str) -> int:
             if key == counter:
                 return int(value)
     return 0
+
+
+
+_SEG6 = ("SRv6 seg6local with the next-csid flavour (CONFIG_IPV6_SEG6_LWTUNNEL, Linux 6.1 or "
+         "later)")
+_probed: list[str | None] = []
+
+
+def probe_seg6() -> str | None:
+    """What the kernel lacks for a kernel fabric (None: nothing), found by building one
+    switch's worth in a scratch namespace: an ifb SID device, a token bucket and a seg6local
+    End route with the NEXT-C-SID flavour. Cached for the process."""
+    if _probed:
+        return _probed[0]
+    run = netns.Run()
+    name = run.name("probe")
+    reason: str | None = None
+    try:
+        netns.create(name)
+        with netns.enter(name), rtnl.Socket() as sock:
+            _configure_ipv6(host=False)
+            steps: list[tuple[str, Any]] = [
+                ("the ifb device (CONFIG_IFB)",
+                 lambda: [rtnl.device(plan.SID_DEVICE, "ifb")]),
+                ("the tbf qdisc (CONFIG_NET_SCH_TBF)",
+                 lambda: [rtnl.tbf(index(), 1e6, 9000, 100_000, 0, plan.SID_DEVICE),
+                          rtnl.link_state(index(), True, plan.SID_DEVICE)]),
+                (_SEG6, lambda: [rtnl.route_end_next_csid(
+                    "fcbb:0:1000::/48", index(), plan.LOCATOR_BLOCK_BITS,
+                    plan.NODE_FUNCTION_BITS)]),
+            ]
+
+            def index() -> int:
+                return {s.name: s.index for s in sock.links()}[plan.SID_DEVICE]
+
+            for what, requests in steps:
+                try:
+                    sock.run(requests())
+                except rtnl.NetlinkError:
+                    reason = f"the kernel runtime needs {what}"
+                    break
+    except OSError as exc:
+        reason = f"the kernel runtime cannot create a network namespace ({exc.strerror})"
+    finally:
+        run.delete_all()
+        run.release()
+    _probed.append(reason)
+    return reason

@@ -224,8 +224,14 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
 
         return run_live(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
                         progress=progress, overrides=overrides, **dict(live or {}))
+    if runtime == "kernel":  # the same options dict carries the kernel runtime's
+        from mrc.labs.kernel_run import run_kernel
+
+        return run_kernel(path_or_spec, out=out, seed=seed, transports=transports,
+                          bin_us=bin_us, progress=progress, overrides=overrides,
+                          **dict(live or {}))
     if runtime != RUNTIME:
-        raise LabError(f"unknown runtime {runtime!r}; known: sim, live", "--runtime")
+        raise LabError(f"unknown runtime {runtime!r}; known: sim, live, kernel", "--runtime")
     if live:
         raise LabError("live options need --runtime live", "--runtime")
     wall0 = time.perf_counter()

@@ -1,0 +1,164 @@
+"""A host on the kernel fabric: the live runtime's host, with its NIC ports made real.
+
+The live host (:class:`mrc.live.host.LiveHost`) already drives the unchanged sans-IO QPs with
+asyncio, paces each NIC port at its modelled rate and encodes every packet with
+``mrc.wire``; it only lacks real ports. Here each of its ports is a veth of the host's
+namespace, whose peer is a T0 of the kernel fabric, and one ``AF_PACKET`` datagram socket,
+opened inside the namespace, carries them all:
+
+* send: the encoded packet (outer IPv6 with the uSID destination, inner IPv6, UDP 4791, RoCE
+  headers) goes out of the port of its plane (the plane is the low byte of the uSID block,
+  byte 27 of the packet) to the T0's MAC; the kernel writes the Ethernet header. A raw IPv6
+  socket would route by destination instead, and the host has no routes: the plane is the
+  port, as on a real multi-port NIC.
+* receive: every IPv6 frame addressed to one of its ports (``PACKET_HOST``; its own sends are
+  ignored with ``PACKET_IGNORE_OUTGOING``) is handed to ``LiveHost.receive`` as a datagram
+  from the fabric, which decodes it (checksums, ICRC), delivers it to its QP and kicks the
+  ports. Hosts have IPv6 off on their ports, so their kernel answers nothing.
+
+Why one process for all hosts, one socket each (and not a process per namespace): a socket
+keeps the namespace it was made in, so ``setns`` around ``socket()`` is all it takes, and one
+asyncio loop then serves every host on one clock with no inter-process hops; the packets
+still cross the kernel fabric for real. The cost is one CPU for all hosts, which the scale
+factor accounts for.
+
+The live-host API this adapter relies on (to reconnect after the live host is refactored):
+the constructor's keyword arguments (``on_event``, ``on_placed``, ``on_count``, ``sync``,
+``trace``, ``gso``); ``receive(data, addr)``; the ``fabric_addr`` it checks ``addr`` against;
+the ``_transmit(data)`` hook every datagram leaves through (overridden here); ``_loop``,
+``_sock`` and ``kernel_drops`` as ``start``/``close`` set them; and, for the stack, ``add``,
+``remove``, ``post``, ``poke``, ``now``, ``set_link``, ``counters`` and ``ports``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from mrc.kernel import netns
+from mrc.live.host import RX_BATCH, LiveHost
+
+ETH_P_IPV6 = 0x86DD
+PACKET_HOST = 0
+_SOL_PACKET = 263
+_PACKET_STATISTICS = 6
+_PACKET_IGNORE_OUTGOING = 23
+_PLANE_BYTE = 27  # outer destination: fcbb:00PP:...; its fourth byte is the plane
+_MAX_FRAME = 65_535
+#: What ``LiveHost.receive`` is told every frame came from (frames are checked here).
+FABRIC = ("kernel-fabric", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """A NIC port's veth in the host's namespace and the MAC of the T0 port at its far end."""
+
+    plane: int
+    ifname: str
+    peer_mac: bytes
+
+
+class KernelHost(LiveHost):
+    """Host ``index`` with its NIC ports on the veths of namespace ``ns``."""
+
+    def __init__(self, index: int, spec: Any, clock: Any, *, ns: str, wires: list[Wire],
+                 **options: Any) -> None:
+        super().__init__(index, spec, clock, gso=False, **options)
+        self.ns = ns
+        self.wires = {w.plane: w for w in wires}
+        self._plane_of = {w.ifname: w.plane for w in wires}
+        self.counters.update(rx_wrong_port=0, rx_not_ours=0)
+
+    async def start(self, fabric_addr: tuple[str, int] = FABRIC) -> tuple[str, int]:
+        """Open the packet socket inside the host's namespace and start reading it."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self.fabric_addr = FABRIC
+        with netns.enter(self.ns):
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IPV6))
+        try:
+            sock.setsockopt(_SOL_PACKET, _PACKET_IGNORE_OUTGOING, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.buffer_bytes)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.buffer_bytes)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self.address = (self.ns, 0)
+        loop.add_reader(sock.fileno(), self._readable)
+        return self.address
+
+    async def close(self) -> None:
+        sock = self._sock
+        if sock is not None and self._loop is not None and not self.closed:
+            self._loop.remove_reader(sock.fileno())
+        drops = packet_drops(sock)
+        await super().close()
+        self.kernel_drops = drops
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats() if self._sock is None else {**self.counters}
+        out["kernel_drops"] = self.kernel_drops
+        return out
+
+    def _readable(self) -> None:
+        """Frames waiting on the socket: each one from one of our ports is a datagram from the
+        fabric (bounded, so timers still run)."""
+        sock = self._sock
+        if sock is None:
+            return
+        plane_of = self._plane_of
+        for _ in range(RX_BATCH + 1):
+            try:
+                data, addr = sock.recvfrom(_MAX_FRAME)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                continue
+            plane = plane_of.get(addr[0])
+            if plane is None or addr[2] != PACKET_HOST:
+                self.counters["rx_not_ours"] += 1
+                continue
+            if len(data) > _PLANE_BYTE and data[_PLANE_BYTE] != plane:
+                self.counters["rx_wrong_port"] += 1  # delivered, but note the misroute
+            self.receive(data, FABRIC)
+
+    def _transmit(self, data: bytes) -> None:
+        """One encoded packet out of the port of its plane."""
+        sock = self._sock
+        wire = self.wires.get(data[_PLANE_BYTE]) if len(data) > _PLANE_BYTE else None
+        if sock is None or wire is None:
+            self.counters["tx_errors"] += 1
+            return
+        try:
+            sock.sendto(data, (wire.ifname, ETH_P_IPV6, 0, 0, wire.peer_mac))
+        except OSError:  # queue full (tbf drop: ENOBUFS) or the port is down
+            self.counters["tx_errors"] += 1
+            return
+        self.counters["tx_datagrams"] += 1
+        self.counters["tx_bytes"] += len(data)
+
+
+def packet_drops(sock: socket.socket | None) -> int | None:
+    """Frames the kernel dropped on a packet socket (full receive buffer), since the last
+    call (``PACKET_STATISTICS`` resets on read)."""
+    if sock is None or sock.fileno() < 0:
+        return None
+    try:
+        raw = sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8)
+    except OSError:
+        return None
+    return struct.unpack("=II", raw)[1]
+
+
+def wires_of(fabric: Any, host: int) -> list[Wire]:
+    """The wires of ``host`` in a :class:`~mrc.kernel.fabric.KernelFabric`."""
+    out = []
+    for plane in range(fabric.spec.planes):
+        link = fabric.link_of_host(host, plane)
+        out.append(Wire(plane, link.lower.ifname, bytes.fromhex(link.upper.mac.replace(":", ""))))
+    return out
