@@ -12,9 +12,10 @@ Built in this order, each step one batch of netlink requests per namespace: name
 their sysctls; every switch's SID device; every veth pair (created in the lower-tier
 namespace, its peer directly in the upper one); token buckets on both ends
 (:mod:`mrc.kernel.shaping`); links up; permanent neighbours and routes on the switch ends.
-Links come and go with ``ip link set down/up`` semantics (:meth:`KernelFabric.set_link`);
-Linux deletes a device's routes and neighbours when it goes down, so bringing a link up puts
-back exactly the routes of the plan that leave through it.
+Ports go down and up with ``ip link set down/up`` (:meth:`KernelFabric.set_port`); the far
+end of a veth whose port is down sees its carrier drop, as a switch port sees loss of signal.
+Linux deletes a device's routes and neighbours when it goes down, so a switch port coming up
+gets back exactly the routes of the plan that leave through it.
 
 :meth:`KernelFabric.close` (also ``with``, and on any failure while building) closes every
 socket this process holds in the fabric and deletes every namespace: that is the whole
@@ -129,7 +130,7 @@ class KernelFabric:
             self.links_of[link.upper.element].append(link)
         self.sockets: dict[str, rtnl.Socket] = {}
         self.ifindex: dict[tuple[str, str], int] = {}
-        self.down: set[str] = set()  # links set down and not yet up again
+        self.admin_down: set[tuple[str, str]] = set()  # (element, ifname) set down
         self.times = BuildTimes()
         self.closed = False
 
@@ -226,7 +227,8 @@ class KernelFabric:
         for link in self.links_of[switch]:
             mine, other = ((link.lower, link.upper) if link.lower.element == switch
                            else (link.upper, link.lower))
-            if link.name in self.down or (only is not None and mine.ifname not in only):
+            if (switch, mine.ifname) in self.admin_down or (
+                    only is not None and mine.ifname not in only):
                 continue
             peers[mine.ifname] = other
             requests.append(rtnl.neighbour(self.ifindex[(switch, mine.ifname)], plan.GATEWAY,
@@ -243,26 +245,30 @@ class KernelFabric:
         return requests
 
     # ------------------------------------------------------------------ links at run time
-    def set_link(self, name: str, up: bool) -> bool:
-        """``ip link set down`` (or up) on both ends of link ``name``; False if it already was.
-
-        Going up re-installs the neighbour entries and routes that Linux deleted with the
-        device when it went down."""
-        link = self.links[name]
-        if up == (name not in self.down):
+    def set_port(self, port: Port, up: bool) -> bool:
+        """``ip link set dev PORT down`` (or up) in its element's namespace; False if it
+        already was. A switch port coming up gets its neighbour entry and routes back."""
+        key = (port.element, port.ifname)
+        if up == (key not in self.admin_down):
             return False
         if up:
-            self.down.discard(name)
+            self.admin_down.discard(key)
         else:
-            self.down.add(name)
-        for port in link.ports:
-            self.sockets[port.element].run([self._state(port, up)])
-        if up:
-            for port in link.ports:
-                if port.element in self._switch_set:
-                    self.sockets[port.element].run(
-                        self._switch_requests(port.element, {port.ifname}))
+            self.admin_down.add(key)
+        sock = self.sockets[port.element]
+        sock.run([self._state(port, up)])
+        if up and port.element in self._switch_set:
+            sock.run(self._switch_requests(port.element, {port.ifname}))
         return True
+
+    def set_link(self, name: str, up: bool) -> bool:
+        """Both ends of link ``name`` down (or up); False if nothing changed."""
+        changed = [self.set_port(port, up) for port in self.links[name].ports]
+        return any(changed)
+
+    def link_is_up(self, name: str) -> bool:
+        """Whether link ``name`` carries traffic (both of its ends are up)."""
+        return not any((p.element, p.ifname) in self.admin_down for p in self.links[name].ports)
 
     def set_rate(self, name: str, fraction: float) -> None:
         """Run link ``name`` at ``fraction`` of its rate (both directions)."""

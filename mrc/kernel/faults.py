@@ -8,11 +8,11 @@ KernelFabric`:
 * ``link_down``/``link_up``: ``ip link set down/up`` on both ends of the veth pair. The
   kernel drops what was queued in either end's token bucket, as hardware loses what was
   queued for a dead link.
-* ``switch_down``/``switch_up``: every link of the switch goes down; ``switch_up`` revives
-  only links that nothing else holds down (a link cut on its own stays cut), exactly the
-  simulator's hold-down causes. Coming back, the switch's routes are reinstalled at once (its
-  tables are static).
-* ``nic_port_down``/``nic_port_up``: the host link of that NIC port.
+* ``switch_down``/``switch_up``: every port of the switch goes down; its neighbours see their
+  carrier drop (loss of signal) and lose what they send into it. ``switch_up`` revives only
+  ports that nothing else holds down (a link cut on its own stays cut), exactly the
+  simulator's hold-down causes, and reinstalls the switch's routes at once (static tables).
+* ``nic_port_down``/``nic_port_up``: the host's end of its link (the T0 sees loss of signal).
 * ``degrade``: the link's token buckets run at ``fraction`` of the nominal rate.
 * ``set_loss``: refused (:class:`Unsupported`): random loss needs ``sch_netem``, which this
   runtime does not rely on (see :mod:`mrc.kernel.shaping`).
@@ -56,7 +56,9 @@ class KernelFaults:
         self.fabric = fabric
         self.spec = fabric.spec
         self.on_nic_link = on_nic_link
-        self.causes: dict[str, set[str]] = {name: set() for name in fabric.links}
+        #: hold-down causes of each port (element, interface): it is down while any remains
+        self.causes: dict[tuple[str, str], set[str]] = {
+            (p.element, p.ifname): set() for link in fabric.links.values() for p in link.ports}
         self.fraction: dict[str, float] = {}
 
     @classmethod
@@ -90,27 +92,39 @@ class KernelFaults:
         return element.name
 
     # ------------------------------------------------------------------ hold-downs
-    def _hold(self, link: str, cause: str) -> bool:
-        """Add a hold-down cause; returns whether the link went down now."""
-        causes = self.causes[link]
-        was_up = not causes
-        causes.add(cause)
-        if was_up:
-            self.fabric.set_link(link, False)
+    def _hold(self, link: str, cause: str, only: str | None = None) -> bool:
+        """Add a hold-down cause to the link's ports (only the one in element ``only``, when
+        given); returns whether the link stopped carrying traffic now."""
+        was_up = self.fabric.link_is_up(link)
+        for port in self.fabric.links[link].ports:
+            if only is None or port.element == only:
+                causes = self.causes[(port.element, port.ifname)]
+                causes.add(cause)
+                self.fabric.set_port(port, False)
+        went = was_up and not self.fabric.link_is_up(link)
+        if went:
             self._tell_nic(link, False)
-        return was_up
+        return went
 
     def _release(self, link: str, cause: str) -> bool:
-        """Remove a hold-down cause; returns whether the link came up now."""
-        causes = self.causes[link]
-        if cause not in causes:
-            return False
-        causes.discard(cause)
-        if causes:
-            return False
-        self.fabric.set_link(link, True)
-        self._tell_nic(link, True)
-        return True
+        """Remove a hold-down cause from the link's ports; a port with no cause left comes up.
+        Returns whether the link carries traffic again now."""
+        was_up = self.fabric.link_is_up(link)
+        for port in self.fabric.links[link].ports:
+            causes = self.causes[(port.element, port.ifname)]
+            if cause in causes:
+                causes.discard(cause)
+                if not causes:
+                    self.fabric.set_port(port, True)
+        came = not was_up and self.fabric.link_is_up(link)
+        if came:
+            self._tell_nic(link, True)
+        return came
+
+    def held_by(self, link: str) -> str:
+        """The causes still holding link ``link`` down, comma-separated."""
+        return ",".join(sorted(set().union(*(self.causes[(p.element, p.ifname)]
+                                             for p in self.fabric.links[link].ports))))
 
     def _tell_nic(self, link: str, up: bool) -> None:
         kl = self.fabric.links[link]
@@ -129,12 +143,13 @@ class KernelFaults:
     def link_up(self, target: str) -> dict[str, Any]:
         link = self._link(target)
         came = self._release(link, CAUSE_LINK)
-        return {"link": link, "up": not self.causes[link], "changed": came,
-                "held_by": ",".join(sorted(self.causes[link]))}
+        return {"link": link, "up": self.fabric.link_is_up(link), "changed": came,
+                "held_by": self.held_by(link)}
 
     def switch_down(self, target: str) -> dict[str, Any]:
         switch = self._switch(target)
-        went = sum(self._hold(link.name, switch) for link in self.fabric.links_of[switch])
+        went = sum(self._hold(link.name, switch, only=switch)
+                   for link in self.fabric.links_of[switch])
         return {"switch": switch, "links_down": went}
 
     def switch_up(self, target: str) -> dict[str, Any]:
@@ -144,12 +159,13 @@ class KernelFaults:
 
     def nic_port_down(self, target: str, plane: int | None = None) -> dict[str, Any]:
         link = self._nic_link(target, plane)
-        return {"link": link, "changed": self._hold(link, CAUSE_NIC)}
+        host = self.fabric.links[link].lower.element
+        return {"link": link, "changed": self._hold(link, CAUSE_NIC, only=host)}
 
     def nic_port_up(self, target: str, plane: int | None = None) -> dict[str, Any]:
         link = self._nic_link(target, plane)
         return {"link": link, "changed": self._release(link, CAUSE_NIC),
-                "held_by": ",".join(sorted(self.causes[link]))}
+                "held_by": self.held_by(link)}
 
     def _nic_link(self, target: str, plane: int | None) -> str:
         element = names.resolve(self.spec, target)
@@ -166,7 +182,7 @@ class KernelFaults:
         link = self._link(target)
         self.fraction[link] = fraction
         self.fabric.set_rate(link, fraction)
-        if not self.causes[link]:
+        if self.fabric.link_is_up(link):
             self._tell_nic(link, True)
         return {"link": link, "fraction": fraction}
 
