@@ -18,7 +18,9 @@ KernelFabric`:
   runtime does not rely on (see :mod:`mrc.kernel.shaping`).
 
 A NIC sees its own port's link change at once (loss of signal): ``on_nic_link(host, plane,
-up, bps)`` is called for every host link that changes, as the live fabric does.
+up, bps)`` is called for every host link that changes, as the live fabric does, right after the
+kernel has applied the fault (:meth:`KernelFaults.apply` holds the calls until then, so the
+fault's timing measures the kernel, not the transports' reaction).
 
 Timing: a fault is due at a modelled instant, i.e. at a wall-clock instant of the run's clock.
 :class:`FaultTimer` records when each one was due, when it started and when the kernel had
@@ -60,6 +62,7 @@ class KernelFaults:
         self.causes: dict[tuple[str, str], set[str]] = {
             (p.element, p.ifname): set() for link in fabric.links.values() for p in link.ports}
         self.fraction: dict[str, float] = {}
+        self._told: list[tuple[int, int, bool, int | None]] = []
 
     @classmethod
     def check(cls, primitive: str) -> None:
@@ -71,10 +74,24 @@ class KernelFaults:
             raise Unsupported(f"the kernel fabric does not implement fault {primitive!r}")
 
     def apply(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
-        """Run primitive ``primitive`` on ``target`` now; returns what it did."""
+        """Run primitive ``primitive`` on ``target`` now and tell the NICs whose links changed;
+        returns what it did. ``apply_kernel`` + ``tell_nics`` are the same in two steps."""
+        effect = self.apply_kernel(primitive, target, **params)
+        self.tell_nics()
+        return effect
+
+    def apply_kernel(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
+        """The kernel's part of a primitive (NIC notifications are held for ``tell_nics``)."""
         self.check(primitive)
         fn: Callable[..., dict[str, Any]] = getattr(self, primitive)
         return fn(target, **params)
+
+    def tell_nics(self) -> None:
+        """Deliver the held link changes to the NICs, in order."""
+        told, self._told = self._told, []
+        if self.on_nic_link is not None:
+            for host, plane, up, bps in told:
+                self.on_nic_link(host, plane, up, bps)
 
     # ------------------------------------------------------------------ resolution
     def _link(self, target: str) -> str:
@@ -128,8 +145,8 @@ class KernelFaults:
 
     def _tell_nic(self, link: str, up: bool) -> None:
         kl = self.fabric.links[link]
-        if kl.host is not None and self.on_nic_link is not None:
-            self.on_nic_link(kl.host, kl.plane, up, self._bps(link))
+        if kl.host is not None:
+            self._told.append((kl.host, kl.plane, up, self._bps(link)))
 
     def _bps(self, link: str) -> int:
         return int(round(self.spec.link_bps * self.fraction.get(link, 1.0)))

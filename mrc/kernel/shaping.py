@@ -56,6 +56,11 @@ class Shaping:
     #: A host's own port queue is this many times a switch port's (the host paces itself;
     #: the bucket only re-serializes its catch-up bursts, see mrc.live.host).
     host_queue_factor: int = 4
+    #: Wall seconds of sending a host port may catch up at once after its timer fired late
+    #: (the host's ``burst_ps``). The host's own bucket is that much deeper than a switch
+    #: port's one packet, so time lost to a late wake-up is not lost to the link; the T0
+    #: behind it serializes the burst at line rate again.
+    host_catch_up_s: float = 0.005
 
     def __post_init__(self) -> None:
         if not self.scale > 0:
@@ -68,13 +73,19 @@ class Shaping:
 
     @property
     def burst_bytes(self) -> int:
-        """One full-size frame as tbf counts it: the bucket holds a single packet, so the link
-        serializes (never bursts)."""
+        """One full-size frame as tbf counts it: a switch port's bucket holds a single packet,
+        so the link serializes (never bursts)."""
         return self.spec.packet_bytes(self.spec.mtu_bytes) + MAC_HEADER_BYTES
+
+    def burst(self, port_is_host: bool, fraction: float = 1.0) -> int:
+        """Bucket depth of a port: one frame, plus the host's catch-up window on host ports."""
+        if not port_is_host:
+            return self.burst_bytes
+        return self.burst_bytes + int(self.wall_bps * fraction * self.host_catch_up_s / 8)
 
     def limit_bytes(self, port_is_host: bool) -> int:
         queue = self.spec.buffer_bytes * (self.host_queue_factor if port_is_host else 1)
-        return queue + self.burst_bytes
+        return queue + self.burst(port_is_host)
 
     def requests(self, fabric: KernelFabric, port: Port, link: Link,
                  fraction: float = 1.0) -> list[rtnl.Request]:
@@ -83,7 +94,7 @@ class Shaping:
             raise ValueError(f"rate fraction must be in (0, 1], got {fraction!r}")
         is_host = link.host is not None and port is link.lower
         index = fabric.ifindex[(port.element, port.ifname)]
-        return [rtnl.tbf(index, self.wall_bps * fraction, self.burst_bytes,
+        return [rtnl.tbf(index, self.wall_bps * fraction, self.burst(is_host, fraction),
                          self.limit_bytes(is_host), RATE_OVERHEAD_BYTES, port.ifname)]
 
     def describe(self) -> dict[str, object]:

@@ -154,8 +154,7 @@ class KernelSim:
         self._stopped = False
         wake: asyncio.Future[None] = self.loop.create_future()
         self._wake = wake
-        handle = self.loop.call_at(self.clock.wall_at(until_ps),
-                                   lambda: wake.done() or wake.set_result(None))
+        handle = self.loop.call_at(self.clock.wall_at(until_ps), _resolve, wake)
         try:
             self.loop.run_until_complete(wake)
         finally:
@@ -166,6 +165,11 @@ class KernelSim:
         if not self._stopped and self._floor < until_ps:
             self._floor = until_ps
         return self.now
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class KernelStack(SimStack):
@@ -202,7 +206,9 @@ class KernelStack(SimStack):
         self.nics: list[KernelHost] = [  # type: ignore[assignment]
             KernelHost(h, spec, self.clock, ns=fabric.ns(f"h{h}"), wires=wires_of(fabric, h),
                        on_event=self._on_qp_event, on_placed=self.recorder.placed,
-                       on_count=self._count, sync=self.kernel_sim.run_due, trace=trace)
+                       on_count=self._count, sync=self.kernel_sim.run_due, trace=trace,
+                       burst_ps=self.clock.model_ps(fabric.shaping.host_catch_up_s)
+                       if fabric.shaping is not None else None)
             for h in range(spec.hosts)]
         self.capture = capture
         self.wall_started = time.perf_counter()
@@ -230,10 +236,13 @@ class KernelStack(SimStack):
         self.kernel_sim.fail(exc if exc is not None else RuntimeError(context.get("message")))
 
     def apply_fault(self, primitive: str, target: str, **params: Any) -> dict[str, Any]:
-        """Apply a fault primitive now, timed against the moment it was due."""
+        """Apply a fault primitive now (the labs layer's fault schedule calls this), timed
+        against the moment it was due; then the NICs hear of their links."""
         due = self.sim.now
-        return self.timer.run(due, primitive, target,
-                              lambda: self.faults.apply(primitive, target, **params))
+        effect: dict[str, Any] = self.timer.run(
+            due, primitive, target, lambda: self.faults.apply_kernel(primitive, target, **params))
+        self.faults.tell_nics()
+        return effect
 
     # ----------------------------------------------------------------- results
     def fabric_counts(self) -> tuple[int, int]:
@@ -250,14 +259,13 @@ class KernelStack(SimStack):
         for host in self.nics:
             for key, value in host.counters.items():
                 hosts[key] = hosts.get(key, 0) + value
-        drops = [host.kernel_drops for host in self.nics]
         return {
             "scale": self.clock.dilation,
             "model_us": round(self.sim.now / PS_PER_US, 3),
             "wall_s": round(time.perf_counter() - self.wall_started, 3),
             "fabric_drops": self.fabric.drops(),
             "hosts": hosts,
-            "socket_drops": None if None in drops else sum(drops),  # type: ignore[arg-type]
+            "socket_drops": sum(host.socket_drops() for host in self.nics),
             "host_rejections": next((h.first_rejection for h in self.nics
                                      if h.first_rejection), None),
             **self.timer.summary(),
