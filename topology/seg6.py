@@ -11,7 +11,7 @@ One route per uSID a switch routes, each a /48 (32-bit block + the 16-bit uSID):
     uN       fcbb:P:<own>::/48   encap seg6local action End flavors next-csid lblen 32
                                  nflen 16 dev usid
     forward  fcbb:P:<next>::/48  via fe80::1 dev <next switch>
-    uA       fcbb:P:<port>::/48  via fe80::1 dev <host's NIC port>
+    uA       fcbb:P:<port>::/48  encap bpf xmit mrc_ua via fe80::1 dev <host's NIC port>
 
 Why these choices (each one found on a real kernel, 6.18):
 
@@ -20,14 +20,15 @@ Why these choices (each one found on a real kernel, 6.18):
   name a device that is not the loopback: Linux turns a route ``dev lo`` that is not a local
   address into a reject route (the packet is counted as "no route" before seg6local sees it).
   Every switch therefore has its own small ``usid`` device (an ifb) that carries nothing.
-* **uA is a plain route to the downlink**, not End.X NEXT-C-SID. The port uSID is always the
-  last one of the carrier (``walk`` refuses anything else), and RFC 9800 hands a uSID whose
-  argument is empty to ordinary SRH processing: Linux's End.X then needs a segment routing
-  header, finds none and drops the packet. So the T0 forwards the packet unshifted and the
-  host's NIC consumes its own port uSID: the packet reaches the host with the port uSID still
-  active (``fcbb:P:E00J::``) where the user-space fabric hands over ``fcbb:P::``; the hops
-  and links it takes are the same, and nothing at the host reads the spent address except the
-  plane in its block.
+* **uA is a route to the downlink whose xmit hook shifts the carrier** (``mrc_ua``, a
+  ten-line eBPF program, :mod:`mrc.kernel.bpf`), not End.X with NEXT-C-SID. The port uSID is
+  always the last one of the carrier (``walk`` refuses anything else), and RFC 9800 hands a
+  uSID whose argument is empty to ordinary SRH processing: Linux's End.X then needs a segment
+  routing header, finds none and drops the packet (measured: every packet counted as an
+  error). The eBPF shift makes the packet reach the host as the plan says (``fcbb:P::``).
+  Where the kernel refuses eBPF, the fabric installs the plain route and the host's NIC
+  consumes its own port uSID (the packet arrives as ``fcbb:P:E00J::``; same hops, same links,
+  and nothing at the host reads the spent address except the plane in its block).
 * **Next hops are one link-local gateway**, ``fe80::1`` on every interface, with a permanent
   neighbour entry for the peer's MAC: links are point to point, so no address plan, no
   neighbour discovery and no router advertisements are needed (the fabric sends nothing of its
@@ -50,6 +51,8 @@ from topology.tables import FORWARD, UA, UN, switch_table
 GATEWAY = "fe80::1"
 #: The device seg6local End routes are attached to (see the module docstring: not ``lo``).
 SID_DEVICE = "usid"
+#: The eBPF program on every uA route's xmit hook (it shifts the port uSID away).
+UA_PROGRAM = "mrc_ua"
 #: F3216: 32-bit locator block, 16-bit node uSID.
 LOCATOR_BLOCK_BITS = 32
 NODE_FUNCTION_BITS = 16
@@ -81,14 +84,17 @@ class Route:
     def seg6local(self) -> bool:
         return self.action == UN
 
-    def text(self) -> str:
-        """The route as ``ip -6 route show`` prints it (iproute2 6.x)."""
+    def text(self, ua_program: bool = True) -> str:
+        """The route as ``ip -6 route show`` prints it (iproute2 6.x); ``ua_program=False``:
+        a uA route as installed where the kernel refuses eBPF."""
         if self.seg6local:
             return (f"{self.prefix}  encap seg6local action End flavors next-csid "
                     f"lblen {LOCATOR_BLOCK_BITS} nflen {NODE_FUNCTION_BITS} dev {self.dev} "
                     f"proto {PROTO} metric {METRIC} pref medium")
-        return (f"{self.prefix} via {GATEWAY} dev {self.dev} proto {PROTO} metric {METRIC} "
-                "pref medium")
+        # iproute2 puts two spaces between a destination and its encapsulation
+        head = (f"{self.prefix}  encap bpf xmit {UA_PROGRAM}" if self.action == UA and ua_program
+                else self.prefix)
+        return f"{head} via {GATEWAY} dev {self.dev} proto {PROTO} metric {METRIC} pref medium"
 
 
 def interface_name(peer: str) -> str:
@@ -119,9 +125,9 @@ def switch_routes(spec: FabricSpec, switch: str) -> list[Route]:
     return routes
 
 
-def routes_text(spec: FabricSpec, switch: str) -> str:
+def routes_text(spec: FabricSpec, switch: str, ua_program: bool = True) -> str:
     """``switch``'s routes, one per line, as ``ip -6 route show`` prints them in its namespace."""
-    return "\n".join(route.text() for route in switch_routes(spec, switch))
+    return "\n".join(route.text(ua_program) for route in switch_routes(spec, switch))
 
 
 def route_address(route: Route) -> ipaddress.IPv6Network:

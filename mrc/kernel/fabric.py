@@ -32,11 +32,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrc.kernel import netns, rtnl
+from mrc.kernel import bpf, netns, rtnl
 from mrc.kernel.shaping import Shaping
 from topology import names
 from topology import seg6 as plan
 from topology.spec import FabricSpec
+from topology.tables import UA
 
 #: MTU of every veth: a full MRC DATA packet (4,240 IPv6 bytes at the default MTU) fits.
 LINK_MTU = 9000
@@ -132,6 +133,12 @@ class KernelFabric:
         self.ifindex: dict[tuple[str, str], int] = {}
         self.admin_down: set[tuple[str, str]] = set()  # (element, ifname) set down
         self.times = BuildTimes()
+        #: the loaded uA program (fd), or None where the kernel refused eBPF
+        self.ua_program: int | None = None
+        #: loaded random-drop programs by probability, the links that drop, what they dropped
+        self.loss_programs: dict[float, int] = {}
+        self.lossy: set[str] = set()
+        self.loss_dropped = 0
         self.closed = False
 
     # ------------------------------------------------------------------ building
@@ -201,6 +208,10 @@ class KernelFabric:
         self._run_per_element((port.element, [self._state(port, True)])
                               for link in self.links.values() for port in link.ports)
         t = self._step("up", t)
+        try:
+            self.ua_program = bpf.ua_shift()
+        except bpf.BpfError:
+            self.ua_program = None  # plain uA routes: the NIC consumes its port uSID
         routes = []
         for switch in self.switches:
             routes.append((switch, self._switch_requests(switch, None)))
@@ -240,8 +251,11 @@ class KernelFabric:
                         route.prefix, self.ifindex[(switch, route.dev)],
                         plan.LOCATOR_BLOCK_BITS, plan.NODE_FUNCTION_BITS, route.dev))
             elif route.dev in peers:
+                program = (None if route.action != UA or self.ua_program is None
+                           else (self.ua_program, plan.UA_PROGRAM))
                 requests.append(rtnl.route_via(route.prefix, plan.GATEWAY,
-                                               self.ifindex[(switch, route.dev)], route.dev))
+                                               self.ifindex[(switch, route.dev)], route.dev,
+                                               xmit_bpf=program))
         return requests
 
     # ------------------------------------------------------------------ links at run time
@@ -278,6 +292,33 @@ class KernelFabric:
         for port in link.ports:
             self.sockets[port.element].run(self.shaping.requests(self, port, link, fraction))
 
+    def set_loss(self, name: str, probability: float) -> None:
+        """Drop each packet sent into link ``name`` (both directions) with ``probability``: an
+        eBPF classifier on both ends' egress (0 takes it off again)."""
+        if not 0 <= probability <= 1:
+            raise ValueError(f"loss probability must be in [0, 1], got {probability!r}")
+        fd = None
+        if probability > 0:
+            fd = self.loss_programs.get(probability)
+            if fd is None:
+                fd = self.loss_programs[probability] = bpf.random_drop(probability)
+        if fd is None and name not in self.lossy:
+            return
+        for port in self.links[name].ports:
+            index = self.ifindex[(port.element, port.ifname)]
+            sock = self.sockets[port.element]
+            if fd is not None:
+                sock.run([rtnl.clsact(index, port.ifname),
+                          rtnl.egress_bpf(index, fd, "mrc_loss", port.ifname)])
+            else:  # keep its drop count: the hook goes, and its counters with it
+                self.loss_dropped += sum(q.drops for q in sock.qdiscs()
+                                         if q.index == index and q.kind == "clsact")
+                sock.run([rtnl.clsact_delete(index, port.ifname)])
+        if fd is None:
+            self.lossy.discard(name)
+        else:
+            self.lossy.add(name)
+
     def link_of_host(self, host: int, plane: int) -> Link:
         return self.links[names.uplink_name(self.spec, host, plane)]
 
@@ -293,15 +334,16 @@ class KernelFabric:
     def drops(self) -> dict[str, int]:
         """What the kernel fabric dropped: queue overflow in the token buckets, packets sent
         into a dead link, and packets a switch had no route for (``Ip6InNoRoutes``)."""
-        qdisc = sum(q.drops for sock in self.sockets.values() for q in sock.qdiscs()
-                    if q.kind == "tbf")
+        qdiscs = [q for sock in self.sockets.values() for q in sock.qdiscs()]
+        qdisc = sum(q.drops for q in qdiscs if q.kind == "tbf")
+        loss = sum(q.drops for q in qdiscs if q.kind == "clsact") + self.loss_dropped
         link = sum(s.tx_dropped for s in self.counters().values())
         no_route = 0
         for switch in self.switches:
             with netns.enter(self.ns(switch)):
                 no_route += _snmp6("Ip6InNoRoutes")
-        return {"queue": qdisc, "link": link, "no_route": no_route,
-                "total": qdisc + link + no_route}
+        return {"queue": qdisc, "loss": loss, "link": link, "no_route": no_route,
+                "total": qdisc + loss + link + no_route}
 
     # ------------------------------------------------------------------ teardown
     def close(self) -> int:
@@ -314,6 +356,12 @@ class KernelFabric:
             with contextlib.suppress(OSError):
                 sock.close()
         self.sockets.clear()
+        for fd in [self.ua_program, *self.loss_programs.values()]:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.ua_program = None
+        self.loss_programs.clear()
         deleted = self.run.delete_all()
         self.run.release()
         return deleted

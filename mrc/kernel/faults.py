@@ -14,8 +14,9 @@ KernelFabric`:
   simulator's hold-down causes, and reinstalls the switch's routes at once (static tables).
 * ``nic_port_down``/``nic_port_up``: the host's end of its link (the T0 sees loss of signal).
 * ``degrade``: the link's token buckets run at ``fraction`` of the nominal rate.
-* ``set_loss``: refused (:class:`Unsupported`): random loss needs ``sch_netem``, which this
-  runtime does not rely on (see :mod:`mrc.kernel.shaping`).
+* ``set_loss``: each packet sent into the link is dropped with probability p, by an eBPF
+  classifier on both ends' egress (:mod:`mrc.kernel.bpf`; ``sch_netem`` is not relied on).
+  The kernel's random generator is not seeded: which packets are lost differs between runs.
 
 A NIC sees its own port's link change at once (loss of signal): ``on_nic_link(host, plane,
 up, bps)`` is called for every host link that changes, as the live fabric does, right after the
@@ -30,11 +31,13 @@ error in wall time and in modelled time (wall error / scale).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mrc.kernel import bpf
 from mrc.kernel.fabric import KernelFabric
 from topology import names
 
@@ -52,7 +55,7 @@ class KernelFaults:
     """Fault primitives on a kernel fabric, by element name (a name or a selector)."""
 
     PRIMITIVES = ("link_down", "link_up", "switch_down", "switch_up", "nic_port_down",
-                  "nic_port_up", "degrade")
+                  "nic_port_up", "degrade", "set_loss")
 
     def __init__(self, fabric: KernelFabric, on_nic_link: NicLinkSink | None = None) -> None:
         self.fabric = fabric
@@ -67,9 +70,9 @@ class KernelFaults:
     @classmethod
     def check(cls, primitive: str) -> None:
         """Refuse, before anything runs, a primitive this runtime cannot apply."""
-        if primitive == "set_loss":
-            raise Unsupported("random loss needs sch_netem, which the kernel runtime does not "
-                              "use; run this lab in simulation or live")
+        if primitive == "set_loss" and not loss_supported():
+            raise Unsupported("random loss needs an eBPF classifier, which this kernel "
+                              "refuses; run this lab in simulation or live")
         if primitive not in cls.PRIMITIVES:
             raise Unsupported(f"the kernel fabric does not implement fault {primitive!r}")
 
@@ -192,6 +195,13 @@ class KernelFaults:
             return names.uplink_name(self.spec, element.index, plane)  # type: ignore[arg-type]
         return self._link(target)
 
+    def set_loss(self, target: str, p: float, direction: str | None = None) -> dict[str, Any]:
+        if direction not in (None, "both"):
+            raise Unsupported("the kernel fabric makes both directions of a link lossy")
+        link = self._link(target)
+        self.fabric.set_loss(link, p)
+        return {"link": link, "p": p}
+
     def degrade(self, target: str, fraction: float, direction: str | None = None
                 ) -> dict[str, Any]:
         if direction not in (None, "both"):
@@ -258,3 +268,17 @@ class FaultTimer:
         return {"faults": rows,
                 "max_late_wall_ms": max((abs(r["late_wall_ms"]) for r in rows), default=None),
                 "max_late_model_ns": max(late, default=None)}
+
+
+_loss_ok: list[bool] = []
+
+
+def loss_supported() -> bool:
+    """Whether this kernel loads the random-drop classifier (checked once per process)."""
+    if not _loss_ok:
+        try:
+            os.close(bpf.random_drop(0.0))
+            _loss_ok.append(True)
+        except bpf.BpfError:
+            _loss_ok.append(False)
+    return _loss_ok[0]

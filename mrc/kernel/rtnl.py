@@ -40,7 +40,8 @@ _SOL_NETLINK = 270
 RTM_NEWLINK, RTM_GETLINK = 16, 18
 RTM_NEWROUTE = 24
 RTM_NEWNEIGH = 28
-RTM_NEWQDISC, RTM_GETQDISC = 36, 38
+RTM_NEWQDISC, RTM_DELQDISC, RTM_GETQDISC = 36, 37, 38
+RTM_NEWTFILTER = 44
 
 # links
 _IFINFO = struct.Struct("=BxHiII")
@@ -56,7 +57,8 @@ _STATS64 = struct.Struct("=8Q")  # rx/tx packets, rx/tx bytes, rx/tx errors, rx/
 _RTMSG = struct.Struct("=BBBBBBBBI")
 RT_TABLE_MAIN, RTPROT_STATIC, RT_SCOPE_UNIVERSE, RTN_UNICAST = 254, 4, 0, 1
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_ENCAP_TYPE, RTA_ENCAP = 1, 4, 5, 6, 21, 22
-LWTUNNEL_ENCAP_SEG6_LOCAL = 7
+LWTUNNEL_ENCAP_BPF, LWTUNNEL_ENCAP_SEG6_LOCAL = 6, 7
+LWT_BPF_XMIT, LWT_BPF_PROG_FD, LWT_BPF_PROG_NAME = 3, 1, 2
 SEG6_LOCAL_ACTION, SEG6_LOCAL_FLAVORS = 1, 11
 SEG6_LOCAL_ACTION_END = 1
 SEG6_LOCAL_FLV_OPERATION, SEG6_LOCAL_FLV_LCBLOCK_BITS, SEG6_LOCAL_FLV_LCNODE_FN_BITS = 1, 2, 3
@@ -73,6 +75,10 @@ TC_H_ROOT = 0xFFFFFFFF
 TCA_KIND, TCA_OPTIONS, TCA_STATS = 1, 2, 3
 TCA_TBF_PARMS, TCA_TBF_RATE64, TCA_TBF_BURST = 1, 4, 6
 TC_LINKLAYER_ETHERNET = 1
+TC_H_CLSACT, TC_H_CLSACT_EGRESS = 0xFFFFFFF1, 0xFFFFFFF3
+TCA_BPF_FD, TCA_BPF_NAME, TCA_BPF_FLAGS = 6, 7, 8
+TCA_BPF_FLAG_ACT_DIRECT = 1
+_ETH_P_ALL_BE = 0x0300  # htons(ETH_P_ALL)
 _RATESPEC = struct.Struct("=BBHhHI")
 _TBF_TAIL = struct.Struct("=III")
 _TC_STATS = struct.Struct("=QIIIIIII")  # bytes, packets, drops, overlimits, bps, pps, qlen, backlog
@@ -189,10 +195,17 @@ def _route_head(prefix: ipaddress.IPv6Network) -> bytes:
             + attr(RTA_DST, prefix.network_address.packed))
 
 
-def route_via(prefix: str, gateway: str, oif: int, dev: str = "") -> Request:
-    """``ip -6 route replace PREFIX via GATEWAY dev OIF proto static``."""
+def route_via(prefix: str, gateway: str, oif: int, dev: str = "",
+              xmit_bpf: tuple[int, str] | None = None) -> Request:
+    """``ip -6 route replace PREFIX [encap bpf xmit PROG] via GATEWAY dev OIF proto static``;
+    ``xmit_bpf`` is a loaded ``LWT_XMIT`` program's (fd, name)."""
     net = ipaddress.IPv6Network(prefix)
     body = _route_head(net) + attr(RTA_GATEWAY, ip6(gateway)) + u32(RTA_OIF, oif)
+    if xmit_bpf is not None:
+        fd, name = xmit_bpf
+        body += (u16(RTA_ENCAP_TYPE, LWTUNNEL_ENCAP_BPF)
+                 + nest(RTA_ENCAP, nest(LWT_BPF_XMIT, u32(LWT_BPF_PROG_FD, fd),
+                                        text(LWT_BPF_PROG_NAME, name))))
     return Request(RTM_NEWROUTE, F_CREATE | F_REPLACE, body, f"route {prefix} via {dev or oif}")
 
 
@@ -227,6 +240,32 @@ def tbf(index: int, rate_bps: float, burst_bytes: int, limit_bytes: int, overhea
     body = (_TCMSG.pack(socket.AF_UNSPEC, index, 0x10000, TC_H_ROOT, 0) + text(TCA_KIND, "tbf")
             + nest(TCA_OPTIONS, *options))
     return Request(RTM_NEWQDISC, F_CREATE | F_REPLACE, body, f"tbf on {name or index}")
+
+
+def clsact(index: int, name: str = "") -> Request:
+    """``tc qdisc replace dev X clsact``: the hook for egress filters (no queue of its own)."""
+    body = (_TCMSG.pack(socket.AF_UNSPEC, index, 0xFFFF0000, TC_H_CLSACT, 0)
+            + text(TCA_KIND, "clsact"))
+    return Request(RTM_NEWQDISC, F_CREATE | F_REPLACE, body, f"clsact on {name or index}")
+
+
+def clsact_delete(index: int, name: str = "") -> Request:
+    """``tc qdisc del dev X clsact`` (its filters go with it)."""
+    body = (_TCMSG.pack(socket.AF_UNSPEC, index, 0xFFFF0000, TC_H_CLSACT, 0)
+            + text(TCA_KIND, "clsact"))
+    return Request(RTM_DELQDISC, 0, body, f"clsact off {name or index}")
+
+
+def egress_bpf(index: int, fd: int, prog_name: str, name: str = "") -> Request:
+    """``tc filter replace dev X egress prio 1 handle 1 bpf da fd FD``: a direct-action
+    classifier on every packet the port sends."""
+    body = (_TCMSG.pack(socket.AF_UNSPEC, index, 1, TC_H_CLSACT_EGRESS,
+                        (1 << 16) | _ETH_P_ALL_BE)
+            + text(TCA_KIND, "bpf")
+            + nest(TCA_OPTIONS, u32(TCA_BPF_FD, fd), text(TCA_BPF_NAME, prog_name),
+                   u32(TCA_BPF_FLAGS, TCA_BPF_FLAG_ACT_DIRECT)))
+    return Request(RTM_NEWTFILTER, F_CREATE | F_REPLACE, body,
+                   f"bpf {prog_name} on {name or index} egress")
 
 
 # ---------------------------------------------------------------------- the socket

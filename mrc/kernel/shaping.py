@@ -18,9 +18,9 @@ drop-tail at the spec's ``buffer_bytes`` per port.
 
 What the kernel fabric does not model, and says so in every result (``limits``): trimming and
 ECN marking (no Linux qdisc trims a packet to its header and re-queues it at high priority),
-propagation and switch latency (no ``sch_netem`` here; the kernel's own forwarding time,
-tens of microseconds per hop, is a few nanoseconds once scaled), and random loss (a
-``loss`` fault is refused: see :mod:`mrc.kernel.faults`).
+and propagation and switch latency (no ``sch_netem`` here; the kernel's own forwarding time,
+tens of microseconds per hop, is a few nanoseconds once scaled). Random loss is an eBPF
+classifier (:mod:`mrc.kernel.bpf`), not seeded.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ LIMITS = (
     "so a full queue costs a timeout-driven retransmission where a trim would cost a NACK",
     "no propagation or switch latency (no sch_netem): the kernel's own forwarding time, "
     "scaled, stands in for it",
+    "random loss (loss faults) is drawn by the kernel, unseeded: it differs between runs",
 )
 
 

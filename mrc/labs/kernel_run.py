@@ -155,6 +155,7 @@ def run_kernel(path_or_spec: Any, *, out: str | Path | None = None, seed: int | 
             except KernelUnavailable as exc:
                 raise LabError(str(exc), "--runtime kernel") from None
             build_s = time.perf_counter() - t0
+            ua_shifted = fabric.ua_program is not None
             try:
                 with Capture.maybe(fabric, _pcap_path(pcap, spec.name, len(specs) > 1),
                                    capture, workload_hosts(lab)) as cap:
@@ -191,6 +192,7 @@ def run_kernel(path_or_spec: Any, *, out: str | Path | None = None, seed: int | 
         "wall_s_per_transport": round(lab.run.duration_us * factor / 1e6, 3),
         "namespaces": counts(lab.fabric).switches + lab.fabric.hosts,
         "veth_pairs": counts(lab.fabric).links,
+        "ua": "ebpf shift" if ua_shifted else "plain route (the NIC consumes its port uSID)",
         "limits": list(LIMITS),
         "pcap": None if pcap is None else [str(_pcap_path(pcap, s.name, len(specs) > 1))
                                            for s in specs],
