@@ -54,7 +54,11 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
             detail["evs_changed"] = changed
     else:
         name, kwargs = sim_faults.primitive(action.action, action.params)
-        # the live runtime's stack has the same network, run by its fabric against the clock
-        effect = sim_faults.apply(stack.net, name, action.target, **kwargs).effect
+        kernel = getattr(stack, "apply_fault", None)  # the kernel runtime: real interfaces
+        if kernel is not None:
+            effect = kernel(name, action.target, **kwargs)
+        else:
+            # the live runtime's stack has the same network, run by its fabric against the clock
+            effect = sim_faults.apply(stack.net, name, action.target, **kwargs).effect
         detail.update({k: v for k, v in effect.items() if isinstance(v, int | float | str | bool)})
     stack.note_event(now, action.action, action.target, **detail)

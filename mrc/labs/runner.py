@@ -5,7 +5,9 @@ completely first (a :class:`LabError` before anything runs), then drives one sta
 transport through the run, and returns a :class:`LabResult` of pandas tables plus the
 summary dict; with ``out`` it also writes the files. The stack is built by a factory
 (``SimStack`` by default); a live run (``runtime="live"``, or ``run_live``) plugs in the live
-runtime's stacks (``mrc.labs.live_run``) and is otherwise this same runner.
+runtime's stacks (``mrc.labs.live_run``), a kernel run (``runtime="kernel"``, or
+``run_kernel``) the kernel runtime's (``mrc.labs.kernel_run``), and each is otherwise this
+same runner.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -40,6 +43,16 @@ PROGRESS_DELAY_S = 2.0
 RUNTIME = "sim"
 
 StackFactory = Callable[[FabricSpec, int, int, str], Any]
+
+
+class RuntimeSession(Protocol):
+    """What a run on real time supplies (``live_run.LiveRun``, ``kernel_run.KernelRun``):
+    a stack factory per transport, closed after it, and its parts of the summary."""
+
+    def stacks(self, name: str) -> AbstractContextManager[StackFactory]: ...
+
+    def annotate(self, summary: dict[str, Any],
+                 totals: Mapping[str, Mapping[str, Any]]) -> None: ...
 
 
 def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: str) -> Any:
@@ -206,27 +219,36 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
 
     ``out``: directory to write the result files into (nothing is written when None).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
-    ``runtime``: ``"sim"`` (the packet simulator) or ``"live"`` (real UDP datagrams through
+    ``runtime``: ``"sim"`` (the packet simulator), ``"live"`` (real UDP datagrams through
     the user-space fabric in dilated wall-clock time), which takes the ``live`` options
-    (:class:`mrc.labs.live_run.LiveRun`'s: dilation, pcap, bind_host, allow_non_loopback...).
+    (:class:`mrc.labs.live_run.LiveRun`'s: dilation, pcap, bind_host, allow_non_loopback...),
+    or ``"kernel"`` (real IPv6 packets through Linux seg6local switches in network
+    namespaces, as root), whose options come in the same dict
+    (:class:`mrc.labs.kernel_run.KernelRun`'s: scale, pcap, capture...).
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
-    if runtime not in (RUNTIME, "live"):
-        raise LabError(f"unknown runtime {runtime!r}; known: sim, live", "--runtime")
-    if live and runtime != "live":
+    if runtime not in (RUNTIME, "live", "kernel"):
+        raise LabError(f"unknown runtime {runtime!r}; known: sim, live, kernel", "--runtime")
+    if live and runtime == RUNTIME:
         raise LabError("live options need --runtime live", "--runtime")
     wall0 = time.perf_counter()
     lab = prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
-    if runtime == "live":
-        from mrc.labs.live_run import LiveRun
+    if runtime != RUNTIME:
+        session: RuntimeSession
+        if runtime == "live":
+            from mrc.labs.live_run import LiveRun
 
-        session = LiveRun(lab, specs, **dict(live or {}))
+            session = LiveRun(lab, specs, **dict(live or {}))
+        else:
+            from mrc.labs.kernel_run import KernelRun
+
+            session = KernelRun(lab, specs, **dict(live or {}))
         runs = []
         for spec in specs:
-            with session.stacks(spec.name) as live_factory:
-                runs.append(run_transport(lab, spec, live_factory, progress=progress))
+            with session.stacks(spec.name) as runtime_factory:
+                runs.append(run_transport(lab, spec, runtime_factory, progress=progress))
         result = assemble(lab, runs, wall_s=time.perf_counter() - wall0, runtime=runtime)
         session.annotate(result.summary, {run.name: run.totals for run in runs})
     else:
@@ -248,6 +270,19 @@ def run_live(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     (dilation, wall and modelled units, fabric and host counters)."""
     return run_lab(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
                    progress=progress, overrides=overrides, runtime="live", live=live)
+
+
+def run_kernel(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
+               out: str | Path | None = None, seed: int | None = None,
+               transports: str | Sequence[str] | None = None, bin_us: float | None = None,
+               progress: bool = True, overrides: Mapping[str, Any] | None = None,
+               **kernel: Any) -> LabResult:
+    """Run a lab on the Linux kernel's SRv6 data plane (``run_lab(..., runtime="kernel",
+    live=kernel)``): the same tables and files as a simulated run, with ``runtime:
+    "kernel"`` and a ``kernel`` section (scale, limits, build and teardown times, fault
+    timing, kernel counters)."""
+    return run_lab(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
+                   progress=progress, overrides=overrides, runtime="kernel", live=kernel)
 
 
 def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,

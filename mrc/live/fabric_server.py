@@ -3,7 +3,8 @@
 
 Each datagram is stamped with the :class:`~mrc.live.clock.Clock`, every fabric event due by
 then runs (the engine's ``run_until``), what reaches a host is sent to its socket, and one
-asyncio timer is kept armed for the next event. Lateness of the wall clock never changes
+asyncio timer is kept armed for the next event (the fabric's engine is run by a
+:class:`~mrc.live.wall_engine.WallEngine`). Lateness of the wall clock never changes
 modelled timestamps; it is measured and reported (``lag_*``).
 """
 
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
 from typing import Any
 
 from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.live.fabric import FabricCore
 from mrc.live.udp import check_bind_address, read_more, udp_kernel_drops
+from mrc.live.wall_engine import WallEngine
 
 
 class FabricServer(asyncio.DatagramProtocol):
@@ -43,13 +44,8 @@ class FabricServer(asyncio.DatagramProtocol):
         self.host_addr: list[tuple[str, int] | None] = [None] * core.spec.hosts
         self.send_errors = 0
         self.kernel_drops: int | None = None
-        self.lag_max_ps = 0
-        self.lag_sum_ps = 0
-        self.lag_samples = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._running = False
+        #: The fabric's engine against the clock (runs once the socket is bound).
+        self.engine = WallEngine(core.sim, clock, after_run=self._after_run)
         #: Deliveries of the events being run, sent together when the run ends (one GSO send
         #: per run of equal-size datagrams to a host; each host's order is kept).
         self._outbox: list[tuple[tuple[str, int], bytearray]] = []
@@ -59,7 +55,6 @@ class FabricServer(asyncio.DatagramProtocol):
     async def start(self) -> tuple[str, int]:
         """Bind the socket; returns the address hosts send to."""
         loop = asyncio.get_running_loop()
-        self._loop = loop
         sock = socket.socket(socket.AF_INET6 if ":" in self.bind[0] else socket.AF_INET,
                              socket.SOCK_DGRAM)
         try:
@@ -75,6 +70,7 @@ class FabricServer(asyncio.DatagramProtocol):
         self._sock = sock
         self.address = sock.getsockname()[:2]
         self.gso = gso.supported(sock)
+        self.engine.attach(loop)
         return self.address
 
     def register_host(self, index: int, address: tuple[str, int]) -> None:
@@ -90,15 +86,15 @@ class FabricServer(asyncio.DatagramProtocol):
         if sock is not None:  # read what else waits now: a loop turn per datagram costs most
             self.send_errors += read_more(sock, burst)  # (ICMP errors queued on the socket)
         self._ingest(burst)
-        self._arm()
+        self.engine.arm()
 
     def _ingest(self, burst: list[tuple[bytes, tuple[str, int]]]) -> None:
         """A burst read at one instant enters at one modelled time, in the order it came,
         after the events due by then."""
         core = self.core
         now = self.clock.now_ps()
-        if core.heap and core.heap[0][0] <= now:
-            self._run(now)
+        if self.engine.due(now):
+            self.engine.run(now)
         if now > core.now:
             core.now = now
         hosts = self.hosts
@@ -110,70 +106,13 @@ class FabricServer(asyncio.DatagramProtocol):
         self.send_errors += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timer()
+        self.engine.detach()
 
-    # ------------------------------------------------------------------ engine
-    def _run(self, now: int) -> None:
-        heap = self.core.heap
-        lag = now - heap[0][0]
-        if lag > self.lag_max_ps:
-            self.lag_max_ps = lag
-        self.lag_sum_ps += lag
-        self.lag_samples += 1
-        self._running = True
-        try:
-            self.core.run_until(now)
-        finally:
-            self._running = False
-            if self._outbox:
-                self._flush()
-
-    def run_due(self, now: int) -> None:
-        """Run the events due by modelled time ``now`` and move the fabric's clock there,
-        unless its events are running already.
-
-        Hosts in the same process call this before they act at ``now``: a fault or a link
-        change scheduled before ``now`` then reaches their NICs first, however late the
-        loop is with the fabric's own timer (a busy loop must not let a host send on a
-        port that is already dead in modelled time)."""
-        if self._running or self.transport is None:
-            return
-        core = self.core
-        heap = core.heap
-        if heap and heap[0][0] <= now:
-            self._run(now)
-            self._arm()
-        elif now > core.now:
-            core.now = now
-
-    def _on_timer(self) -> None:
-        due = self._timer_at
-        self._timer = None
-        self._timer_at = None
-        now = self.clock.now_ps()
-        if due is not None and now < due:
-            now = due  # asyncio may fire a hair early; the event is due by definition
-        if self.core.heap and self.core.heap[0][0] <= now:
-            self._run(now)
-        self._arm()
-
-    def _arm(self) -> None:
-        heap = self.core.heap
-        if not heap or self.transport is None or self._loop is None:
-            return
-        t = heap[0][0]
-        if self._timer_at is not None and self._timer_at <= t:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = t
-        self._timer = self._loop.call_at(self.clock.wall_at(t), self._on_timer)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        self._timer_at = None
+    # ------------------------------------------------------------------ sending
+    def _after_run(self) -> None:
+        """The engine ran a batch of events: send what it delivered."""
+        if self._outbox:
+            self._flush()
 
     def _deliver(self, host: int, buf: bytearray, time_ps: int) -> None:
         addr = self.host_addr[host]
@@ -181,7 +120,7 @@ class FabricServer(asyncio.DatagramProtocol):
         if addr is None or transport is None or transport.is_closing():
             self.core._ingress_drop("no_host")
             return
-        if self._running:
+        if self.engine.running:
             self._outbox.append((addr, buf))
             return
         try:
@@ -219,32 +158,23 @@ class FabricServer(asyncio.DatagramProtocol):
                     except OSError:
                         self.send_errors += 1
 
-    def call_at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``fn(arg)`` at modelled time ``time_ps``, in order with the packets: on the
-        fabric's engine (the live runtime's one modelled-time scheduler), whose timer this
-        re-arms."""
-        self.core.sim.at(time_ps, fn, arg)
-        self._arm()
-
     def schedule_fault(self, time_ps: int, action: str, target: str,
                        params: dict[str, Any] | None = None) -> None:
         """Apply a fault at modelled time ``time_ps`` (the clock turns it into wall time)."""
         self.core.schedule(time_ps, action, target, params)
-        self._arm()
+        self.engine.arm()
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.core.totals())
         out["send_errors"] = self.send_errors
         out["kernel_drops"] = (udp_kernel_drops(self._sock) if self._sock is not None
                                else self.kernel_drops)
-        out["lag_max_us"] = self.lag_max_ps / 1e6
-        out["lag_mean_us"] = (self.lag_sum_ps / self.lag_samples / 1e6
-                              if self.lag_samples else 0.0)
+        out.update(self.engine.lag())
         return out
 
     async def close(self) -> None:
         """Stop the timer and close the socket (idempotent)."""
-        self._cancel_timer()
+        self.engine.detach()
         if self._sock is not None:
             self.kernel_drops = udp_kernel_drops(self._sock)
         transport = self.transport

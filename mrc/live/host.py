@@ -35,6 +35,13 @@ held for one GSO send, and each port its QPs kicked filled once after it.
 Safety: only datagrams from the fabric's address are read; bytes that do not decode, packets
 for another host or an unknown QP, and packets a QP refuses are counted and dropped. Nothing a
 datagram contains can stop the host.
+
+A host on other sockets subclasses this one and keeps everything above (the kernel runtime's,
+``mrc.kernel.host``, one packet socket on the veths of a network namespace). It opens its
+socket in ``start`` (setting ``_loop`` and ``_sock``) and releases it in ``close`` (after its
+own part, the base's); every datagram leaves through ``_transmit`` (GSO off); what it reads
+goes to :meth:`LiveHost.receive_burst` as datagrams from the fabric; ``socket_drops`` says
+what the kernel dropped on its socket.
 """
 
 from __future__ import annotations
@@ -242,7 +249,7 @@ class LiveHost(NicDriver[_Port]):
             self._stream.close()
             self._stream = None
         if self._sock is not None:
-            self.kernel_drops = udp_kernel_drops(self._sock)
+            self.kernel_drops = self.socket_drops()
             self._sock.close()
             self._sock = None
         await asyncio.sleep(0)
@@ -429,12 +436,9 @@ class LiveHost(NicDriver[_Port]):
 
     def _drain(self, burst: list[tuple[bytes, Any]]) -> None:
         """Read what else is waiting on the socket now and take the whole burst in: one loop
-        iteration per datagram is what costs most in asyncio, the reads run faster back to
-        back than each between two packets' worth of Python, and ``wire.decode_many`` checks
-        the burst's UDP checksums in one numpy sum. Bounded, so timers still run; the
-        datagrams are handled in the order they came, all at the modelled time the burst was
-        read (the fabric's due events run once, before it), then each port their QPs kicked
-        is filled once: the ports fill in one pass and their DATA leaves in one GSO send."""
+        iteration per datagram is what costs most in asyncio, and the reads run faster back
+        to back than each between two packets' worth of Python. Bounded, so timers still
+        run; only the fabric's datagrams are kept (:meth:`receive_burst`)."""
         sock = self._sock
         if sock is not None:
             read_more(sock, burst)  # (an ICMP error queued on the socket is skipped)
@@ -447,8 +451,16 @@ class LiveHost(NicDriver[_Port]):
                 counters["rx_unknown_source"] += 1
             else:
                 datagrams.append(data)
-        if not datagrams:
-            return
+        if datagrams:
+            self.receive_burst(datagrams)
+
+    def receive_burst(self, datagrams: list[bytes]) -> None:
+        """Datagrams from the fabric, read together: ``wire.decode_many`` checks their UDP
+        checksums in one numpy sum; they are handled in the order they came, all at the
+        modelled time the burst was read (the due events run once, before it), then each
+        port their QPs kicked is filled once: the ports fill in one pass and their DATA
+        leaves in one GSO send."""
+        counters = self.counters
         now = self._wake_up()
         burst_ports: list[_Port] = []
         self._burst = burst_ports
@@ -494,9 +506,14 @@ class LiveHost(NicDriver[_Port]):
             return
         self.on_receive(now, pkt)
 
+    def socket_drops(self) -> int | None:
+        """Datagrams the kernel dropped on this host's open socket (full receive buffer):
+        losses the model did not make, reported with every run (None where unknown)."""
+        return udp_kernel_drops(self._sock)
+
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"host": f"h{self.index}", **self.counters}
-        out["kernel_drops"] = (udp_kernel_drops(self._sock) if self._sock is not None
+        out["kernel_drops"] = (self.socket_drops() if self._sock is not None
                                else self.kernel_drops)
         for port in self.ports:
             out[f"tx_data_p{port.plane}"] = port.tx_data

@@ -41,6 +41,7 @@ from mrc.live.fabric import FabricCore
 from mrc.live.fabric_server import FabricServer
 from mrc.live.host import LiveHost
 from mrc.live.udp import check_bind_address
+from mrc.live.wall_engine import WallEngine
 from mrc.pcap import PcapWriter
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import (
@@ -60,10 +61,12 @@ class LiveRunError(RuntimeError):
 
 
 class LiveSim:
-    """What the labs layer calls ``stack.sim``: the fabric's engine
-    (:class:`mrc.sim.engine.Simulator`), run against the wall clock.
+    """What the labs layer calls ``stack.sim`` on real time: an engine
+    (:class:`mrc.sim.engine.Simulator`) run against the wall clock by a
+    :class:`~mrc.live.wall_engine.WallEngine`: the live fabric's own engine, or the kernel
+    runtime's (``mrc.kernel.stack``), which holds only the lab's schedule.
 
-    Callbacks go on the fabric's event heap and run at their exact modelled time, in order
+    Callbacks go on the engine's event heap and run at their exact modelled time, in order
     with the packets; ``now`` is the engine's (inside a callback, its time, as in the
     simulator). ``run(until)`` waits on the wall clock instead of stepping through the heap,
     and ends as the engine's does: every event due by ``until`` run, the clock at ``until``
@@ -72,11 +75,11 @@ class LiveSim:
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock,
-                 fabric: FabricServer) -> None:
+                 wall: WallEngine) -> None:
         self.loop = loop
         self.clock = clock
-        self.fabric = fabric
-        self.engine = fabric.core.sim
+        self.wall = wall
+        self.engine = wall.sim
         self.seed = self.engine.seed
         self.rng = self.engine.rng
         self.started = False
@@ -93,15 +96,15 @@ class LiveSim:
     def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` at modelled time ``time_ps``.
 
-        A time the fabric has already passed runs at once, where the engine would refuse
-        it: callers take their times from the hosts' clocks, which may trail the fabric's by
-        a hair (asyncio fires the fabric's timer early, and the fabric runs to its due time).
+        A time the engine has already passed runs at once, where the engine would refuse
+        it: callers take their times from the hosts' clocks, which may trail the engine's by
+        a hair (asyncio fires the engine's timer early, and the engine runs to its due time).
         """
         if not self.started:
             self._pending.append((time_ps, fn, arg))
             return
         now = self.engine.now
-        self.fabric.call_at(time_ps if time_ps > now else now, fn, arg)
+        self.wall.call_at(time_ps if time_ps > now else now, fn, arg)
 
     def after(self, delay_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         self.at(self.now + delay_ps, fn, arg)
@@ -123,6 +126,7 @@ class LiveSim:
             return
         self.clock.restart(self.loop.time())
         self.started = True
+        self.wall.attach(self.loop)
         pending, self._pending = self._pending, []
         for time_ps, fn, arg in pending:
             self.at(time_ps, fn, arg)
@@ -146,7 +150,7 @@ class LiveSim:
         if self.error is not None:
             raise LiveRunError(f"live run failed: {self.error!r}") from self.error
         if not self._stopped:
-            self.fabric.run_due(until_ps)  # what a late loop left due, and the clock to the end
+            self.wall.run_due(until_ps)  # what a late loop left due, and the clock to the end
         return self.now
 
 
@@ -275,7 +279,7 @@ class LiveStack(Stack):
         self.core = FabricCore(spec, seed=seed, nic_link=self._nic_link)
         self.fabric = FabricServer(self.core, self.clock, host=bind_host,
                                    allow_non_loopback=allow_non_loopback)
-        self.live_sim = LiveSim(self.loop, self.clock, self.fabric)
+        self.live_sim = LiveSim(self.loop, self.clock, self.fabric.engine)
         # the simulator's network, on the fabric's event heap
         super().__init__(spec, seed, transport_name, sim=self.live_sim, net=self.core.net,
                          recorder=Recorder(spec.planes, bin_ps))
@@ -285,7 +289,7 @@ class LiveStack(Stack):
             LiveHost(h, spec, self.clock, bind_host=bind_host,
                      allow_non_loopback=allow_non_loopback, on_event=self._on_qp_event,
                      on_placed=self.recorder.placed, on_count=self.recorder.count,
-                     sync=self.fabric.run_due, trace=trace)
+                     sync=self.fabric.engine.run_due, trace=trace)
             for h in range(spec.hosts)]
         self.pcap: PcapWriter | None = None
         self.wall_started = time.perf_counter()

@@ -6,7 +6,8 @@ the hosts' NIC drivers, turns transport events into tidy event rows and the good
 ``Recorder``'s bins, and answers the operator's drain (deny/allow EVs). Everything a lab
 needs and nothing it must know about QPs. It is built from a runtime's parts (a clockwork,
 the network, one NIC driver per host): ``SimStack`` builds the simulator's (engine, network,
-``Nic``), the live runtime's ``LiveStack`` (``mrc.live.stack``) its own.
+``Nic``), the live runtime's ``LiveStack`` (``mrc.live.stack``) and the kernel runtime's
+``KernelStack`` (``mrc.kernel.stack``, whose fabric is Linux itself: no network) their own.
 """
 
 from __future__ import annotations
@@ -222,15 +223,16 @@ class Clockwork(Protocol):
 class Stack:
     """Connections, drains, event log and goodput of one transport's run, over the parts a
     runtime built: ``sim`` (its clockwork), ``net`` (the simulator's network, which faults
-    act on) and, added by the runtime once it has made them (their event sink is
-    ``_on_qp_event``), ``nics``: one NIC driver per host."""
+    act on; None when the fabric is not the simulator's, and the runtime then applies faults
+    and counts drops itself) and, added by the runtime once it has made them (their event
+    sink is ``_on_qp_event``), ``nics``: one NIC driver per host."""
 
     #: The connection class of each transport kind (the live stack's carry real bytes).
     connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
         "mrc": MrcConnection, "rc": RcConnectionAdapter}
 
     def __init__(self, spec: FabricSpec, seed: int, transport_name: str, *, sim: Clockwork,
-                 net: Network, recorder: Recorder) -> None:
+                 net: Network | None, recorder: Recorder) -> None:
         self.spec = spec
         self.seed = seed
         self.transport_name = transport_name
@@ -342,7 +344,10 @@ class Stack:
                                         self.sim.now if end_ps is None else end_ps)
 
     def fabric_counts(self) -> tuple[int, int]:
-        """(trimmed, dropped) packets over the whole fabric."""
+        """(trimmed, dropped) packets over the whole fabric (a runtime without the simulator's
+        network overrides this)."""
+        if self.net is None:
+            raise NotImplementedError("this runtime's stack counts its fabric's drops itself")
         net = self.net.totals()
         return net["trims"], net["drops"]
 
@@ -380,8 +385,9 @@ class SimStack(Stack):
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc") -> None:
         sim = Simulator(seed)
-        super().__init__(spec, seed, transport_name, sim=sim, net=build_network(sim, spec),
+        net = build_network(sim, spec)
+        super().__init__(spec, seed, transport_name, sim=sim, net=net,
                          recorder=Recorder(spec.planes, bin_ps))
-        self.nics = [Nic(sim, host, self.recorder, self._on_qp_event)
-                     for host in self.net.hosts]
-        self.net.observer = self._observe
+        self.net: Network = net
+        self.nics = [Nic(sim, host, self.recorder, self._on_qp_event) for host in net.hosts]
+        net.observer = self._observe
