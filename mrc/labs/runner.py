@@ -29,7 +29,7 @@ from mrc.labs.lab_file import load_lab, validate
 from mrc.labs.model import TRANSPORT_KINDS, Collective, Lab, TransportSpec
 from mrc.labs.run_section import check_bin
 from mrc.labs.schedule import fault_windows
-from mrc.labs.workloads import Job, make_job
+from mrc.labs.workloads import Job, WriteBwJob, make_job
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -66,6 +66,8 @@ class TransportRun:
     ceiling_nics: int
     iterations: list[dict[str, Any]] = field(default_factory=list)
     flows: list[dict[str, Any]] = field(default_factory=list)
+    #: write_bw: post -> sender CQE latency of the completed WRITEs (p50, p99, max in us)
+    cqe_latency_us: dict[str, float | None] | None = None
 
 
 @dataclass
@@ -317,7 +319,8 @@ def _collect(lab: Lab, spec: TransportSpec, stack: Any, job: Job, end_ps: int,
         failure_reason=job.failure_reason, end_us=end_ps / PS_PER_US,
         sim_end_us=sim_end_ps / PS_PER_US, totals=dict(stack.totals()), timeseries=ts,
         events=events, nic_ceiling_gbps=float(stack.goodput_ceiling_gbps()),
-        ceiling_nics=job.ceiling_nics, iterations=iterations, flows=flows)
+        ceiling_nics=job.ceiling_nics, iterations=iterations, flows=flows,
+        cqe_latency_us=job.cqe_latency_us() if isinstance(job, WriteBwJob) else None)
 
 
 # ====================================================================== assembling
@@ -369,6 +372,8 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
             bin_us=lab.run.bin_us, end_us=r.end_us, faults=windows,
             fault_event_times_us=action_times)
         entry["sim_end_us"] = summ._r(r.sim_end_us)
+        if r.cqe_latency_us is not None:
+            entry["cqe_latency_us"] = {k: summ._r(v) for k, v in r.cqe_latency_us.items()}
         if flows is not None:
             entry["flows"] = summ.flow_stats(flows[flows["transport"] == r.name])
         if table is not None:

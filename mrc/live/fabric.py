@@ -63,6 +63,7 @@ __all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "FabricServer", "MAX_
 
 _OFF_BTH = wire.OFF_BTH
 _OFF_DA = wire.OFF_OUTER_DST
+_OFF_HLIM = 7  # outer IPv6 hop limit
 _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
 #: What a switch makes of a BTH opcode: DATA queues as data, everything else rides the
 #: header queue (unknown opcodes too: a switch does not parse them, it only classifies).
@@ -98,10 +99,11 @@ Observer = Callable[[int, str], None]
 
 
 def write_outer(buf: bytearray, pkt: Packet) -> None:
-    """Put what the switches did to ``pkt`` into its bytes: the (shifted) carrier, the CE
-    mark, and the trim (cut to ``pkt.size`` and re-marked; a packet already that short is only
+    """Put what the switches did to ``pkt`` into its bytes: the (shifted) carrier, the hop
+    limit, the CE mark, and the trim (cut to ``pkt.size`` and re-marked; a packet already that short is only
     re-marked, as a switch does)."""
     buf[_OFF_DA:_OFF_DA + 16] = pkt.da.to_bytes(16, "big")
+    buf[_OFF_HLIM] = pkt.hop_limit
     if pkt.trimmed and not wire.is_trimmed(buf) and not wire.trim(buf, pkt.size):
         wire.set_outer_dscp(buf, TRIM_DSCP)
     if pkt.ecn == ECN_CE:
@@ -234,6 +236,7 @@ class FabricCore:
         pkt = Packet(kind, src, int.from_bytes(buf[76:80], "big"), 0,
                      da=int.from_bytes(buf[_OFF_DA:_OFF_DA + 16], "big"), size=size,
                      plane=plane)
+        pkt.hop_limit = buf[_OFF_HLIM]
         ecn = (buf[1] >> 4) & 3
         if ecn != ECN_ECT0:
             pkt.ecn = ecn

@@ -45,7 +45,13 @@ from mrc.live.host import LiveHost
 from mrc.packet import data_bytes
 from mrc.pcap import PcapWriter
 from mrc.sim.recorder import Recorder
-from mrc.sim.stack import ConnectionFactory, MrcConnection, RcConnectionAdapter, SimStack
+from mrc.sim.stack import (
+    FIRST_QPN,
+    ConnectionFactory,
+    MrcConnection,
+    RcConnectionAdapter,
+    SimStack,
+)
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
@@ -202,30 +208,16 @@ class PayloadPool:
 class LiveMrcConnection(MrcConnection):
     """The simulator's MRC connection, carrying real bytes checked by SHA-256.
 
-    The sender's QP gives the checksum a message must have (``expected_checksum`` of its
-    bytes: SHA-256, first 64 bits) and the receiving QP reports the SHA-256 of the bytes it
-    placed, so each message is hashed once at each end and never again here."""
+    Each chunk's bytes come from the stack's payload pool; the sender's QP gives the
+    checksum it must have (SHA-256 of its bytes, first 64 bits) and the receiving QP reports
+    the SHA-256 of the bytes it placed, so each chunk is hashed once at each end."""
 
-    def __init__(self, stack: LiveStack, src: int, dst: int, params: dict[str, Any]) -> None:
-        super().__init__(stack, src, dst, params)  # type: ignore[arg-type]
-        self._sha: dict[int, int] = {}
-
-    def _post(self, now: int, msg_id: int, size: int) -> None:
+    def _payload(self, qp: Any, msg_id: int, size: int) -> bytes | None:
         stack: LiveStack = self.stack  # type: ignore[assignment]
-        payload = stack.payloads.message(self.src, self.sender.qpn, msg_id, size)
-        self._sha[msg_id] = self.sender.expected_checksum(msg_id, size, payload)
-        stack.nics[self.src].post(self.sender, msg_id, size, payload)
+        return stack.payloads.message(self.src, qp.qpn, msg_id, size)
 
-    def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
-        if event.kind == EVENT_MESSAGE_COMPLETED and qp is self.receiver:
-            msg_id = int(event.detail["msg_id"])  # type: ignore[call-overload]
-            want = self._sha.pop(msg_id, None)
-            data = event.detail.get("data")
-            ok = (want is not None and isinstance(data, bytes | bytearray)
-                  and event.detail.get("checksum") == want)
-            self._completed(event.time_ps, msg_id, ok)
-            return
-        super().on_event(event, qp)
+    def _needs_bytes(self, entry: Any) -> bool:
+        return True
 
 
 class LiveRcConnection(RcConnectionAdapter):
@@ -245,7 +237,7 @@ class LiveRcConnection(RcConnectionAdapter):
         payload = stack.payloads.message(self.src, self.conn.qpn_base, msg_id, size)
         self._posted.add(msg_id)
         host = stack.nics[self.src]
-        self.conn.post_write(host.now(), msg_id, size, payload=payload)
+        self.conn.post_write(host.now(), msg_id, size, payload=payload, qps=self._rc_qps())
         for qp in self.conn.requesters:
             host.poke(qp)
 
@@ -286,7 +278,7 @@ class LiveStack(SimStack):
         self.connections = []
         self._owner = {}
         self._rows = []
-        self._next_qpn = 1
+        self._next_qpn = FIRST_QPN
         self.closed = False
         self.loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
         self.loop.set_exception_handler(self._loop_error)

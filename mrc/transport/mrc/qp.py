@@ -66,7 +66,7 @@ class MrcQueuePair:
         self.error_reason: str | None = None
         self.stats = MrcStats()
         self.cc: CongestionControl = cc if cc is not None else make_cc(cfg.cc)
-        self._rto = cfg.rto_ps
+        self._rto = cfg.ev_timeout_ps
 
         # ---- the rooms
         self._path_manager = paths = PathManager(self, evs)
@@ -97,6 +97,7 @@ class MrcQueuePair:
 
     @property
     def rto_ps(self) -> int:
+        """The per-EV path timer (``ev_timeout_ps``)."""
         return self._rto
 
     @property
