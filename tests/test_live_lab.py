@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from mrc import pcap, wire
 from mrc.live.runner import LiveStack, run_live
 from mrc.packet import DATA, PROBE
+from mrc.pcap import CaptureOptions
 from topology import usid
 
 FAILED_PLANE = 1
@@ -59,7 +60,8 @@ def live_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     before = open_handles()
     stacks: list[LiveStack] = []
     result = run_live(LAB, dilation=DILATION, progress=False, out=out / "res",
-                      pcap=out / "cap.pcap", keep_stacks=stacks, trace=1_000_000)
+                      capture=CaptureOptions(str(out / "cap.pcapng"), snaplen=65535),
+                      keep_stacks=stacks, trace=1_000_000)
     after = open_handles()
     return {"result": result, "stacks": {s.transport_name: s for s in stacks},
             "before": before, "after": after, "out": out}
@@ -155,7 +157,7 @@ def test_outputs_and_capture(live_run: dict[str, object]) -> None:
         assert (out / "res" / name).stat().st_size > 0
     summary = json.loads((out / "res" / "summary.json").read_text())
     assert summary["runtime"] == "live"
-    path = out / "cap.mrc.pcap"
+    path = out / "cap.mrc.pcapng"
     records = list(pcap.read_pcap(path))
     stack = live_run["stacks"]["mrc"]  # type: ignore[index]
     assert len(records) == stack.pcap.count > 100
@@ -210,8 +212,10 @@ def test_cli_runs_a_lab_live(tmp_path: Path) -> None:
     assert summary["transports"]["mrc"]["messages_verified"] > 0
     assert summary["transports"]["mrc"]["messages_corrupt"] == 0
     assert (tmp_path / "q.pcap").stat().st_size > 24
-    bad = CliRunner().invoke(run, [str(lab), "--pcap", "x.pcap"])
-    assert bad.exit_code == 2 and "--runtime live" in bad.output
+    bad = CliRunner().invoke(run, [str(lab), "--pcap-every", "3"])
+    assert bad.exit_code == 2 and "--pcap-every: needs --pcap" in bad.output
+    bad = CliRunner().invoke(run, [str(lab), "--pcap", "x.pcapng", "--pcap-kinds", "acks"])
+    assert bad.exit_code == 2 and "--pcap-kinds: unknown kinds ['acks']" in bad.output
     bad = CliRunner().invoke(run, [str(lab), "--runtime", "live", "--bind", "192.0.2.1"])
     assert bad.exit_code == 2 and "loopback" in bad.output
     bad = CliRunner().invoke(run, [str(lab), "--runtime", "live", "--dilation", "-3"])

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 
 from mrc.ev import EV_INSTANCE_BITS, EV_PLANE_BITS, EV_T1_BITS
-from mrc.ev.profile import GENERATED, EvField, EvProfile, EvProfileError
+from mrc.ev.profile import EVENT_MASK_STATES, GENERATED, EvField, EvProfile, EvProfileError
 from topology import usid
 from topology.paths import address_for
 from topology.spec import FabricSpec
@@ -60,11 +60,9 @@ def fabric_profile(spec: FabricSpec, ev_count: int = 128, *, min_active: int | N
     fields = (EvField(EV_PLANE_BITS, max_val=spec.planes - 1, name="plane"),
               EvField(EV_T1_BITS, max_val=spec.t1 - 1, name="t1"),
               EvField(EV_INSTANCE_BITS, max_val=entropy - 1, name="entropy"))
-    kwargs: dict[str, int] = {}
-    if event_mask is not None:
-        kwargs["event_mask"] = event_mask
     return EvProfile(fields, GENERATED, ev_count=ev_count,
-                     min_active=ev_count // 4 if min_active is None else min_active, **kwargs)
+                     min_active=ev_count // 4 if min_active is None else min_active,
+                     event_mask=EVENT_MASK_STATES if event_mask is None else event_mask)
 
 
 def hops(profile: EvProfile, ev: int) -> tuple[int, int]:

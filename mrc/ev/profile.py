@@ -249,7 +249,7 @@ class EvProfile:
                      for f, bits in zip(self.fields, self.field_bits(ev), strict=True))
 
     # ------------------------------------------------------------------ the EV array
-    def generate(self, orders: Sequence[Sequence[int]] | None = None) -> list[int]:
+    def generate(self, orders: Sequence[Sequence[int] | None] | None = None) -> list[int]:
         """The profile's EV array: the explicit list, or ``ev_count`` generated EVs.
 
         Generated EVs enumerate the field ranges in mixed radix, field 0 fastest;
@@ -260,8 +260,9 @@ class EvProfile:
         values: list[list[int]] = []
         for i, f in enumerate(self.fields):
             own = list(range(f.min_val, f.top + 1))
-            if orders is not None and orders[i] is not None:
-                order = list(orders[i])
+            given = None if orders is None else orders[i]
+            if given is not None:
+                order = list(given)
                 if sorted(order) != own:
                     raise EvProfileError(f"order of field {i} is not a permutation of "
                                          f"{f.min_val}..{f.top}")

@@ -4,7 +4,7 @@ Faults are data: :func:`mrc.labs.schema.schedule` expands the lab's entries into
 primitives (a ``link_flap`` becomes its down/up pairs, a ``switch_reboot`` a down and an up,
 windows a start and an end); this module only binds each primitive to the simulator's fault
 functions (:mod:`mrc.sim.faults`) or to the operator API (``stack.deny``/``stack.allow``
-for drains) and logs it as an event row, so events.csv shows every fault next to what the
+for drains, ``stack.deny_by_mask`` for the controller's ``ev_deny``) and logs it as an event row, so events.csv shows every fault next to what the
 transports did about it.
 """
 
@@ -32,7 +32,8 @@ _SIM_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] 
     "degrade_end": ("degrade", lambda p: {"fraction": 1.0}),
 }
 DRAIN_ACTIONS = ("drain_start", "drain_end")
-ACTIONS = (*_SIM_ACTIONS, *DRAIN_ACTIONS)
+EV_DENY_ACTIONS = ("ev_deny_start", "ev_deny_end")
+ACTIONS = (*_SIM_ACTIONS, *DRAIN_ACTIONS, *EV_DENY_ACTIONS)
 
 
 def primitive(action: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -73,6 +74,15 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
             changed = stack.allow(now, element.plane, element.t1)
         if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
             detail["evs_changed"] = changed
+    elif action.action in EV_DENY_ACTIONS:
+        pair = None
+        if action.target != "all":
+            src, dst = action.target.split("->")
+            pair = (names.resolve(lab.fabric, src).index, names.resolve(lab.fabric, dst).index)
+        changed = stack.deny_by_mask(now, action.params["deny_mask"],
+                                     action.params["deny_value"], pair=pair,
+                                     allow=action.action == "ev_deny_end")
+        detail["evs_changed"] = changed
     else:
         from mrc.sim import faults as sim_faults
 

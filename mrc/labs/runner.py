@@ -30,6 +30,7 @@ from mrc.labs.model import TRANSPORT_KINDS, Collective, Lab, TransportSpec
 from mrc.labs.run_section import check_bin
 from mrc.labs.schedule import fault_windows
 from mrc.labs.workloads import Job, WriteBwJob, make_job
+from mrc.pcap import CaptureOptions
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -45,6 +46,28 @@ def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: 
     from mrc.sim.stack import SimStack
 
     return SimStack(spec, seed, bin_ps, transport_name)
+
+
+def capture_for(capture: CaptureOptions | None, name: str, several: bool
+                ) -> CaptureOptions | None:
+    """One transport's capture: ``FILE.<transport>.pcapng`` when several transports run."""
+    if capture is None or not several:
+        return capture
+    path = Path(capture.path)
+    return dataclasses.replace(
+        capture, path=str(path.with_name(f"{path.stem}.{name}{path.suffix or '.pcapng'}")))
+
+
+def _capturing(factory: StackFactory, options: CaptureOptions, out: list[Any]) -> StackFactory:
+    """``factory``, with a capture attached to each simulated network it makes."""
+    def make(spec: FabricSpec, seed: int, bin_ps: int, name: str) -> Any:
+        from mrc.sim.capture import attach
+
+        stack = factory(spec, seed, bin_ps, name)
+        Path(options.path).parent.mkdir(parents=True, exist_ok=True)
+        out.append(attach(stack.net, options))
+        return stack
+    return make
 
 
 # ====================================================================== results
@@ -202,14 +225,17 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
             progress: bool = True, overrides: Mapping[str, Any] | None = None,
             stack_factory: StackFactory | None = None, runtime: str = RUNTIME,
-            live: Mapping[str, Any] | None = None) -> LabResult:
+            live: Mapping[str, Any] | None = None,
+            capture: CaptureOptions | None = None) -> LabResult:
     """Run a lab (path, bundled name, dict or :class:`Lab`) and return its tables.
 
     ``out``: directory to write the result files into (nothing is written when None).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
     ``runtime``: ``"sim"`` (the packet simulator) or ``"live"`` (real UDP datagrams through
     the user-space fabric in dilated wall-clock time, :func:`mrc.live.runner.run_live`, which
-    takes the ``live`` options: dilation, pcap, bind_host, allow_non_loopback...).
+    takes the ``live`` options: dilation, bind_host, allow_non_loopback...).
+    ``capture``: a packet capture of the run (:class:`mrc.pcap.CaptureOptions`; in either
+    runtime; the file is ``NAME.<transport>.pcapng`` when several transports run).
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
@@ -217,7 +243,8 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
         from mrc.live.runner import run_live
 
         return run_live(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
-                        progress=progress, overrides=overrides, **dict(live or {}))
+                        progress=progress, overrides=overrides, capture=capture,
+                        **dict(live or {}))
     if runtime != RUNTIME:
         raise LabError(f"unknown runtime {runtime!r}; known: sim, live", "--runtime")
     if live:
@@ -226,7 +253,16 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     lab = prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
     factory = stack_factory or sim_stack_factory
-    runs = [run_transport(lab, spec, factory, progress=progress) for spec in specs]
+    runs = []
+    for spec in specs:
+        captures: list[Any] = []
+        each = capture_for(capture, spec.name, len(specs) > 1)
+        made = factory if each is None else _capturing(factory, each, captures)
+        try:
+            runs.append(run_transport(lab, spec, made, progress=progress))
+        finally:
+            for c in captures:
+                c.close()
     result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
     if out is not None:
         result.write(out)
@@ -241,6 +277,8 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     stack = factory(lab.fabric, lab.run.seed, bin_ps, spec.name)
     sim = stack.sim
     job = make_job(stack, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
+    for variable, why in spec.ignored_env:  # accepted from [transport.NAME.env], not modelled
+        stack.note_event(0, "env_ignored", spec.name, variable=variable, why=why)
     job.start()
     install(stack, lab)
     _advance(sim, job, duration_ps, bin_ps, progress, f"{lab.name} [{spec.name}]")

@@ -48,6 +48,7 @@ from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
 from mrc.sim import faults as sim_faults
+from mrc.sim.capture import capture_ports
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.host import Host, NicPort
@@ -289,13 +290,12 @@ class FabricCore:
         """Run ``fn(arg)`` at modelled time ``time_ps`` (in order with packet events)."""
         heappush(self.heap, (max(time_ps, self.sim.now), self.sim.next_seq(), fn, arg))
 
-    def set_tap(self, tap: Tap | None, *, everywhere: bool = False) -> None:
-        """Capture packets as they cross links: the hosts' uplinks and downlinks (what
-        enters and leaves the fabric), or every link (``everywhere``: every hop)."""
+    def set_tap(self, tap: Tap | None, *, point: str = "delivered") -> None:
+        """Capture packets as they cross links, at the ports ``point`` names
+        (:func:`mrc.sim.capture.capture_ports`: ``delivered`` each datagram once as it
+        reaches its host, ``sent`` once as it leaves its host, ``every_hop`` every link)."""
         self.tap = tap
-        self._tap_ports = None if everywhere else frozenset(
-            name for name, port in self.ports.items()
-            if isinstance(port, NicPort) or isinstance(port.dst, Host))
+        self._tap_ports = capture_ports(self.net, point)
         self.net.tap = self._on_tap if tap is not None else None
 
     def _on_tap(self, now: int, port: str, pkt: Packet) -> None:

@@ -43,7 +43,7 @@ from mrc.live.clock import Clock
 from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
 from mrc.live.host import LiveHost
 from mrc.packet import data_bytes
-from mrc.pcap import PcapWriter
+from mrc.pcap import Capture, CaptureOptions
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import (
     FIRST_QPN,
@@ -267,7 +267,7 @@ class LiveStack(SimStack):
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc", *, dilation: float = 10_000.0,
-                 pcap: str | Path | None = None, pcap_every_hop: bool = False,
+                 capture: CaptureOptions | None = None,
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,
                  trace: int = 0) -> None:
         check_bind_address(bind_host, allow_non_loopback)
@@ -297,13 +297,13 @@ class LiveStack(SimStack):
                      on_placed=self.recorder.placed, on_count=self._count,
                      sync=self.fabric.run_due, trace=trace)
             for h in range(spec.hosts)]
-        self.pcap: PcapWriter | None = None
+        self.pcap: Capture | None = None
         self.wall_started: float | None = None
         try:
-            if pcap is not None:
-                Path(pcap).parent.mkdir(parents=True, exist_ok=True)
-                self.pcap = PcapWriter(pcap)
-                self.core.set_tap(self._capture, everywhere=pcap_every_hop)
+            if capture is not None:
+                Path(capture.path).parent.mkdir(parents=True, exist_ok=True)
+                self.pcap = Capture(capture)
+                self.core.set_tap(self._capture, point=capture.point)
             self.loop.run_until_complete(self._bind())
         except BaseException:
             self.close()
@@ -326,7 +326,7 @@ class LiveStack(SimStack):
 
     def _capture(self, time_ps: int, port: str, buf: bytearray) -> None:
         if self.pcap is not None:
-            self.pcap.write(time_ps, buf)
+            self.pcap.offer(time_ps, port, buf)
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
@@ -437,13 +437,11 @@ def auto_dilation(lab: Lab, budget_pps: float = AUTO_BUDGET_PPS) -> float:
 
 
 # ====================================================================== the entry point
-def _pcap_path(pcap: str | Path | None, name: str, several: bool) -> Path | None:
-    if pcap is None:
-        return None
-    path = Path(pcap)
-    if not several:
-        return path
-    return path.with_name(f"{path.stem}.{name}{path.suffix or '.pcap'}")
+def _capture_for(capture: CaptureOptions | None, name: str, several: bool
+                 ) -> CaptureOptions | None:
+    from mrc.labs.runner import capture_for
+
+    return capture_for(capture, name, several)
 
 
 def _make_stack(fabric: FabricSpec, seed: int, bin_ps: int, name: str, *,
@@ -458,13 +456,14 @@ def _make_stack(fabric: FabricSpec, seed: int, bin_ps: int, name: str, *,
 def run_live(path_or_spec: Any, *, out: str | Path | None = None, seed: int | None = None,
              transports: str | Sequence[str] | None = None, bin_us: float | None = None,
              progress: bool = True, overrides: Mapping[str, Any] | None = None,
-             dilation: float | None = None, pcap: str | Path | None = None,
-             pcap_every_hop: bool = False, bind_host: str = "127.0.0.1",
+             dilation: float | None = None, capture: CaptureOptions | None = None,
+             bind_host: str = "127.0.0.1",
              allow_non_loopback: bool = False, trace: int = 0,
              keep_stacks: list[LiveStack] | None = None) -> Any:
     """Run a lab in the live runtime; same tables and files as a simulated run, with
     ``runtime: "live"`` and a ``live`` section (dilation, wall and modelled units, fabric and
-    host counters). ``pcap``: capture file (``NAME.<transport>.pcap`` when several run).
+    host counters). ``capture``: what to capture (:class:`mrc.pcap.CaptureOptions`; the file
+    is ``NAME.<transport>.pcapng`` when several run).
     ``keep_stacks``: a list that receives the (closed) stacks, for tests to inspect."""
     from mrc.labs import runner as labs_runner
 
@@ -488,7 +487,7 @@ def run_live(path_or_spec: Any, *, out: str | Path | None = None, seed: int | No
         made: list[LiveStack] = []
         factory = functools.partial(
             _make_stack, made=made, dilation=factor,
-            pcap=_pcap_path(pcap, spec.name, len(specs) > 1), pcap_every_hop=pcap_every_hop,
+            capture=_capture_for(capture, spec.name, len(specs) > 1),
             bind_host=bind_host, allow_non_loopback=allow_non_loopback, trace=trace)
         try:
             run = labs_runner.run_transport(lab, spec, factory, progress=progress)
@@ -513,7 +512,8 @@ def run_live(path_or_spec: Any, *, out: str | Path | None = None, seed: int | No
         "link_gbps_wall": lab.fabric.link_gbps / factor,
         "wall_s_per_transport": round(lab.run.duration_us * factor / 1e6, 3),
         "bind": bind_host,
-        "pcap": None if pcap is None else [str(_pcap_path(pcap, s.name, len(specs) > 1))
+        "pcap": None if capture is None else [
+            _capture_for(capture, s.name, len(specs) > 1).path  # type: ignore[union-attr]
                                            for s in specs],
     }
     if out is not None:

@@ -64,6 +64,11 @@ class _Pending:
     expected: dict[int, int] = field(default_factory=dict)  # qpn -> checksum of its chunk
 
 
+def _fail_later(arg: tuple[Completion, int]) -> None:
+    callback, now = arg
+    callback(now, False)
+
+
 class Connection:
     """Writes from ``src`` to ``dst`` over one transport; completions verified end to end
     (see the module docstring)."""
@@ -91,7 +96,7 @@ class Connection:
         if self.failed:
             for callback in (on_placed, on_complete):
                 if callback is not None:
-                    self.stack.sim.at(now, lambda _, cb=callback: cb(now, False))
+                    self.stack.sim.at(now, _fail_later, (callback, now))
             return msg_id
         self._pending[msg_id] = _Pending(size, now, on_complete, on_placed)
         self._post(now, msg_id, size)

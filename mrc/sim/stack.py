@@ -132,6 +132,23 @@ class SimStack:
     def allow(self, now: int, plane: int | None = None, t1: int | None = None) -> int:
         return self._drain(now, plane, t1, deny=False)
 
+    def deny_by_mask(self, now: int, mask: int, value: int, *,
+                     pair: tuple[int, int] | None = None, allow: bool = False) -> int:
+        """The controller's EV deny (``mrc_ev_deny``: RTS -> RTS): every EV with
+        ``ev & mask == value`` of every MRC QP (or of the connection ``pair`` = (src, dst))
+        goes DENIED, or back to GOOD with ``allow``; returns the EVs changed."""
+        def match(choice: Any) -> bool:
+            return choice.ev & mask == value
+
+        changed = 0
+        for conn in self.connections:
+            if isinstance(conn, MrcConnection) and (pair is None or (conn.src, conn.dst) == pair):
+                for qp in conn.qps():
+                    done = qp.allow(now, match) if allow else qp.deny(now, match)
+                    changed += len(done)
+                    self.nics[qp.host].poke(qp)
+        return changed
+
     def _drain(self, now: int, plane: int | None, t1: int | None, deny: bool) -> int:
         def match(choice: Any) -> bool:
             return (plane is None or choice.plane == plane) and (
