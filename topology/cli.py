@@ -130,10 +130,11 @@ def fabric(preset_name: str | None, planes: int | None, hosts: int | None,
         if evs:
             s, d = (host_index(spec, int(h) if h.isdecimal() else h) for h in evs)
             profile = fabric_evs.fabric_profile(spec, ev_count)
-            found = fabric_evs.ev_paths(spec, s, d, profile)
+            ev_found = fabric_evs.ev_paths(spec, s, d, profile)
             text = (json.dumps([{"ev": p.ev, "plane": p.plane, "t1": p.t1, "port": p.plane + 1,
-                                 "address": fabric_evs.format_path(spec, p)} for p in found],
-                               indent=2) if as_json else _evs_table(spec, s, d, found, profile))
+                                 "address": fabric_evs.format_path(spec, p)} for p in ev_found],
+                               indent=2) if as_json
+                    else _evs_table(spec, s, d, ev_found, profile))
         elif paths:
             src, dst = (int(h) if h.isdecimal() else h for h in paths)
             found = paths_between(spec, src, dst)
