@@ -249,7 +249,8 @@ def test_a_message_whose_bytes_differ_is_counted_corrupt() -> None:
         def write_two(_: object) -> None:
             conn.write(0, 50_000, lambda t, ok: done.append(ok))
             wrong = conn.write(0, 20_000, lambda t, ok: done.append(ok))
-            conn._sha[wrong] ^= 1  # as if other bytes had arrived
+            entry = conn._pending[wrong]  # as if other bytes had arrived
+            entry.expected[conn.sender.qpn] ^= 1
 
         stack.sim.at(0, write_two)
         stack.sim.run(30_000_000)

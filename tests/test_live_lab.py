@@ -60,7 +60,8 @@ def live_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     before = open_handles()
     stacks: list[LiveStack] = []
     result = run_live(LAB, dilation=DILATION, progress=False, out=out / "res",
-                      capture=CaptureOptions(str(out / "cap.pcapng"), snaplen=65535),
+                      capture=CaptureOptions(str(out / "cap.pcapng"), point="sent",
+                                             snaplen=65535),
                       keep_stacks=stacks, trace=1_000_000)
     after = open_handles()
     return {"result": result, "stacks": {s.transport_name: s for s in stacks},

@@ -98,42 +98,73 @@ def _rc(name: str, doc: str, problem: str, **bounds: Any) -> Field:
 
 
 # ---------------------------------------------------------------------- MRC's cc table
+def _nscc(name: str, doc: str, unit: str | None = None, **kwargs: Any) -> Field:
+    """A field of mrc_ctl.h's mrc_ctl_cc_nscc_cfg, in the header's unit."""
+    f = _cc(name, "uet-1.0-nscc (mrc_ctl_cc_nscc_cfg): " + doc, **kwargs)
+    return dataclasses.replace(f, unit=unit) if unit else f
+
+
 CC_FIELDS: tuple[Field | Rule, ...] = (
-    _cc("algorithm", "congestion control: nscc (delay-based) or fixed (a constant "
-           "window)", range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
-                                  choices=ALGORITHMS), report_on_table=True),
-    _cc("line_rate_gbps", "NIC rate the window is sized for",
-           default=Derived("the fabric's NIC rate (planes x link_gbps)")),
-    _cc("base_rtt_ps", "unloaded round trip the window is sized for",
-           default=Derived("the fabric's base RTT")),
-    Rule(("line_rate_gbps", "base_rtt_us"), "line rate and base RTT are positive",
-         lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt_us"] > 0,
-         lambda v, spec: "line_rate_gbps and base_rtt_ps must be positive"),
-    _cc("min_window_bytes", "smallest window",
-           range=_positive("min_window_bytes")),
-    _cc("md_gain", "multiplicative decrease = md_gain x (delay - target) / delay, "
-           "capped at 1/2", range=Range("md_gain must be in (0, 1]", gt=0, maximum=1)),
-    _cc("loss_md_factor", "window x this on a silent loss (1.0: loss is not "
-           "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
-                                      minimum=0.5, maximum=1)),
-    _cc("target_qdelay_ps", "queueing delay nscc aims for",
-           range=_positive("target_qdelay_ps", show=True),
-           default=Derived("3/4 of the base RTT")),
-    _cc("init_window_bytes", "initial window",
-           range=_positive("init_window_bytes", show=True),
-           default=Derived("one bandwidth-delay product")),
-    _cc("max_window_bytes", "largest window",
-           range=_positive("max_window_bytes", show=True),
-           default=Derived("1.5 bandwidth-delay products")),
-    _cc("fixed_window_bytes", "the window of algorithm = \"fixed\"",
-           range=_positive("fixed_window_bytes", show=True),
-           default=Derived("one bandwidth-delay product")),
-    _cc("pi_gain", "proportional increase per acked byte at zero queueing delay"),
-    _cc("fi_bytes", "fair (additive) increase per RTT when the delay is high"),
-    _cc("quick_adapt", "after a trim, set the window to what the last interval "
-           "delivered"),
-    _cc("qa_delay_factor", "delay above this x target also arms quick adapt"),
-    _cc("learn_base_rtt", "lower the base RTT to the smallest sample seen"),
+    _cc("algorithm", "the CC profile's algorithm: uet-1.0-nscc (mrc_ctl.h's one common "
+        "name), nscc (the same), or fixed (a constant window, mrc-lab's baseline)",
+        range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
+                    choices=ALGORITHMS), report_on_table=True),
+    _cc("line_rate_gbps", "own: the NIC rate the window is sized for",
+        default=Derived("the fabric's NIC rate (planes x link_gbps)")),
+    _nscc("base_rtt", "unloaded round trip the window is sized for", "ns",
+          default=Derived("the fabric's base RTT")),
+    Rule(("line_rate_gbps", "base_rtt"), "line rate and base RTT are positive",
+         lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt"] > 0,
+         lambda v, spec: "line_rate_gbps and base_rtt must be positive"),
+    _cc("min_window_bytes", "own: smallest window (UEC: one MTU)",
+        range=_positive("min_window_bytes")),
+    _nscc("gamma", "multiplicative decrease = gamma x (delay - target) / delay",
+          range=Range("gamma must be in (0, 1]", gt=0, maximum=1)),
+    _nscc("max_md_jump", "one decrease never takes the window below this factor",
+          range=Range("max_md_jump must be in (0, 1)", gt=0, lt=1)),
+    _cc("loss_md_factor", "own: window x this on a silent loss (1.0: loss is not "
+        "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
+                                   minimum=0.5, maximum=1)),
+    _nscc("target_delay", "queueing delay aimed at", "ns",
+          range=_positive("target_delay", show=True), default=Derived("3/4 of base_rtt")),
+    _nscc("qa_threshold", "queueing delay that arms quick adapt", "ns",
+          range=_positive("qa_threshold", show=True), default=Derived("4 x target_delay")),
+    _nscc("qa_gate", "quick adapt only when an interval delivered < max_cwnd >> qa_gate",
+          range=Range("qa_gate must be in 0..16", minimum=0, maximum=16)),
+    _nscc("disable_qa", "quick adapt off"),
+    _nscc("max_cwnd", "largest window", "bytes", range=_positive("max_cwnd", show=True),
+          default=Derived("1.5 bandwidth-delay products")),
+    _nscc("fi", "fair increase per RTT while the delay is above target", "bytes",
+          range=Range("fi must not be negative, got {value!r}", minimum=0),
+          default=Derived("5 x MTU x BDP / 150000 (UEC)")),
+    _nscc("fi_scale", "fast increase per acked byte while the delay stays ~0 for a window",
+          range=Range("fi_scale must not be negative, got {value!r}", minimum=0),
+          default=Derived("0.25 x BDP / 150000 (UEC)")),
+    _nscc("eta", "added at each adjustment while the delay is below target", "bytes",
+          range=Range("eta must not be negative, got {value!r}", minimum=0),
+          default=Derived("0.15 x MTU x BDP / 150000 (UEC)")),
+    _nscc("adjust_bytes_threshold", "increases apply after this many acked bytes", "bytes",
+          range=Range("adjust_bytes_threshold must not be negative, got {value!r}",
+                      minimum=0), default=Derived("8 x MTU (UEC)")),
+    _nscc("adjust_period_threshold", "... or after this long", "ns",
+          range=_positive("adjust_period_threshold", show=True),
+          default=Derived("base_rtt (UEC)")),
+    _cc("init_rate_mbps", "rate hint NCCL_MRC_CC_INIT_RATE (unit not published; Mb/s): the "
+        "initial window is rate x base RTT (0: none)",
+        range=Range("init_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("min_rate_mbps", "rate hint NCCL_MRC_CC_MIN_RATE: the smallest window (0: none)",
+        range=Range("min_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("max_rate_mbps", "rate hint NCCL_MRC_CC_MAX_RATE: the largest window (0: none)",
+        range=Range("max_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("init_window_bytes", "own: initial window", range=_positive("init_window_bytes",
+                                                                     show=True),
+        default=Derived("one bandwidth-delay product (or the init rate hint)")),
+    _cc("fixed_window_bytes", "own: the window of algorithm = \"fixed\"",
+        range=_positive("fixed_window_bytes", show=True),
+        default=Derived("one bandwidth-delay product")),
+    _cc("pi_gain", "own: proportional increase per acked byte at zero queueing delay (UEC's "
+        "alpha is not a header field)"),
+    _cc("learn_base_rtt", "own: lower the base RTT to the smallest sample seen"),
 )
 
 # ---------------------------------------------------------------------- [transport.mrc]

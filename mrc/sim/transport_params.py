@@ -37,7 +37,7 @@ MRC_TABLES = ("ev_profile",)
 EV_PROFILE_KEYS = ("mode", "field_widths", "min_vals", "max_vals", "masks", "evs",
                    "event_mask")
 #: Keys the driver fills from the fabric; a lab may not set them.
-_FROM_FABRIC = {"mtu"}
+_FROM_FABRIC = {"mtu", "mtu_bytes"}
 
 
 class ParamError(ValueError):
@@ -127,7 +127,8 @@ def mrc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "trans
     if not isinstance(profile_params, dict):
         raise ParamError(f"{where}.ev_profile: expected a table")
     cc_fields: dict[str, Any] = {"line_rate_gbps": spec.nic_gbps,
-                                 "base_rtt_ps": spec.base_rtt_ps()}
+                                 "base_rtt": round(spec.base_rtt_ps() / 1000),
+                                 "mtu_bytes": spec.mtu_bytes}
     cc_fields.update(_convert(cc_params, CC_KEYS, where + ".cc"))
     fields = _convert(params, MRC_KEYS, where)
     qps = _count(fields.pop("qps_per_connection", 1), f"{where}.qps_per_connection")

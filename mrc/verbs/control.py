@@ -233,10 +233,9 @@ class Controller:
         entry = self._cc.get(profile_id)
         if entry is None or entry.state != PROFILE_ONLINE or entry.config is None:
             raise VerbsError("EINVAL", f"CC profile {profile_id} is not ONLINE")
-        algorithm = "nscc" if entry.algorithm == "uet-1.0-nscc" else "fixed"
         cfg = entry.config
-        return cfg if cfg.algorithm == algorithm else CcConfig(
-            **{**cfg.__dict__, "algorithm": algorithm})
+        return cfg if cfg.algorithm == entry.algorithm else CcConfig(
+            **{**cfg.__dict__, "algorithm": entry.algorithm})
 
     # ------------------------------------------------------------------ helpers
     def _ev_entry(self, profile_id: int) -> _EvProfileEntry:

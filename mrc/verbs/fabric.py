@@ -60,10 +60,11 @@ class Fabric:
             ctl = self._controllers[index] = Controller(index)
         return ctl
 
-    def default_cc(self, algorithm: str = "nscc") -> CcConfig:
+    def default_cc(self, algorithm: str = "uet-1.0-nscc") -> CcConfig:
         """A CC configuration sized for this fabric (its NIC rate and base RTT)."""
         return CcConfig(algorithm=algorithm, line_rate_gbps=self.spec.nic_gbps,
-                        base_rtt_ps=self.spec.base_rtt_ps())
+                        base_rtt=round(self.spec.base_rtt_ps() / 1000),
+                        mtu_bytes=self.spec.mtu_bytes)
 
     # ------------------------------------------------------------------ time and faults
     @property
