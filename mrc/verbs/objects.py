@@ -298,14 +298,14 @@ class QueuePair:
         config = MrcConfig(cc=cc, ev_count=profile.ev_count, ev_min_active=profile.min_active,
                            **rtr)
         try:
+            # the generation order depends on the unordered pair: the peer, given the same
+            # profile, sprays the same EV values, so this set is also the map of replies
             own = fabric_evs.ev_paths(spec, self.host, dest, profile, fab.seed)
-            back = fabric_evs.ev_paths(spec, dest, self.host, profile, fab.seed)
         except fabric_evs.EvPathError as exc:
             raise VerbsError("EINVAL", str(exc)) from None
         self.transport = MrcQueuePair(
             self.qp_num, self.host, dest, int(self.attrs["dest_qp_num"]), spec.mtu_bytes,
             [PathChoice(p.ev, p.plane, p.t1, p.address) for p in own],
-            reply_evs=[PathChoice(p.ev, p.plane, p.t1, p.address) for p in back],
             config=config, key_seed=fab.seed)
         fab.attach(self, send=False)
 
