@@ -179,6 +179,12 @@ def test_outputs_and_capture(live_run: dict[str, object]) -> None:
             assert (theirs.kind, theirs.qpn, theirs.psn, theirs.ev, theirs.da) == (
                 pkt.kind, pkt.qpn, pkt.psn, pkt.ev, pkt.da)
     if TSHARK is not None:
+        # the live capture is the packet as described: tshark finds nothing malformed
+        flagged = subprocess.run([TSHARK, "-n", "-r", str(path), "-Y",
+                                  "_ws.malformed || _ws.expert.severity >= warning"],
+                                 capture_output=True, text=True, timeout=60,
+                                 check=True).stdout
+        assert flagged == ""
         cmd = [TSHARK, "-n", "-r", str(path), "-c", "20", "-T", "fields", "-E", "separator=|",
                "-e", "ipv6.dst", "-e", "udp.dstport", "-e", "infiniband.bth.destqp",
                "-e", "infiniband.bth.psn"]

@@ -232,8 +232,11 @@ def test_sender_cqe_comes_on_the_ack_after_placement() -> None:
         stack = SimStack(preset("lab-small"), seed=1)
         conn = stack.open(kind, 0, 4, {})
         seen: dict[str, int] = {}
-        conn.write(0, 1 << 20, lambda t, ok: seen.setdefault("cqe", t) if ok else None,
-                   on_placed=lambda t, ok: seen.setdefault("placed", t) if ok else None)
+
+        def note(what: str, seen: dict[str, int] = seen) -> Any:
+            return lambda t, ok: seen.setdefault(what, t) if ok else None
+
+        conn.write(0, 1 << 20, note("cqe"), on_placed=note("placed"))
         stack.sim.run(2000 * US)
         assert set(seen) == {"placed", "cqe"}, kind
         # the CQE follows the placement by at least the ACK's way back: 4 links of flight
@@ -295,3 +298,22 @@ def test_ev_state_codes_and_event_fields() -> None:
     assert events and all(e.detail["port"] == 2 and e.detail["new"] == ASSUMED_BAD
                           for e in events)
     assert (EV_STATE_GOOD, EV_STATE_ASSUMED_BAD) == (1, 2)
+
+
+def test_fidelity_table_counts_are_the_tables() -> None:
+    """docs/fidelity.md states its counts; they are recounted from the table itself."""
+    import re as _re
+    from collections import Counter
+
+    doc = (ROOT / "docs" / "fidelity.md").read_text()
+    rows = [line for line in doc.splitlines()
+            if line.startswith("| ") and line.count(" | ") >= 6 and "public name" not in line
+            and not line.startswith("|---")]
+    statuses = Counter(line.split(" | ")[5].strip() for line in rows)
+    assert set(statuses) <= {"same", "simplified", "own model", "not modelled"}
+    stated = _re.search(r"\*\*Counts: (\d+) same, (\d+) simplified, (\d+) own model, "
+                        r"(\d+) not modelled\*\*", doc)
+    assert stated is not None
+    assert [int(x) for x in stated.groups()] == [statuses["same"], statuses["simplified"],
+                                                 statuses["own model"],
+                                                 statuses["not modelled"]]
