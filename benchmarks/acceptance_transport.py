@@ -626,9 +626,11 @@ def permutation(kind: str = "mrc", size: int = 2 * MB, spec: FabricSpec | None =
 # ====================================================================== 7. fault schedules
 #: A fault as data: (time in us, fault action of mrc.sim.faults.FAULTS, target, params).
 Fault = tuple[float, str, str, dict[str, Any]]
-#: Aggressive MRC timers for the schedule runs, so a QP error fits in a short run:
-#: RTO 16.4 us, error after 15 RTOs (246 us) without progress on any EV.
-SCHEDULE_MRC: dict[str, Any] = {"rto_exp": 4, "retry_cnt_exp": 3}
+#: Aggressive MRC timers for the schedule runs, so a QP error fits in a short run: per-EV
+#: timer and local ACK timeout T 16.4 us, no linear retries, 3 exponential ones: the error
+#: comes 15 T (246 us) after the last progress on any EV.
+SCHEDULE_MRC: dict[str, Any] = {"ev_timeout_us": 16.384, "timeout": 4, "retry_linear_cnt": 0,
+                                "retry_exp_cnt": 3}
 #: Ways to cut every path between ``src`` and ``dst`` (see ``cut_every_path``).
 CUTS = ("src_nic", "dst_nic", "src_t0", "dst_t0", "all_t1")
 
@@ -928,7 +930,7 @@ def report(out: Callable[[str], None] = print) -> dict[str, Any]:
             f"{r.same_t0_flows} flows within one T0; verified={r.all_ok} "
             f"(ceiling {r.ceiling_gbps:.1f})")
 
-    out("7. Fault schedules (MRC, lab-small, h0 -> h2, rto 16.4 us, retry_cnt_exp 3)")
+    out("7. Fault schedules (MRC, lab-small, h0 -> h2, T 16.4 us, retry_exp_cnt 3)")
     sweep = timed("7", schedule_sweep)
     s, c = sweep["one_path_up"], sweep["every_path_cut"]
     out(f"   one path kept up: {s['runs']} schedules, {s['messages']} WRITEs, {s['bytes']} "

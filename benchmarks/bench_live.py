@@ -163,7 +163,7 @@ def bench_fabric(seconds: float, dilation: float, link_gbps: float, window_kb: i
     spec = FabricSpec(planes=4, hosts=4, hosts_per_t0=2, t1_per_plane=2, link_gbps=link_gbps,
                       buffer_bytes=8 << 20, header_queue_bytes=1 << 20,
                       ecn_threshold_bytes=8 << 20, mtu_bytes=MTU)
-    params = {"rto_floor_us": 2000.0, "probe_interval_us": 1000.0,
+    params = {"ev_timeout_us": 2000.0, "probe_interval_us": 1000.0,
               "cc": {"algorithm": "fixed", "fixed_window_bytes": window_kb * 1024}}
     stack = LiveStack(spec, seed=1, bin_ps=10**9, transport_name="mrc", dilation=dilation)
     child: _Child | None = None

@@ -5,14 +5,15 @@ bookkeeping at the end (``digest``, ``plane``, ``hop_epoch``). The layout, outer
 
     outer IPv6 (40)   dst = uSID carrier (rewritten per hop), ECN + trim DSCP, next-header 41
     inner IPv6 (40)   real host addresses, never touched by switches
-    UDP (8)           dst port 4791, src port / flow label carry EV bits
+    UDP (8)           dst port 4791; EV low 20 bits = outer flow label, high 12 in src port
     BTH (12)          opcode, dest QPN, PSN (24-bit), ack-request bit
     DATA:  RETH (16) [ImmDt (4)] MRC-DETH (24)  payload
     ACK/NACK: AETH (4) MRC-AETH (28)
     PROBE/PROBE_REPLY: MRC-PETH (12)
     ICRC (4)
 
-Switches write only the outer header (destination, ECN, DSCP, and cut the bytes on a trim).
+Switches write only the outer header (destination, ECN, DSCP, hop limit: one less per
+switch, and cut the bytes on a trim).
 ``ts`` is the sender's clock in picoseconds when the packet left (echoed by ACK, NACK and
 PROBE_REPLY, and used by the sender to recognise which transmission came back). The wire
 carries its low 32 bits; a receiver restores the full value against its own clock, which is
@@ -76,6 +77,8 @@ ECN_CE: Final = 3
 #: DSCP that a trimming switch writes into the outer header (SONiC lets operators pick one).
 TRIM_DSCP: Final = 46
 DEFAULT_DSCP: Final = 26
+#: Outer (and inner) IPv6 hop limit a host sends with; every switch takes one off the outer.
+DEFAULT_HOP_LIMIT: Final = 64
 
 
 def data_bytes(length: int, imm: bool = False) -> int:
@@ -102,7 +105,7 @@ class Packet:
         "kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "offset", "length", "msg_len",
         "flags", "ts", "imm", "echo_psn", "sack_base", "sack",
         # outer header, written by the sender and rewritten by switches
-        "da", "ecn", "trimmed", "size",
+        "da", "ecn", "trimmed", "size", "hop_limit",
         # payload: real bytes (live runtime, pcap) or None in simulation
         "payload",
         # simulation bookkeeping, not on the wire
@@ -159,6 +162,7 @@ class Packet:
         self.ecn = ecn
         self.trimmed = trimmed
         self.size = natural_size(kind, length, flags) if size is None else size
+        self.hop_limit = DEFAULT_HOP_LIMIT
         self.payload = payload
         self.digest = digest
         self.plane = plane

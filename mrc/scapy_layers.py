@@ -133,7 +133,7 @@ def to_scapy(pkt: Packet) -> ScapyPacket:
     dscp = TRIM_DSCP if pkt.trimmed else DEFAULT_DSCP
     inner_ecn = ECN_ECT0 if ecn == ECN_CE else ecn
     flags = pkt.flags
-    outer = IPv6(tc=(dscp << 2) | ecn, fl=fl, hlim=wire.HOP_LIMIT, src=src,
+    outer = IPv6(tc=(dscp << 2) | ecn, fl=fl, hlim=pkt.hop_limit, src=src,
                  dst=format_address(pkt.da))
     inner = IPv6(tc=(DEFAULT_DSCP << 2) | inner_ecn, fl=fl, hlim=wire.HOP_LIMIT, src=src,
                  dst=format_address(host_address(pkt.dst)))
@@ -160,7 +160,7 @@ def to_scapy(pkt: Packet) -> ScapyPacket:
         elif flags & FLAG_SEQ_ERR:
             syndrome = wire.SYNDROME_NAK_SEQ
         else:
-            syndrome = wire.SYNDROME_RNR_TRIM
+            syndrome = wire.SYNDROME_NAK_TRIM
         ext = AETH(syndrome=syndrome, msn=pkt.msg_id & 0xFFFFFF) / MRCAETH(
             ev=ev, ts=pkt.ts, echo_psn=pkt.echo_psn, flags=flags, sack_base=pkt.sack_base,
             sack=pkt.sack)
@@ -205,6 +205,8 @@ def from_scapy(spkt: ScapyPacket) -> Packet:
         raise ValueError(f"BTH opcode {opcode:#x} is not MRC")
     da = parse_address(outer.dst)
     top = da >> 96
-    return Packet(kind, host_of(parse_address(inner.src)), host_of(parse_address(inner.dst)),
-                  bth.dqpn, bth.psn, da=da, ecn=outer.tc & 3, trimmed=outer.tc >> 2 == TRIM_DSCP,
-                  size=len(outer), plane=top & 0xFF if top >> 8 == 0xFCBB00 else 0, **fields)
+    pkt = Packet(kind, host_of(parse_address(inner.src)), host_of(parse_address(inner.dst)),
+                 bth.dqpn, bth.psn, da=da, ecn=outer.tc & 3, trimmed=outer.tc >> 2 == TRIM_DSCP,
+                 size=len(outer), plane=top & 0xFF if top >> 8 == 0xFCBB00 else 0, **fields)
+    pkt.hop_limit = outer.hlim
+    return pkt

@@ -70,7 +70,7 @@ def check_one_path_up(schedule: list[Any], writes: list[tuple[int, int]]) -> Non
 
 def check_cut(schedule: list[Any], writes: list[tuple[int, int]], cut_us: float) -> None:
     out = acc.run_schedule(schedule, writes, SPEC, SRC, DST, cap_us=5_000)
-    assert out.failed and "retry_cnt_exp" in (out.failure_reason or "")
+    assert out.failed and "retries exhausted" in (out.failure_reason or "")
     assert out.failed_at_us is not None
     assert cut_us <= out.failed_at_us <= cut_us + acc.schedule_error_after_us(SPEC) + 50
     assert out.unreported == 0  # every WRITE reported: complete or failed

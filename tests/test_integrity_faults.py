@@ -14,7 +14,7 @@ MRC pair is in one of three classes:
 * ``up``: some path is clean (every link up, no loss either way, not drained). Every WRITE
   completes exactly once, verified, with exactly its bytes placed, and the QP never errors.
 * ``cut``: every path is hard-cut (a link down, loss 1.0 one way, or drained). The QP reports
-  a ``retry_cnt_exp`` error; every WRITE is reported; none completes after the error (so no
+  a retry-exhausted error; every WRITE is reported; none completes after the error (so no
   partial WRITE is reported complete); the WRITE posted after the last fault fails.
 * ``lossy``: neither (only lossy paths left): either outcome above, with its checks.
 
@@ -61,7 +61,8 @@ HORIZON_US = 300
 TAIL_US = 1
 #: MRC timers: RTO 16.4 us; error 16.4 x (2^6 - 1) = 1,032 us after the last progress, longer
 #: than any outage the schedule can cause before its last fault (at most HORIZON_US).
-MRC_PARAMS: dict[str, Any] = {"rto_exp": 4, "retry_cnt_exp": 5}
+MRC_PARAMS: dict[str, Any] = {"ev_timeout_us": 16.384, "timeout": 4, "retry_linear_cnt": 0,
+                               "retry_exp_cnt": 5}
 #: RC: local ACK timeout 32.8 us, 7 retries: error 262 us after the last progress.
 RC_PARAMS: dict[str, Any] = {"timeout_exp": 3}
 #: Simulated time allowed after the last fault for everything to be reported.
@@ -507,7 +508,7 @@ def check_mrc(run: PairRun, model: FabricModel, sc: Scenario) -> str:
     else:
         verdict = "lossy"
     if conn.failed:
-        assert "retry_cnt_exp" in (conn.failure_reason or ""), conn.failure_reason
+        assert "retries exhausted" in (conn.failure_reason or ""), conn.failure_reason
         assert conn.failed_at_ps is not None
         qp = conn.sender
         assert f"h{qp.host}.qp{qp.qpn}" in logged_targets(conn.stack, EVENT_QP_ERROR)
@@ -610,5 +611,5 @@ def test_mrc_write_posted_on_a_dead_port_errors() -> None:
     done: list[tuple[int, bool]] = []
     conn.write(us(1), 4096, lambda t, ok: done.append((t, ok)))
     stack.sim.run(us(100_000))
-    assert conn.failed and "retry_cnt_exp" in (conn.failure_reason or "")
+    assert conn.failed and "retries exhausted" in (conn.failure_reason or "")
     assert done == [(conn.failed_at_ps, False)]

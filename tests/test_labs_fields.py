@@ -42,7 +42,8 @@ def test_fault_kinds_in_one_order() -> None:
 
 
 @pytest.mark.parametrize(("kind", "accepted"), [
-    ("mrc", {**tparams.MRC_KEYS, "cc": "cc"}), ("rc", tparams.RC_KEYS)])
+    ("mrc", {**tparams.MRC_KEYS, "cc": "cc", "ev_profile": "ev_profile", "env": "env"}),
+    ("rc", {**tparams.RC_KEYS, "env": "env"})])
 def test_transport_tables_cover_the_config_keys(kind: str, accepted: dict[str, str]) -> None:
     fields = field_map(transport_section.FIELDS[kind])
     assert set(fields) == set(accepted)
@@ -65,7 +66,8 @@ def _lab(kind: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def _keys() -> list[tuple[str, str]]:
     out = [(kind, key) for kind in ("mrc", "rc")
-           for key in field_map(transport_section.FIELDS[kind]) if key != "cc"]
+           for key in field_map(transport_section.FIELDS[kind])
+           if key not in ("cc", "ev_profile", "env")]
     return out + [("mrc", f"cc.{key}") for key in field_map(transport_section.CC_FIELDS)]
 
 

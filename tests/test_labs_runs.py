@@ -116,7 +116,7 @@ def test_t1_fail_restore_no_visible_mrc_impact() -> None:
     changes = [(time, {**json.loads(detail), "qp": qp}) for time, qp, detail in zip(
         ev["time_us"], ev["target"], ev["detail"], strict=True)]
     bad = [(time, d) for time, d in changes if d["new"] == "ASSUMED_BAD"]
-    assert bad and all((d["plane"], d["t1"]) == (0, 3) for _, d in bad)  # no false path
+    assert bad and all((d["plane"], d["t1"]) == (4, 2) for _, d in bad)  # no false path
     assert all(fault_us <= time <= fault_us + 100 for time, _ in bad)
     good = [(time, d) for time, d in changes if d["new"] == "GOOD"]
     assert sorted((d["qp"], d["ev"]) for _, d in good) == sorted((d["qp"], d["ev"]) for _, d in bad)

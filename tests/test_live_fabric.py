@@ -56,7 +56,7 @@ def send(core: FabricCore, t: int, pkt: Packet) -> bool:
 def test_every_path_follows_the_reference_walk_and_stays_verifiable() -> None:
     core, sink = fabric()
     crossed: list[str] = []
-    core.set_tap(lambda t, port, buf: crossed.append(port), everywhere=True)
+    core.set_tap(lambda t, port, buf: crossed.append(port), point="every_hop")
     t = 0
     for src in range(SPEC.hosts):
         for dst in range(SPEC.hosts):

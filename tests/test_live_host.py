@@ -252,7 +252,8 @@ def test_a_message_whose_bytes_differ_is_counted_corrupt() -> None:
         def write_two(_: object) -> None:
             conn.write(0, 50_000, lambda t, ok: done.append(ok))
             wrong = conn.write(0, 20_000, lambda t, ok: done.append(ok))
-            conn._sha[wrong] ^= 1  # as if other bytes had arrived
+            entry = conn._pending[wrong]  # as if other bytes had arrived
+            entry.expected[conn.sender.qpn] ^= 1
 
         stack.sim.at(0, write_two)
         stack.sim.run(30_000_000)
@@ -267,14 +268,20 @@ def test_removed_qp_stops_sending_and_its_packets_are_unknown() -> None:
         conn = stack.open("mrc", 0, 2, {})
         h0, h2 = stack.nics[0], stack.nics[2]
         assert h2._qp_ports[conn.receiver.qpn] == []  # the responder only answers
-        stack.sim.at(0, lambda _: conn.write(0, 2_000_000))
-        stack.sim.run(2_000_000)
+        stack.sim.at(0, lambda _: conn.write(0, 64_000_000))
+        # run until ACKs flow back (modelled time: a loaded machine posts late), so that
+        # some are still in flight when the QP goes; the 64 MB write lasts ~700 us
+        until = 0
+        while h0.counters["rx_datagrams"] == 0 and until < 200_000_000:
+            until += 10_000_000
+            stack.sim.run(until)
+        assert h0.counters["rx_datagrams"] > 0
         sent = h0.counters["tx_datagrams"]
         assert sent > 0
         h0.remove(conn.sender)
         h0.remove(conn.sender)  # idempotent
         assert conn.sender.qpn not in h0.qps and conn.sender.qpn not in h0._timers
-        stack.sim.run(10_000_000)
+        stack.sim.run(until + 20_000_000)
         assert h0.counters["tx_datagrams"] == sent  # nothing more left h0
         assert h0.counters["rx_unknown_qpn"] > 0  # the ACKs still in flight found no QP
 

@@ -24,6 +24,7 @@ from mrc import pcap, wire
 from mrc.labs.runner import run_live
 from mrc.live.stack import LiveStack
 from mrc.packet import DATA, PROBE
+from mrc.pcap import CaptureOptions
 from topology import usid
 
 FAILED_PLANE = 1
@@ -60,7 +61,9 @@ def live_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     before = open_handles()
     stacks: list[LiveStack] = []
     result = run_live(LAB, dilation=DILATION, progress=False, out=out / "res",
-                      pcap=out / "cap.pcap", keep_stacks=stacks, trace=1_000_000)
+                      capture=CaptureOptions(str(out / "cap.pcapng"), point="sent",
+                                             snaplen=65535),
+                      keep_stacks=stacks, trace=1_000_000)
     after = open_handles()
     return {"result": result, "stacks": {s.transport_name: s for s in stacks},
             "before": before, "after": after, "out": out}
@@ -156,7 +159,7 @@ def test_outputs_and_capture(live_run: dict[str, object]) -> None:
         assert (out / "res" / name).stat().st_size > 0
     summary = json.loads((out / "res" / "summary.json").read_text())
     assert summary["runtime"] == "live"
-    path = out / "cap.mrc.pcap"
+    path = out / "cap.mrc.pcapng"
     records = list(pcap.read_pcap(path))
     stack = live_run["stacks"]["mrc"]  # type: ignore[index]
     assert len(records) == stack.pcap.count > 100
@@ -177,6 +180,12 @@ def test_outputs_and_capture(live_run: dict[str, object]) -> None:
             assert (theirs.kind, theirs.qpn, theirs.psn, theirs.ev, theirs.da) == (
                 pkt.kind, pkt.qpn, pkt.psn, pkt.ev, pkt.da)
     if TSHARK is not None:
+        # the live capture is the packet as described: tshark finds nothing malformed
+        flagged = subprocess.run([TSHARK, "-n", "-r", str(path), "-Y",
+                                  "_ws.malformed || _ws.expert.severity >= warning"],
+                                 capture_output=True, text=True, timeout=60,
+                                 check=True).stdout
+        assert flagged == ""
         cmd = [TSHARK, "-n", "-r", str(path), "-c", "20", "-T", "fields", "-E", "separator=|",
                "-e", "ipv6.dst", "-e", "udp.dstport", "-e", "infiniband.bth.destqp",
                "-e", "infiniband.bth.psn"]
@@ -211,8 +220,10 @@ def test_cli_runs_a_lab_live(tmp_path: Path) -> None:
     assert summary["transports"]["mrc"]["messages_verified"] > 0
     assert summary["transports"]["mrc"]["messages_corrupt"] == 0
     assert (tmp_path / "q.pcap").stat().st_size > 24
-    bad = CliRunner().invoke(run, [str(lab), "--pcap", "x.pcap"])
-    assert bad.exit_code == 2 and "--runtime live" in bad.output
+    bad = CliRunner().invoke(run, [str(lab), "--pcap-every", "3"])
+    assert bad.exit_code == 2 and "--pcap-every: needs --pcap" in bad.output
+    bad = CliRunner().invoke(run, [str(lab), "--pcap", "x.pcapng", "--pcap-kinds", "acks"])
+    assert bad.exit_code == 2 and "--pcap-kinds: unknown kinds ['acks']" in bad.output
     bad = CliRunner().invoke(run, [str(lab), "--runtime", "live", "--bind", "192.0.2.1"])
     assert bad.exit_code == 2 and "loopback" in bad.output
     bad = CliRunner().invoke(run, [str(lab), "--runtime", "live", "--dilation", "-3"])

@@ -62,9 +62,16 @@ def make_evs(count: int = 8) -> list[PathChoice]:
     return out
 
 
+def spread_key(ev: int) -> int:
+    """An EV's fields as one number with the T1 lowest (the per-EV delays of these tests
+    spread the EVs of each plane over different delays)."""
+    return (usid.ev_instance(ev) << 24) | (usid.ev_plane(ev) << 16) | usid.ev_t1(ev)
+
+
 def config(**kw) -> MrcConfig:
-    base = dict(rto_floor_ps=20 * US, rto_exp=0, probe_interval_ps=5 * US,
-                probes_to_reintegrate=3, retry_cnt_exp=None, loss_grace_ps=1 * US,
+    base = dict(ev_timeout_ps=20 * US, timeout=4, probe_interval_ps=5 * US,
+                probes_to_reintegrate=3, retry_exp_cnt=25, loss_grace_ps=1 * US,
+                ev_min_active=0,
                 cc=CcConfig(algorithm="fixed", fixed_window_bytes=32 * MTU))
     base.update(kw)
     return MrcConfig(**base)
@@ -82,7 +89,7 @@ class Loop:
         self.a = MrcQueuePair(1, 0, 1, 2, MTU, evs, config=cfg, psn=psn, peer_psn=psn)
         self.b = MrcQueuePair(2, 1, 0, 1, MTU, evs, config=cfg, psn=psn, peer_psn=psn)
         self.qps = {0: self.a, 1: self.b}
-        self.delay = delay or (lambda ev: 2 * US + (ev & 0xFF) * 150_000)
+        self.delay = delay or (lambda ev: 2 * US + (usid.ev_t1(ev) & 0xFF) * 150_000)
         self.fate = fate
         self.ser_ps = ser_ps
         self.now = 0
@@ -216,7 +223,7 @@ SIZES = [1, MTU - 1, MTU, MTU + 1, 37 * MTU + 5, 3]
 
 def test_exact_delivery_with_heavy_reordering() -> None:
     # EV delays from 2 us to 9 us: packets arrive far out of PSN order
-    loop = Loop(delay=lambda ev: 2 * US + ((ev * 7919) % 8) * 900_000)
+    loop = Loop(delay=lambda ev: 2 * US + ((spread_key(ev) * 7919) % 8) * 900_000)
     loop.transfer(SIZES)
     check_exact(loop, SIZES)
     assert loop.a.stats.retransmissions == 0
@@ -279,7 +286,7 @@ def test_duplicate_and_late_packets_never_double_count() -> None:
 
 def test_psn_wraps_at_24_bits() -> None:
     start = PSN_MOD - 7
-    loop = Loop(psn=start, delay=lambda ev: 2 * US + (ev & 0xFF) * 400_000)
+    loop = Loop(psn=start, delay=lambda ev: 2 * US + (usid.ev_t1(ev) & 0xFF) * 400_000)
     sizes = [20 * MTU, 3 * MTU + 1]
     loop.transfer(sizes)
     check_exact(loop, sizes)
@@ -507,7 +514,7 @@ def test_a_silent_plane_is_caught_by_the_qp_wide_scope() -> None:
 
 def test_heavy_static_reordering_is_not_loss() -> None:
     """EV paths from 2 to 9 us one way: the window learns the 14 us RTT spread."""
-    loop = Loop(delay=lambda ev: 2 * US + ((ev * 7919) % 8) * 900_000)
+    loop = Loop(delay=lambda ev: 2 * US + ((spread_key(ev) * 7919) % 8) * 900_000)
     sizes = [4000 * MTU]
     loop.transfer(sizes)
     check_exact(loop, sizes)
@@ -524,7 +531,7 @@ def test_queues_building_on_some_paths_widen_the_window() -> None:
     loop = Loop()
 
     def delay(ev: int) -> int:
-        base = 2 * US + (ev & 0xFF) * 150_000
+        base = 2 * US + (usid.ev_t1(ev) & 0xFF) * 150_000
         if usid.ev_t1(ev) < 2:
             base += min(6 * US, max(0, loop.now - 40 * US) // 4)
         return base
@@ -758,9 +765,12 @@ def test_allow_with_validation_probes_first() -> None:
 
 
 # ====================================================================== RTO, retries, QP error
-def test_qp_errors_only_when_every_path_is_dead_at_the_predicted_time() -> None:
+@pytest.mark.parametrize(("linear", "exponential"), [(1, 2), (0, 0), (7, 0), (3, 4)])
+def test_qp_errors_only_when_every_path_is_dead_at_the_predicted_time(
+        linear: int, exponential: int) -> None:
+    """The published retry rule, to the picosecond: T (1 + linear) + T (2^(exp+1) - 2)."""
     cut = 30 * US
-    cfg = config(retry_cnt_exp=2)
+    cfg = config(retry_linear_cnt=linear, retry_exp_cnt=exponential)
     loop = Loop(cfg, fate=lambda now, p: "drop" if now >= cut else None)
     loop.post(loop.a, 0, 5000 * MTU)
     loop.run(100_000 * US)
@@ -769,10 +779,14 @@ def test_qp_errors_only_when_every_path_is_dead_at_the_predicted_time() -> None:
     # last progress: the last ACK that got through (sent before the cut)
     last_progress = max(t + loop.delay(p.ev) for t, p in loop.sent
                         if p.kind == ACK and t < cut)
-    assert errors[0].time_ps == last_progress + cfg.rto_ps * (2 ** 3 - 1)
-    assert cfg.error_after_ps() == cfg.rto_ps * 7
+    t = cfg.timeout_ps
+    assert t == 1_024_000 * 16
+    rule = t * (1 + linear) + t * (2 ** (exponential + 1) - 2)
+    assert cfg.error_after_ps() == rule
+    assert errors[0].time_ps == last_progress + rule
+    assert loop.a.stats.qp_timeouts == linear + exponential + 1  # every retry, then the error
     reason = errors[0].detail["reason"]
-    assert "retry_cnt_exp=2" in reason and "assumed_bad=8" in reason
+    assert f"retry_linear_cnt={linear}" in reason and "assumed_bad=8" in reason
     assert all(loop.a.ev_state(pc.ev) == ASSUMED_BAD for pc in make_evs())
     assert loop.completions(1) == []  # nothing partial is reported complete
     assert loop.b.bytes_placed < 5000 * MTU
@@ -785,7 +799,8 @@ def test_qp_errors_only_when_every_path_is_dead_at_the_predicted_time() -> None:
 
 def test_never_errors_while_one_path_stays_up() -> None:
     keep = make_evs()[6].ev
-    cfg = config(retry_cnt_exp=0)  # the harshest budget: a single timeout without progress
+    # the harshest budget: a single timeout without progress
+    cfg = config(retry_linear_cnt=0, retry_exp_cnt=0)
     loop = Loop(cfg, fate=lambda now, p: None if p.ev == keep or now < 20 * US else "drop")
     sizes = [600 * MTU]
     loop.transfer(sizes, until=100_000 * US)
@@ -796,7 +811,8 @@ def test_never_errors_while_one_path_stays_up() -> None:
 
 def test_all_paths_down_then_back_resumes_without_error() -> None:
     outage = (30 * US, 330 * US)
-    cfg = config(retry_cnt_exp=4)  # errors only after 31 x rto = 620 us without progress
+    # errors only after 8 T + 14 T = 22 x 16.4 us = 360 us without progress
+    cfg = config(retry_linear_cnt=7, retry_exp_cnt=3)
 
     def fate(now: int, pkt: Packet) -> str | None:
         return "drop" if outage[0] <= now < outage[1] else None
@@ -811,15 +827,20 @@ def test_all_paths_down_then_back_resumes_without_error() -> None:
     assert loop.a.stats.qp_timeouts >= 1
 
 
-def test_rto_formula() -> None:
-    assert MrcConfig(rto_floor_ps=1, rto_exp=20).rto_ps == 1_024_000 * 2**20
-    assert MrcConfig(rto_floor_ps=50 * US, rto_exp=3).rto_ps == 50 * US
-    assert MrcConfig(retry_cnt_exp=25).error_after_ps() is None
-    assert MrcConfig(retry_cnt_exp=None).error_after_ps() is None
-    with pytest.raises(ValueError):
-        MrcConfig(spray="ecmp")
-    with pytest.raises(ValueError):
-        MrcConfig(rto_exp=25)
+def test_published_timer_defaults_and_ranges() -> None:
+    cfg = MrcConfig()
+    assert (cfg.timeout, cfg.retry_linear_cnt, cfg.retry_exp_cnt) == (20, 7, 25)
+    assert cfg.timeout_ps == 1_024_000 * 2**20  # 1.07 s: NCCL_MRC_TIMEOUT=20
+    assert cfg.error_after_ps() is None  # 25 = retry forever
+    assert MrcConfig(timeout=24).timeout_ps == 1_024_000 * 2**24  # 17.18 s, the header's max
+    assert MrcConfig(retry_exp_cnt=0, retry_linear_cnt=7, timeout=4).error_after_ps() == \
+        8 * 1_024_000 * 16  # the verbs rule: (retry_cnt + 1) x timeout
+    assert cfg.ev_timeout_ps == 64 * 1_024_000  # the per-EV path timer (own model)
+    for bad in (dict(spray="ecmp"), dict(timeout=25), dict(retry_linear_cnt=8),
+                dict(retry_exp_cnt=26), dict(mpr=0), dict(max_wimm=0),
+                dict(ev_min_active=129)):
+        with pytest.raises(ValueError):
+            MrcConfig(**bad)  # type: ignore[arg-type]
 
 
 # ====================================================================== EV sets
@@ -842,8 +863,8 @@ def test_build_ev_set_spreads_evenly_and_is_symmetric() -> None:
     # same T0: one path per plane, no T1
     local = build_ev_set(spec, 0, 1, count=16)
     assert {pc.t1 for pc in local} == {None} and len({pc.ev for pc in local}) == 16
-    with pytest.raises(ValueError):
-        build_ev_set(spec, 0, 1, count=4 * 257)
+    with pytest.raises(ValueError):  # more than the 12-bit entropy field tells apart
+        build_ev_set(spec, 0, 1, count=4 * 4 * 4096 + 1)
 
 
 def test_qp_on_a_real_ev_set_replies_along_the_same_path() -> None:
@@ -903,7 +924,7 @@ def test_random_faults_with_one_live_path_never_lose_duplicate_or_corrupt(
         return None
 
     # the harshest retry budget that still must never fire: one live EV is enough
-    cfg = config(spray=spray, retry_cnt_exp=1, ack_every=1 + seed % 6,
+    cfg = config(spray=spray, retry_linear_cnt=0, retry_exp_cnt=1, ack_every=1 + seed % 6,
                  loss_grace_ps=(seed % 3) * US)
     loop = Loop(cfg, fate=fate, psn=rng.randrange(PSN_MOD))
     datas = loop.transfer(sizes, until=200_000 * US, payload=bool(seed & 1))

@@ -589,8 +589,12 @@ def test_connection_stripes_over_every_plane_and_reassembles() -> None:
     conn.post_write(0, 3, 3)  # fewer bytes than QPs: three chunks
     lp.kick()
     lp.run()
-    done = {e.detail["msg_id"]: e for e in conn.events}
+    done = {e.detail["msg_id"]: e for e in conn.events if e.kind == EVENT_MESSAGE_COMPLETED}
     assert set(done) == {1, 2, 3} and all(e.detail["ok"] for e in done.values())
+    # the sender's CQE of each message: every chunk acknowledged, after it was placed
+    acked = {e.detail["msg_id"]: e for e in conn.events if e.kind == EVENT_SEND_COMPLETED}
+    assert set(acked) == {1, 2, 3} and all(e.detail["ok"] for e in acked.values())
+    assert all(acked[m].time_ps >= done[m].time_ps for m in done)
     assert done[1].detail["data"] == payload
     assert len(done[3].detail["chunks"]) == 3  # type: ignore[arg-type]
     assert conn.bytes_placed == len(payload) + (3 << 20) + 3 and conn.pending == 0

@@ -95,7 +95,7 @@ def test_layers_stack_as_wireshark_reads_them() -> None:
 
     ack = IPv6(wire.encode(Packet(NACK, 2, 1, 0x42, 9, flags=FLAG_TRIM, sack=3, da=da)))
     assert [type(layer) for layer in _layers(ack)] == [IPv6, IPv6, UDP, BTH, AETH, MRCAETH]
-    assert ack[AETH].syndrome == wire.SYNDROME_RNR_TRIM and ack[MRCAETH].sack == 3
+    assert ack[AETH].syndrome == wire.SYNDROME_NAK_TRIM and ack[MRCAETH].sack == 3
     probe = IPv6(wire.encode(Packet(PROBE_REPLY, 2, 1, 0x42, 9, ev=7, da=da)))
     assert [type(layer) for layer in _layers(probe)] == [IPv6, IPv6, UDP, BTH, MRCPETH]
     assert probe[MRCPETH].ev == 7

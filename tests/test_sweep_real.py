@@ -78,7 +78,9 @@ def test_local_processes_and_dask_cluster_give_identical_tables(sweep_file: Path
     rc = local[local["transport"] == "rc"]
     assert set(mrc["outcome"]) == {"completed"} and mrc["recovery_us"].notna().all()
     failed = rc[rc["outcome"] == "failed"]
-    assert set(failed["fault.0.target"]) == {"p0.t1.1"} and len(failed) == 2
+    # QPNs start at 2 (0 and 1 are InfiniBand's): the default pair's plane-0 RC QPs hash onto
+    # p0.t1.0 and p0.t1.3, not p0.t1.1
+    assert set(failed["fault.0.target"]) == {"p0.t1.0"} and len(failed) == 2
     assert failed["recovery_us"].isna().all() and failed["failed_at_us"].notna().all()
     # each run's own lab outputs
     for rid in local["run_id"].unique():

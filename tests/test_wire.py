@@ -154,7 +154,7 @@ def test_opcodes_syndromes_and_msn() -> None:
     assert opcode(sample(PROBE)) == 0xC0 and opcode(sample(PROBE_REPLY)) == 0xC1
     assert syndrome(sample(ACK)) == 0x1F
     assert syndrome(sample(NACK, flags=FLAG_SEQ_ERR)) == 0x60
-    assert syndrome(sample(NACK, flags=FLAG_TRIM)) == 0x21
+    assert syndrome(sample(NACK, flags=FLAG_TRIM)) == 0x65  # its own NAK code, not RNR
     ack = wire.encode(sample(ACK, msg_id=0x123456))
     assert ack[wire.OFF_EXT + 1:wire.OFF_EXT + 4] == b"\x12\x34\x56"  # AETH MSN
 
@@ -219,12 +219,31 @@ def _with(p: Packet, **changes: object) -> Packet:
 
 @pytest.mark.parametrize("offset", [0, 1, 7, 8, 23, 39])
 def test_outer_header_is_not_covered(offset: int) -> None:
+    """Switches rewrite the outer header (DSCP, ECN, hop limit, carrier): no checksum covers
+    it. Its flow label is not free: it carries the EV, checked against the MRC header."""
     buf = bytearray(wire.encode(sample()))
-    if offset < 8:  # keep version, payload length and next header intact
-        buf[offset] ^= {0: 0x0F, 1: 0xFF, 7: 0xFF}.get(offset, 0)
+    if offset < 8:  # keep version, flow label, payload length and next header intact
+        buf[offset] ^= {0: 0x0F, 1: 0xF0, 7: 0xFF}.get(offset, 0)
     else:
         buf[offset] ^= 0x5A
     wire.decode(buf)
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3, 80, 81])
+def test_ev_in_flow_label_and_source_port_is_checked(offset: int) -> None:
+    """The EV rides in the outer flow label (low 20 bits) and UDP source port (high 12);
+    a copy that disagrees with the MRC header's is a malformed packet."""
+    p = sample()
+    data = wire.encode(p)
+    label = int.from_bytes(data[1:4], "big") & 0xFFFFF
+    sport = int.from_bytes(data[80:82], "big")
+    assert label == p.ev & 0xFFFFF == wire.flow_label(p.ev)
+    assert sport == 0xC000 | p.ev >> 20 == wire.udp_sport(p.ev)
+    assert wire.ev_from_entropy(label, sport) == p.ev
+    buf = bytearray(data)
+    buf[offset] ^= 0x01
+    with pytest.raises(wire.DecodeError):
+        wire.decode(buf)
 
 
 def test_any_change_to_covered_bytes_is_caught() -> None:
@@ -304,7 +323,7 @@ def test_nack_from_a_128_byte_trim(flags: int) -> None:
     nack = Packet(NACK, f.dst, f.src, f.qpn, f.psn, ev=f.ev, msg_id=f.msg_id & 0xFFFFFF,
                   echo_psn=f.psn, flags=FLAG_TRIM | FLAG_ECN_ECHO, ts=99, da=back)
     data = wire.encode(nack)
-    assert data[wire.OFF_EXT] == wire.SYNDROME_RNR_TRIM
+    assert data[wire.OFF_EXT] == wire.SYNDROME_NAK_TRIM
     q = wire.decode(data)
     assert_same_on_wire(nack, q)
     assert (q.src, q.dst, q.ev, q.echo_psn) == (p.dst, p.src, p.ev, p.psn)
@@ -466,7 +485,9 @@ def test_encoding_is_pinned() -> None:
     import hashlib
 
     digest = hashlib.sha256(b"".join(wire.encode(p) for p in _golden_corpus())).hexdigest()
-    assert digest == "c42188c4d1801b9e0b020b8112aa2a7b1d2648f7ceaac40965af8deb7949038b"
+    # re-pinned when the EV moved into the flow label and source port, host interface IDs
+    # became non-zero, the trim NACK got its own code and a trim fixed the length fields
+    assert digest == "1393c65ce70533bcc2641b1bee5c00aa6d82936810df206205888677d3562798"
 
 
 def _ref_sum16(data: bytes) -> int:

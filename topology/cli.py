@@ -1,4 +1,6 @@
-"""``mrc-lab fabric``: the counts of a fabric, or the paths between two of its hosts.
+"""``mrc-lab fabric``: the counts of a fabric, the paths between two of its hosts, or a host
+pair's EVs (``--evs``: each EV of the generated profile with the uSID path its hop fields
+select, and how many EVs share each path).
 
 Everything printed comes from closed forms (:mod:`topology.counts`, :mod:`topology.paths`),
 so the Fairwater preset answers at once. Bad input is one ``error: ...`` line on stderr and
@@ -13,14 +15,16 @@ from typing import Any
 
 import click
 
+from topology import evs as fabric_evs
 from topology.counts import COUNT_KEYS, counts
 from topology.names import UnknownElementError
-from topology.paths import Path, PathError, paths_between
+from topology.paths import Path, PathError, host_index, paths_between
 from topology.seg6 import switch_routes
 from topology.spec import PRESETS, FabricError, FabricSpec, preset
 from topology.usid import UsidError
 
-_USER_ERRORS = (FabricError, UnknownElementError, PathError, UsidError)
+_USER_ERRORS = (FabricError, UnknownElementError, PathError, UsidError,
+                fabric_evs.EvPathError)
 
 _LABELS = {
     "planes": "planes",
@@ -80,6 +84,24 @@ def _paths_table(found: list[Path]) -> str:
     return "\n".join(out)
 
 
+def _evs_table(spec: FabricSpec, src: int, dst: int, found: list[fabric_evs.EvPath],
+               profile: Any) -> str:
+    groups = fabric_evs.sharing(found)
+    shared = sum(len(v) for v in groups.values() if len(v) > 1)
+    most = max(len(v) for v in groups.values())
+    fields = ", ".join(f"{f.name or i}: {f.width} bits {f.min_val}..{f.top}"
+                       for i, f in enumerate(profile.fields))
+    head = [f"{len(found)} EVs h{src} -> h{dst} (generated profile; fields low to high: "
+            f"{fields}; ev_min_active {profile.min_active})",
+            f"{len(groups)} distinct paths; {shared} EVs share a path with another EV "
+            f"(at most {most} per path)",
+            "ev          plane  t1    port  EVs on path  uSID path"]
+    rows = [f"{p.ev:#010x}  {p.plane:<5}  {'-' if p.t1 is None else p.t1:<4}  "
+            f"{p.plane + 1:<4}  {len(groups[(p.plane, p.t1)]):<11}  "
+            f"{fabric_evs.format_path(spec, p)}" for p in found]
+    return "\n".join(head + rows)
+
+
 @click.command("fabric")
 @click.option("--preset", "preset_name", metavar="NAME",
               help=f"Named fabric ({', '.join(sorted(PRESETS))}); other options override it.")
@@ -95,10 +117,16 @@ def _paths_table(found: list[Path]) -> str:
 @click.option("--kernel-routes", "kernel_routes", metavar="SWITCH", default=None,
               help="Print the Linux routes the kernel runtime installs in SWITCH (e.g. p3.t0.1 "
                    "or h5.p3.t0), as `ip -6 route` shows them.")
+@click.option("--evs", nargs=2, metavar="SRC DST", default=None,
+              help="List a host pair's EVs (the generated profile of --ev-count EVs per QP) "
+                   "with the uSID path each selects and how many EVs share a path.")
+@click.option("--ev-count", type=int, default=128, show_default=True,
+              help="EVs per QP for --evs.")
 def fabric(preset_name: str | None, planes: int | None, hosts: int | None,
            hosts_per_t0: int | None, t1_per_plane: int | None, link_gbps: float | None,
            switch_radix: int | None, as_json: bool, paths: tuple[str, str] | None,
-           kernel_routes: str | None = None) -> None:
+           kernel_routes: str | None = None, evs: tuple[str, str] | None = None,
+           ev_count: int = 128) -> None:
     """Print a fabric's counts (planes, switches, links, paths, bandwidth), or its paths."""
     try:
         spec = build_spec(preset_name, planes=planes, hosts=hosts, hosts_per_t0=hosts_per_t0,
@@ -109,6 +137,14 @@ def fabric(preset_name: str | None, planes: int | None, hosts: int | None,
             text = (json.dumps([{"prefix": r.prefix, "action": r.action, "dev": r.dev,
                                  "next_hop": r.next_hop, "route": r.text()} for r in routes],
                                indent=2) if as_json else "\n".join(r.text() for r in routes))
+        elif evs:
+            s, d = (host_index(spec, int(h) if h.isdecimal() else h) for h in evs)
+            profile = fabric_evs.fabric_profile(spec, ev_count)
+            ev_found = fabric_evs.ev_paths(spec, s, d, profile)
+            text = (json.dumps([{"ev": p.ev, "plane": p.plane, "t1": p.t1, "port": p.plane + 1,
+                                 "address": fabric_evs.format_path(spec, p)} for p in ev_found],
+                               indent=2) if as_json
+                    else _evs_table(spec, s, d, ev_found, profile))
         elif paths:
             src, dst = (int(h) if h.isdecimal() else h for h in paths)
             found = paths_between(spec, src, dst)

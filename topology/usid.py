@@ -46,9 +46,12 @@ _ACTIVE_SHIFT = 128 - 32 - _USID_BITS  # 80: the active uSID sits right after th
 BLOCK_MASK = ((1 << 32) - 1) << 96
 CARRIER_MASK = (1 << 96) - 1
 
-#: Inner (end-host) IPv6 addresses: fd00:6d72:6300::/64 + host index. They never change in
-#: flight, so the inner UDP checksum and the RoCE ICRC verify at the receiver.
+#: Inner (end-host) IPv6 addresses: fd00:6d72:6300::/64, interface ID ``0:1:<host index>``
+#: (``HOST_IID_MARK`` | index). They never change in flight, so the inner UDP checksum and
+#: the RoCE ICRC verify at the receiver. The mark keeps every interface ID non-zero: an
+#: all-zero one is the subnet-router anycast address (RFC 4291), never a host's.
 HOST_PREFIX = 0xFD006D7263000000 << 64
+HOST_IID_MARK = 1 << 32
 
 
 class UsidError(ValueError):
@@ -158,12 +161,12 @@ def host_address(host: int) -> int:
     """Inner IPv6 address of a host (its NIC, all planes)."""
     if not 0 <= host < 1 << 32:
         raise UsidError(f"host index {host} out of range")
-    return HOST_PREFIX | host
+    return HOST_PREFIX | HOST_IID_MARK | host
 
 
 def host_of(address: int) -> int:
     """Inverse of host_address; raises UsidError for any other address."""
-    if address >> 64 != HOST_PREFIX >> 64 or address & 0xFFFFFFFF00000000:
+    if address >> 64 != HOST_PREFIX >> 64 or address & 0xFFFFFFFF00000000 != HOST_IID_MARK:
         raise UsidError(f"{format_address(address)} is not a host address")
     return address & 0xFFFFFFFF
 
@@ -177,7 +180,8 @@ def parse_address(text: str) -> int:
 
 
 # ------------------------------------------------------------------ entropy values
-# The EV layout is defined once, in mrc.ev; a uSID path is chosen by an EV's plane and T1.
+# The EV layout is defined once, in mrc.ev (default format: plane bits 0-7, T1 bits 8-19);
+# a uSID path is chosen by an EV's plane and T1 (profiles: topology.evs).
 
 
 def make_ev(plane: int, t1: int, instance: int = 0) -> int:
@@ -190,3 +194,4 @@ def make_ev(plane: int, t1: int, instance: int = 0) -> int:
 
 ev_plane = _ev.ev_plane
 ev_t1 = _ev.ev_t1
+ev_instance = _ev.ev_instance

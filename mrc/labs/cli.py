@@ -46,6 +46,33 @@ def _guarded(fn: Callable[[], int | None]) -> None:
     sys.exit(code)
 
 
+def _capture_options(path: str | None, point: str, snaplen: str | None, every: str | None,
+                     kinds: str | None) -> Any:
+    """The run's capture from the --pcap options (None without --pcap)."""
+    from mrc.pcap import CAPTURE_KINDS, DEFAULT_SNAPLEN, CaptureOptions
+
+    if path is None:
+        for option, given in (("--pcap-snaplen", snaplen), ("--pcap-every", every),
+                              ("--pcap-kinds", kinds)):
+            if given is not None:
+                raise LabError("needs --pcap", option)
+        return None
+    n_snap = _parse_number(snaplen, int, "--pcap-snaplen")
+    n_every = _parse_number(every, int, "--pcap-every")
+    for option, value in (("--pcap-snaplen", n_snap), ("--pcap-every", n_every)):
+        if value is not None and value < 1:
+            raise LabError(f"must be at least 1, got {value}", option)
+    chosen = None
+    if kinds is not None:
+        chosen = frozenset(k.strip() for k in kinds.split(",") if k.strip())
+        unknown = sorted(chosen - set(CAPTURE_KINDS))
+        if unknown or not chosen:
+            raise LabError(f"unknown kinds {unknown}; known: {', '.join(CAPTURE_KINDS)}",
+                           "--pcap-kinds")
+    return CaptureOptions(path, point=point, snaplen=n_snap or DEFAULT_SNAPLEN,
+                          every=n_every or 1, kinds=chosen)
+
+
 def _parse_number(text: str | None, kind: type, option: str) -> Any:
     if text is None:
         return None
@@ -77,18 +104,29 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
               help="Live and kernel: modelled time runs X times slower than the wall clock "
                    "(rates / X, times x X); default: chosen from the workload.")
 @click.option("--pcap", "pcap", metavar="FILE",
-              help="Live and kernel: capture what crosses the fabric (FILE.<transport>.pcap "
-                   "when several transports run).")
+              help="Capture packets to a pcapng file (FILE.<transport>.pcapng when several "
+                   "transports run); sim or live; kernel: the kernel's own capture (pcap).")
 @click.option("--pcap-on", "pcap_on", metavar="LINKS",
               help="Kernel: comma-separated links or NIC ports to capture on (default: the "
                    "workload hosts' links).")
+@click.option("--pcap-point", type=click.Choice(["delivered", "sent", "every_hop"]),
+              default="delivered", show_default=True,
+              help="Where: each datagram once as delivered to its host, once as sent, or at "
+                   "every link (each record names its port).")
+@click.option("--pcap-snaplen", metavar="BYTES", help="Bytes kept per datagram [default: 256, "
+              "every header].")
+@click.option("--pcap-every", metavar="N", help="Keep one datagram in N [default: 1].")
+@click.option("--pcap-kinds", metavar="LIST", help="Only these kinds: data, ack, nack, probe, "
+              "probe_reply, trimmed (comma-separated).")
 @click.option("--bind", "bind_host", metavar="ADDR", default="127.0.0.1", show_default=True,
               help="Live: address the fabric and hosts bind.")
 @click.option("--allow-non-loopback", is_flag=True,
               help="Live: allow --bind to be an address other than loopback.")
 def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         bin_us: str | None, assignments: tuple[str, ...], quiet: bool, runtime: str = "sim",
-        dilation: str | None = None, pcap: str | None = None, bind_host: str = "127.0.0.1",
+        dilation: str | None = None, pcap: str | None = None, pcap_point: str = "delivered",
+        pcap_snaplen: str | None = None, pcap_every: str | None = None,
+        pcap_kinds: str | None = None, bind_host: str = "127.0.0.1",
         allow_non_loopback: bool = False, pcap_on: str | None = None) -> None:
     """Run LAB (a .toml path or a bundled lab name) for every transport and compare them.
 
@@ -110,7 +148,7 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         show_bar = not quiet and sys.stderr.isatty()
         live: dict[str, Any] | None = None
         if runtime == "live":
-            live = {"dilation": _parse_number(dilation, float, "--dilation"), "pcap": pcap,
+            live = {"dilation": _parse_number(dilation, float, "--dilation"),
                     "bind_host": bind_host, "allow_non_loopback": allow_non_loopback}
         elif runtime == "kernel":
             if allow_non_loopback or bind_host != "127.0.0.1":
@@ -118,14 +156,15 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
                                "--runtime")
             live = {"scale": _parse_number(dilation, float, "--dilation"), "pcap": pcap,
                     "capture": pcap_on.split(",") if pcap_on else None}
-        elif dilation is not None or pcap is not None or allow_non_loopback or \
-                bind_host != "127.0.0.1":
-            raise LabError("--dilation, --pcap, --bind and --allow-non-loopback need "
+        elif dilation is not None or allow_non_loopback or bind_host != "127.0.0.1":
+            raise LabError("--dilation, --bind and --allow-non-loopback need "
                            "--runtime live", "--runtime")
         if pcap_on is not None and runtime != "kernel":
             raise LabError("--pcap-on needs --runtime kernel", "--runtime")
+        capture = None if runtime == "kernel" else _capture_options(
+            pcap, pcap_point, pcap_snaplen, pcap_every, pcap_kinds)
         result = run_lab(prepared, transports=transports, progress=show_bar, runtime=runtime,
-                         live=live)
+                         live=live, capture=capture)
         result.write(out_dir)
         if not quiet:
             click.echo(result.table())

@@ -19,7 +19,7 @@ from topology import names
 from topology.spec import FabricSpec
 
 FAULT_KINDS = ("link_down", "link_up", "link_flap", "switch_down", "switch_up", "switch_reboot",
-               "port_down", "port_up", "loss", "degrade", "drain")
+               "port_down", "port_up", "loss", "degrade", "drain", "ev_deny")
 KIND = Field("kind", "string", "what happens", choices=FAULT_KINDS)
 TARGET = Field("target", "string", "the element it happens to: a name or a selector "
                "(topology.names)")
@@ -51,6 +51,15 @@ FIELDS: dict[str, tuple[Field, ...]] = {
     "degrade": (*_COMMON, Field("rate_fraction", "number", "share of the link rate left",
                                 gt=0, lt=1), _WINDOW),
     "drain": (*_COMMON, _WINDOW),
+    "ev_deny": (
+        *_COMMON,
+        Field("deny_mask", "integer", "the controller's deny mask: which EV bits are compared",
+              minimum=0, maximum=2**32 - 1),
+        Field("deny_value", "integer", "EVs with ev & deny_mask == deny_value become DENIED",
+              minimum=0, maximum=2**32 - 1),
+        Field("duration_us", "number", "how long the deny lasts (then the EVs are allowed "
+              "again)", unit="us", gt=0, default=Derived("to the end of the run")),
+    ),
 }
 #: kind -> the keys it takes beyond kind, target and at_us.
 FAULT_KEYS: dict[str, tuple[str, ...]] = {
@@ -65,6 +74,7 @@ FAULT_TARGETS: dict[str, tuple[str, ...]] = {
     "port_down": (names.NIC_PORT,), "port_up": (names.NIC_PORT,),
     "loss": (names.LINK,), "degrade": (names.LINK,),
     "drain": (names.T1,),
+    "ev_deny": (),  # "all" or a connection "hA->hB": not a fabric element
 }
 _KIND_WORDS = {names.HOST: "host", names.NIC_PORT: "NIC port", names.T0: "T0 switch",
                names.T1: "T1 switch", names.LINK: "link"}
@@ -98,6 +108,8 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
             raise LabError(f"{kind} takes no {k} (it belongs to {', '.join(users)})",
                            f"{prefix}.{k}")
     check_keys(body, fields, prefix)
+    if kind == "ev_deny":
+        return _ev_deny(i, body, spec, run, prefix, fields)
     target_text = TARGET.read(body, prefix)
     try:
         element = names.resolve(spec, target_text)
@@ -136,4 +148,46 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
         raise LabError(f"{kind} lasts until {until:g} us, after the run ends "
                        f"(duration_us = {run.duration_us:g})", prefix)
     return FaultSpec(index=i, kind=kind, target=element.name, element=element, at_us=at,
+                     until_us=until, params=params)
+
+
+def _ev_deny(i: int, body: dict[str, Any], spec: FabricSpec, run: RunSpec, prefix: str,
+             fields: dict[str, Field]) -> FaultSpec:
+    """``ev_deny``: the controller denies EVs by mask and value (RTS -> RTS), on every MRC
+    connection (target "all") or one ("h0->h4"), for a window or to the end of the run."""
+    target = TARGET.read(body, prefix)
+    if target != "all":
+        src, sep, dst = target.partition("->")
+        if not sep:
+            raise LabError("ev_deny acts on \"all\" MRC connections or on one, written "
+                           "\"h0->h4\"", f"{prefix}.target")
+        hosts = []
+        for h in (src.strip(), dst.strip()):
+            try:
+                element = names.resolve(spec, h)
+            except names.UnknownElementError as exc:
+                raise LabError(str(exc), f"{prefix}.target") from None
+            if element.kind != names.HOST:
+                raise LabError(f"{h!r} is a {_KIND_WORDS[element.kind]}, not a host",
+                               f"{prefix}.target")
+            hosts.append(element.name)
+        target = f"{hosts[0]}->{hosts[1]}"
+    at = AT.read(body, prefix)
+    if at >= run.duration_us:
+        raise LabError(f"{at:g} us is not inside the run (duration_us = {run.duration_us:g})",
+                       f"{prefix}.at_us")
+    mask = fields["deny_mask"].read(body, prefix)
+    value = fields["deny_value"].read(body, prefix)
+    if value & ~mask:
+        raise LabError(f"deny_value {value:#010x} has bits outside deny_mask {mask:#010x}: it "
+                       f"can deny no EV", f"{prefix}.deny_value")
+    params: dict[str, Any] = {"deny_mask": mask, "deny_value": value}
+    until = None
+    if "duration_us" in body:
+        params["duration_us"] = fields["duration_us"].read(body, prefix)
+        until = at + params["duration_us"]
+        if until > run.duration_us:
+            raise LabError(f"ev_deny lasts until {until:g} us, after the run ends "
+                           f"(duration_us = {run.duration_us:g})", prefix)
+    return FaultSpec(index=i, kind="ev_deny", target=target, element=None, at_us=at,
                      until_us=until, params=params)

@@ -4,8 +4,9 @@ Faults are data: :func:`mrc.labs.schedule.schedule` expands the lab's entries in
 primitives (a ``link_flap`` becomes its down/up pairs, a ``switch_reboot`` a down and an up,
 windows a start and an end); this module only binds each primitive to the simulator's fault
 functions (:mod:`mrc.sim.faults`, which maps a window's start and end to them) or to the
-operator API (``stack.deny``/``stack.allow`` for drains) and logs it as an event row, so
-events.csv shows every fault next to what the transports did about it.
+operator API (``stack.deny``/``stack.allow`` for drains, ``stack.deny_by_mask`` for the
+controller's ``ev_deny``) and logs it as an event row, so events.csv shows every fault next
+to what the transports did about it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from mrc.units import PS_PER_US
 from topology import names
 
 DRAIN_ACTIONS = ("drain_start", "drain_end")
-ACTIONS = (*SCHEDULE_ACTIONS, *DRAIN_ACTIONS)
+EV_DENY_ACTIONS = ("ev_deny_start", "ev_deny_end")
+ACTIONS = (*SCHEDULE_ACTIONS, *DRAIN_ACTIONS, *EV_DENY_ACTIONS)
 
 
 def action_time_ps(action: FaultAction) -> int:
@@ -52,6 +54,15 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
             changed = stack.allow(now, element.plane, element.t1)
         if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
             detail["evs_changed"] = changed
+    elif action.action in EV_DENY_ACTIONS:
+        pair = None
+        if action.target != "all":
+            src, dst = action.target.split("->")
+            pair = (names.resolve(lab.fabric, src).index, names.resolve(lab.fabric, dst).index)
+        changed = stack.deny_by_mask(now, action.params["deny_mask"],
+                                     action.params["deny_value"], pair=pair,
+                                     allow=action.action == "ev_deny_end")
+        detail["evs_changed"] = changed
     else:
         name, kwargs = sim_faults.primitive(action.action, action.params)
         kernel = getattr(stack, "apply_fault", None)  # the kernel runtime: real interfaces

@@ -56,14 +56,15 @@ def parse_toml(text: str, source: str | None) -> dict[str, Any]:
 
 
 def _bundled_dir() -> Any:
-    """The installed ``mrc.bundled_labs`` package, or ``labs/`` of a source checkout (when
-    ``mrc`` is imported from the repository itself, the install-time mapping does not apply)."""
+    """``labs/`` of the source checkout ``mrc`` is imported from, else the installed
+    ``mrc.bundled_labs`` package (an editable install maps that name to the checkout it was
+    installed from, which need not be the one running: a second worktree reads its own)."""
     from importlib.resources import files
 
-    try:
-        return files("mrc.bundled_labs")
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "labs"
+    checkout = Path(__file__).resolve().parents[2] / "labs"
+    if checkout.is_dir():
+        return checkout
+    return files("mrc.bundled_labs")
 
 
 def _is_sweep(text: str) -> bool:

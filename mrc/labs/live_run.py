@@ -14,7 +14,6 @@ import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from mrc.labs.errors import LabError
@@ -22,6 +21,7 @@ from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, Trans
 from mrc.live.stack import LiveStack
 from mrc.live.udp import check_bind_address
 from mrc.packet import data_bytes
+from mrc.pcap import CaptureOptions, capture_for
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 RUNTIME = "live"
@@ -73,13 +73,14 @@ def _make_stack(fabric: FabricSpec, seed: int, bin_ps: int, name: str, *,
 
 
 class LiveRun:
-    """The live options of one lab run, checked. ``pcap``: capture file
-    (``NAME.<transport>.pcap`` when several transports run); ``keep_stacks``: a list that
-    receives the (closed) stacks, for tests to inspect."""
+    """The live options of one lab run, checked. ``capture``: what to capture
+    (:class:`mrc.pcap.CaptureOptions`; the file is ``NAME.<transport>.pcapng`` when several
+    transports run); ``keep_stacks``: a list that receives the (closed) stacks, for tests to
+    inspect."""
 
     def __init__(self, lab: Lab, specs: Sequence[TransportSpec], *,
-                 dilation: float | None = None, pcap: str | Path | None = None,
-                 pcap_every_hop: bool = False, bind_host: str = "127.0.0.1",
+                 dilation: float | None = None, capture: CaptureOptions | None = None,
+                 bind_host: str = "127.0.0.1",
                  allow_non_loopback: bool = False, trace: int = 0,
                  keep_stacks: list[LiveStack] | None = None) -> None:
         if dilation is None:
@@ -96,26 +97,21 @@ class LiveRun:
         self.lab = lab
         self.names = [spec.name for spec in specs]
         self.dilation = factor
-        self.pcap = pcap
+        self.capture = capture
         self.keep_stacks = keep_stacks
-        self._options: dict[str, Any] = {"dilation": factor, "pcap_every_hop": pcap_every_hop,
+        self._options: dict[str, Any] = {"dilation": factor,
                          "bind_host": bind_host, "allow_non_loopback": allow_non_loopback,
                          "trace": trace}
 
-    def pcap_path(self, name: str) -> Path | None:
-        if self.pcap is None:
-            return None
-        path = Path(self.pcap)
-        if len(self.names) <= 1:
-            return path
-        return path.with_name(f"{path.stem}.{name}{path.suffix or '.pcap'}")
+    def capture_of(self, name: str) -> CaptureOptions | None:
+        return capture_for(self.capture, name, len(self.names) > 1)
 
     @contextmanager
     def stacks(self, name: str) -> Iterator[Any]:
         """The stack factory for transport ``name``; every stack it made is closed after."""
         made: list[LiveStack] = []
         try:
-            yield functools.partial(_make_stack, made=made, pcap=self.pcap_path(name),
+            yield functools.partial(_make_stack, made=made, capture=self.capture_of(name),
                                     **self._options)
         finally:
             for stack in made:
@@ -140,6 +136,6 @@ class LiveRun:
             "link_gbps_wall": lab.fabric.link_gbps / self.dilation,
             "wall_s_per_transport": round(lab.run.duration_us * self.dilation / 1e6, 3),
             "bind": self._options["bind_host"],
-            "pcap": None if self.pcap is None else [str(self.pcap_path(n))
-                                                    for n in self.names],
+            "pcap": None if self.capture is None else [
+                str(self.capture_of(n).path) for n in self.names],  # type: ignore[union-attr]
         }

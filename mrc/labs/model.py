@@ -82,6 +82,8 @@ class TransportSpec:
     name: str
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
+    #: ``[transport.NAME.env]`` variables that do not apply to this transport: (name, why)
+    ignored_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class FaultSpec:
     index: int
     kind: str
     target: str
-    element: names.Element
+    element: names.Element | None  # None: ev_deny's "all" or "hA->hB"
     at_us: float
     until_us: float | None
     params: dict[str, Any] = field(default_factory=dict)

@@ -33,7 +33,8 @@ from mrc.labs.lab_file import load_lab, validate
 from mrc.labs.model import TRANSPORT_KINDS, Collective, Lab, TransportSpec
 from mrc.labs.run_section import check_bin
 from mrc.labs.schedule import fault_windows
-from mrc.labs.workloads import Job, make_job
+from mrc.labs.workloads import Job, WriteBwJob, make_job
+from mrc.pcap import CaptureOptions, capture_for
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -61,6 +62,18 @@ def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: 
     return SimStack(spec, seed, bin_ps, transport_name)
 
 
+def _capturing(factory: StackFactory, options: CaptureOptions, out: list[Any]) -> StackFactory:
+    """``factory``, with a capture attached to each simulated network it makes."""
+    def make(spec: FabricSpec, seed: int, bin_ps: int, name: str) -> Any:
+        from mrc.sim.capture import attach
+
+        stack = factory(spec, seed, bin_ps, name)
+        Path(options.path).parent.mkdir(parents=True, exist_ok=True)
+        out.append(attach(stack.net, options))
+        return stack
+    return make
+
+
 # ====================================================================== results
 @dataclass
 class TransportRun:
@@ -80,6 +93,8 @@ class TransportRun:
     ceiling_nics: int
     iterations: list[dict[str, Any]] = field(default_factory=list)
     flows: list[dict[str, Any]] = field(default_factory=list)
+    #: write_bw: post -> sender CQE latency of the completed WRITEs (p50, p99, max in us)
+    cqe_latency_us: dict[str, float | None] | None = None
 
 
 @dataclass
@@ -214,17 +229,20 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
             progress: bool = True, overrides: Mapping[str, Any] | None = None,
             stack_factory: StackFactory | None = None, runtime: str = RUNTIME,
-            live: Mapping[str, Any] | None = None) -> LabResult:
+            live: Mapping[str, Any] | None = None,
+            capture: CaptureOptions | None = None) -> LabResult:
     """Run a lab (path, bundled name, dict or :class:`Lab`) and return its tables.
 
     ``out``: directory to write the result files into (nothing is written when None).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
     ``runtime``: ``"sim"`` (the packet simulator), ``"live"`` (real UDP datagrams through
     the user-space fabric in dilated wall-clock time), which takes the ``live`` options
-    (:class:`mrc.labs.live_run.LiveRun`'s: dilation, pcap, bind_host, allow_non_loopback...),
+    (:class:`mrc.labs.live_run.LiveRun`'s: dilation, bind_host, allow_non_loopback...),
     or ``"kernel"`` (real IPv6 packets through Linux seg6local switches in network
     namespaces, as root), whose options come in the same dict
     (:class:`mrc.labs.kernel_run.KernelRun`'s: scale, pcap, capture...).
+    ``capture``: a packet capture of a sim or live run (:class:`mrc.pcap.CaptureOptions`;
+    the file is ``NAME.<transport>.pcapng`` when several transports run).
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
@@ -240,7 +258,7 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
         if runtime == "live":
             from mrc.labs.live_run import LiveRun
 
-            session = LiveRun(lab, specs, **dict(live or {}))
+            session = LiveRun(lab, specs, capture=capture, **dict(live or {}))
         else:
             from mrc.labs.kernel_run import KernelRun
 
@@ -253,7 +271,16 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
         session.annotate(result.summary, {run.name: run.totals for run in runs})
     else:
         factory = stack_factory or sim_stack_factory
-        runs = [run_transport(lab, spec, factory, progress=progress) for spec in specs]
+        runs = []
+        for spec in specs:
+            captures: list[Any] = []
+            each = capture_for(capture, spec.name, len(specs) > 1)
+            made = factory if each is None else _capturing(factory, each, captures)
+            try:
+                runs.append(run_transport(lab, spec, made, progress=progress))
+            finally:
+                for c in captures:
+                    c.close()
         result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
     if out is not None:
         result.write(out)
@@ -264,12 +291,13 @@ def run_live(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
              out: str | Path | None = None, seed: int | None = None,
              transports: str | Sequence[str] | None = None, bin_us: float | None = None,
              progress: bool = True, overrides: Mapping[str, Any] | None = None,
-             **live: Any) -> LabResult:
+             capture: CaptureOptions | None = None, **live: Any) -> LabResult:
     """Run a lab in the live runtime (``run_lab(..., runtime="live", live=live)``): the same
     tables and files as a simulated run, with ``runtime: "live"`` and a ``live`` section
     (dilation, wall and modelled units, fabric and host counters)."""
     return run_lab(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
-                   progress=progress, overrides=overrides, runtime="live", live=live)
+                   progress=progress, overrides=overrides, runtime="live", live=live,
+                   capture=capture)
 
 
 def run_kernel(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
@@ -293,6 +321,8 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     stack = factory(lab.fabric, lab.run.seed, bin_ps, spec.name)
     sim = stack.sim
     job = make_job(stack, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
+    for variable, why in spec.ignored_env:  # accepted from [transport.NAME.env], not modelled
+        stack.note_event(0, "env_ignored", spec.name, variable=variable, why=why)
     job.start()
     install(stack, lab)
     _advance(sim, job, duration_ps, bin_ps, progress, f"{lab.name} [{spec.name}]")
@@ -371,7 +401,8 @@ def _collect(lab: Lab, spec: TransportSpec, stack: Any, job: Job, end_ps: int,
         failure_reason=job.failure_reason, end_us=end_ps / PS_PER_US,
         sim_end_us=sim_end_ps / PS_PER_US, totals=dict(stack.totals()), timeseries=ts,
         events=events, nic_ceiling_gbps=float(stack.goodput_ceiling_gbps()),
-        ceiling_nics=job.ceiling_nics, iterations=iterations, flows=flows)
+        ceiling_nics=job.ceiling_nics, iterations=iterations, flows=flows,
+        cqe_latency_us=job.cqe_latency_us() if isinstance(job, WriteBwJob) else None)
 
 
 # ====================================================================== assembling
@@ -423,6 +454,8 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
             bin_us=lab.run.bin_us, end_us=r.end_us, faults=windows,
             fault_event_times_us=action_times)
         entry["sim_end_us"] = summ._r(r.sim_end_us)
+        if r.cqe_latency_us is not None:
+            entry["cqe_latency_us"] = {k: summ._r(v) for k, v in r.cqe_latency_us.items()}
         if flows is not None:
             entry["flows"] = summ.flow_stats(flows[flows["transport"] == r.name])
         if table is not None:

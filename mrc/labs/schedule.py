@@ -33,7 +33,8 @@ _ACTION_OF = {"link_down": "link_down", "link_up": "link_up", "switch_down": "sw
 _WINDOW_ACTIONS = {"switch_reboot": ("switch_down", "switch_up"),
                    "loss": ("loss_start", "loss_end"),
                    "degrade": ("degrade_start", "degrade_end"),
-                   "drain": ("drain_start", "drain_end")}
+                   "drain": ("drain_start", "drain_end"),
+                   "ev_deny": ("ev_deny_start", "ev_deny_end")}
 
 
 def expand(fault: FaultSpec) -> Iterator[FaultAction]:
@@ -51,7 +52,8 @@ def expand(fault: FaultSpec) -> Iterator[FaultAction]:
         extra = {k: v for k, v in fault.params.items() if k != "duration_us"}
         yield FaultAction(fault.at_us, start, fault.target, fault.index, extra)
         if fault.until_us is not None:
-            yield FaultAction(fault.until_us, end, fault.target, fault.index)
+            yield FaultAction(fault.until_us, end, fault.target, fault.index,
+                              extra if fault.kind == "ev_deny" else {})
 
 
 def schedule(faults: tuple[FaultSpec, ...] | list[FaultSpec]) -> list[FaultAction]:
@@ -68,11 +70,14 @@ _TRANSITIONS: dict[str, tuple[str, bool]] = {
     "loss_start": ("loss", True), "loss_end": ("loss", False),
     "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
     "drain_start": ("drain", True), "drain_end": ("drain", False),
+    "ev_deny_start": ("ev_deny", True), "ev_deny_end": ("ev_deny", False),
 }
 _STATE_WORDS = {("down", True): "already down", ("down", False): "not down",
                 ("loss", True): "already lossy", ("loss", False): "not lossy",
                 ("degrade", True): "already degraded", ("degrade", False): "not degraded",
-                ("drain", True): "already drained", ("drain", False): "not drained"}
+                ("drain", True): "already drained", ("drain", False): "not drained",
+                ("ev_deny", True): "already under an EV deny",
+                ("ev_deny", False): "not under an EV deny"}
 
 
 def check_fault_consistency(faults: tuple[FaultSpec, ...]) -> None:

@@ -7,6 +7,10 @@ microseconds where the config stores picoseconds (``probe_interval_us`` sets
 ``probe_interval_ps``) and the fabric filling in what it knows (MTU, line rate, base RTT,
 RC's window).
 
+``env`` takes the NCCL plugin's variables verbatim (:mod:`mrc.labs.nccl_env`): they become
+the keys they set, and the ones that do not apply are kept as ``TransportSpec.ignored_env``.
+Every key says whether it is published (OCP mrc.h / the NCCL plugin) or mrc-lab's own model.
+
 A table is checked in two passes, as the configs themselves would check it: first every
 key and value type in file order, then the ranges and rules in table order, which is the
 configs' own order (so a table with several problems reports the one the config would),
@@ -24,7 +28,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from mrc.ev import EV_MAX_INSTANCES
+from mrc.ev import DEFAULT_FIELD_WIDTHS, EV_MAX_INSTANCES
+from mrc.labs import nccl_env
 from mrc.labs.checks import NAME_RE, check_str, check_table, one_line
 from mrc.labs.errors import LabError
 from mrc.labs.fields import (
@@ -93,99 +98,190 @@ def _rc(name: str, doc: str, problem: str, **bounds: Any) -> Field:
 
 
 # ---------------------------------------------------------------------- MRC's cc table
+def _nscc(name: str, doc: str, unit: str | None = None, **kwargs: Any) -> Field:
+    """A field of mrc_ctl.h's mrc_ctl_cc_nscc_cfg, in the header's unit."""
+    f = _cc(name, "uet-1.0-nscc (mrc_ctl_cc_nscc_cfg): " + doc, **kwargs)
+    return dataclasses.replace(f, unit=unit) if unit else f
+
+
 CC_FIELDS: tuple[Field | Rule, ...] = (
-    _cc("algorithm", "congestion control: nscc (delay-based) or fixed (a constant "
-           "window)", range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
-                                  choices=ALGORITHMS), report_on_table=True),
-    _cc("line_rate_gbps", "NIC rate the window is sized for",
-           default=Derived("the fabric's NIC rate (planes x link_gbps)")),
-    _cc("base_rtt_ps", "unloaded round trip the window is sized for",
-           default=Derived("the fabric's base RTT")),
-    Rule(("line_rate_gbps", "base_rtt_us"), "line rate and base RTT are positive",
-         lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt_us"] > 0,
-         lambda v, spec: "line_rate_gbps and base_rtt_ps must be positive"),
-    _cc("min_window_bytes", "smallest window",
-           range=_positive("min_window_bytes")),
-    _cc("md_gain", "multiplicative decrease = md_gain x (delay - target) / delay, "
-           "capped at 1/2", range=Range("md_gain must be in (0, 1]", gt=0, maximum=1)),
-    _cc("loss_md_factor", "window x this on a silent loss (1.0: loss is not "
-           "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
-                                      minimum=0.5, maximum=1)),
-    _cc("target_qdelay_ps", "queueing delay nscc aims for",
-           range=_positive("target_qdelay_ps", show=True),
-           default=Derived("3/4 of the base RTT")),
-    _cc("init_window_bytes", "initial window",
-           range=_positive("init_window_bytes", show=True),
-           default=Derived("one bandwidth-delay product")),
-    _cc("max_window_bytes", "largest window",
-           range=_positive("max_window_bytes", show=True),
-           default=Derived("1.5 bandwidth-delay products")),
-    _cc("fixed_window_bytes", "the window of algorithm = \"fixed\"",
-           range=_positive("fixed_window_bytes", show=True),
-           default=Derived("one bandwidth-delay product")),
-    _cc("pi_gain", "proportional increase per acked byte at zero queueing delay"),
-    _cc("fi_bytes", "fair (additive) increase per RTT when the delay is high"),
-    _cc("quick_adapt", "after a trim, set the window to what the last interval "
-           "delivered"),
-    _cc("qa_delay_factor", "delay above this x target also arms quick adapt"),
-    _cc("learn_base_rtt", "lower the base RTT to the smallest sample seen"),
+    _cc("algorithm", "the CC profile's algorithm: uet-1.0-nscc (mrc_ctl.h's one common "
+        "name), nscc (the same), or fixed (a constant window, mrc-lab's baseline)",
+        range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
+                    choices=ALGORITHMS), report_on_table=True),
+    _cc("line_rate_gbps", "own: the NIC rate the window is sized for",
+        default=Derived("the fabric's NIC rate (planes x link_gbps)")),
+    _nscc("base_rtt", "unloaded round trip the window is sized for", "ns",
+          default=Derived("the fabric's base RTT")),
+    Rule(("line_rate_gbps", "base_rtt"), "line rate and base RTT are positive",
+         lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt"] > 0,
+         lambda v, spec: "line_rate_gbps and base_rtt must be positive"),
+    _cc("min_window_bytes", "own: smallest window (UEC: one MTU)",
+        range=_positive("min_window_bytes")),
+    _nscc("gamma", "multiplicative decrease = gamma x (delay - target) / delay",
+          range=Range("gamma must be in (0, 1]", gt=0, maximum=1)),
+    _nscc("max_md_jump", "one decrease never takes the window below this factor",
+          range=Range("max_md_jump must be in (0, 1)", gt=0, lt=1)),
+    _cc("loss_md_factor", "own: window x this on a silent loss (1.0: loss is not "
+        "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
+                                   minimum=0.5, maximum=1)),
+    _nscc("target_delay", "queueing delay aimed at", "ns",
+          range=_positive("target_delay", show=True), default=Derived("3/4 of base_rtt")),
+    _nscc("qa_threshold", "queueing delay that arms quick adapt", "ns",
+          range=_positive("qa_threshold", show=True), default=Derived("4 x target_delay")),
+    _nscc("qa_gate", "quick adapt only when an interval delivered < max_cwnd >> qa_gate",
+          range=Range("qa_gate must be in 0..16", minimum=0, maximum=16)),
+    _nscc("disable_qa", "quick adapt off"),
+    _nscc("max_cwnd", "largest window", "bytes", range=_positive("max_cwnd", show=True),
+          default=Derived("1.5 bandwidth-delay products")),
+    _nscc("fi", "fair increase per RTT while the delay is above target", "bytes",
+          range=Range("fi must not be negative, got {value!r}", minimum=0),
+          default=Derived("5 x MTU x BDP / 150000 (UEC)")),
+    _nscc("fi_scale", "fast increase per acked byte while the delay stays ~0 for a window",
+          range=Range("fi_scale must not be negative, got {value!r}", minimum=0),
+          default=Derived("0.25 x BDP / 150000 (UEC)")),
+    _nscc("eta", "added at each adjustment while the delay is below target", "bytes",
+          range=Range("eta must not be negative, got {value!r}", minimum=0),
+          default=Derived("0.15 x MTU x BDP / 150000 (UEC)")),
+    _nscc("adjust_bytes_threshold", "increases apply after this many acked bytes", "bytes",
+          range=Range("adjust_bytes_threshold must not be negative, got {value!r}",
+                      minimum=0), default=Derived("8 x MTU (UEC)")),
+    _nscc("adjust_period_threshold", "... or after this long", "ns",
+          range=_positive("adjust_period_threshold", show=True),
+          default=Derived("base_rtt (UEC)")),
+    _cc("init_rate_mbps", "rate hint NCCL_MRC_CC_INIT_RATE (unit not published; Mb/s): the "
+        "initial window is rate x base RTT (0: none)",
+        range=Range("init_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("min_rate_mbps", "rate hint NCCL_MRC_CC_MIN_RATE: the smallest window (0: none)",
+        range=Range("min_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("max_rate_mbps", "rate hint NCCL_MRC_CC_MAX_RATE: the largest window (0: none)",
+        range=Range("max_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("init_window_bytes", "own: initial window", range=_positive("init_window_bytes",
+                                                                     show=True),
+        default=Derived("one bandwidth-delay product (or the init rate hint)")),
+    _cc("fixed_window_bytes", "own: the window of algorithm = \"fixed\"",
+        range=_positive("fixed_window_bytes", show=True),
+        default=Derived("one bandwidth-delay product")),
+    _cc("pi_gain", "own: proportional increase per acked byte at zero queueing delay (UEC's "
+        "alpha is not a header field)"),
+    _cc("learn_base_rtt", "own: lower the base RTT to the smallest sample seen"),
 )
 
 # ---------------------------------------------------------------------- [transport.mrc]
+def _mrc_header(name: str, doc: str, lo: int, hi: int, note: str = "") -> Field:
+    """A published mrc_qp_attr field, with MrcConfig's own wording of its range."""
+    return _mrc(name, doc, range=Range(f"{name} must be in {lo}..{hi}{note}, got {{value}}",
+                                       minimum=lo, maximum=hi))
+
+
+EV_PROFILE_FIELDS: tuple[Field | Rule, ...] = (
+    Field("mode", "string", "generated (the NIC enumerates the field ranges) or explicit (a "
+          "list of EVs)", default="generated", choices=("generated", "explicit")),
+    Field("field_widths", "array", "EV field widths in bits, field 0 (the plane) lowest, "
+          "then the T1", default=list(DEFAULT_FIELD_WIDTHS)),
+    Field("min_vals", "array", "generated mode: each field's smallest value",
+          default=Derived("0 for every field")),
+    Field("max_vals", "array", "generated mode: each field's largest value",
+          default=Derived("planes - 1, T1 per plane - 1, then as many as the EVs need")),
+    Field("masks", "array", "generated mode: which bits of each field are generated (the "
+          "rest keep 0)", default=Derived("every bit of the field")),
+    Field("evs", "array", "explicit mode: the EV values (their count is the QP's EVs)",
+          default=Derived("none: generated mode")),
+    Field("event_mask", "array", "which new EV states raise EV events (GOOD, ASSUMED_BAD)",
+          default=["GOOD", "ASSUMED_BAD"]),
+)
+
 MRC_FIELDS: tuple[Field | Rule, ...] = (
-    Rule(("ev_count",), "EVs that can be told apart: 256 instances per path, at least one "
-         "path per plane",
-         lambda v, spec: v["ev_count"] <= EV_MAX_INSTANCES * spec.planes,
+    Rule(("ev_count",), "EVs that can be told apart: 4096 entropy values per path",
+         lambda v, spec: v["ev_count"] <= EV_MAX_INSTANCES * spec.planes * spec.t1,
          lambda v, spec: f"{v['ev_count']} EVs cannot be told apart on {spec.planes} "
-                         f"plane(s): at most {EV_MAX_INSTANCES * spec.planes} (256 per path)"),
-    Field("cc", "table", "congestion control (the keys of [transport.NAME.cc])", default={},
-          fields=CC_FIELDS),
-    _mrc("spray", "how packets pick an EV: round_robin or reps (recycle EVs that "
-           "delivered)", range=Range(f"unknown spray policy {{value!r}}; known: "
-                                     f"{SPRAY_POLICIES}", choices=SPRAY_POLICIES)),
-    _mrc("rto_exp", "retransmission timeout = max(rto_floor_us, 1.024 us x 2^rto_exp)",
-           range=Range("rto_exp must be in 0..24, got {value}", minimum=0, maximum=24)),
-    _mrc("retry_cnt_exp", "a QP with no live path errors after 2^(n+1) - 1 timeouts; "
-           "25 or more: never", range=Range("retry_cnt_exp must be >= 0 or None", minimum=0)),
-    _mrc("ev_count", "EVs (paths) per QP", range=_at_least_one("ev_count")),
-    _mrc("reps_explore_every", "REPS: every n-th packet of a plane explores (round "
-           "robin)", range=_at_least_one("reps_explore_every")),
-    _mrc("ack_every", "one ACK per this many new packets",
-           range=_at_least_one("ack_every")),
-    _mrc("probes_to_reintegrate", "answered probes in a row that bring a bad EV back",
-           range=_at_least_one("probes_to_reintegrate")),
-    _mrc("reorder_hold_rtts", "the RTT spread is the largest over about this many RTTs",
-           range=_at_least_one("reorder_hold_rtts")),
-    _mrc("overdue_strikes", "overdue losses with no delivery between that make an EV "
-           "bad", range=_at_least_one("overdue_strikes")),
-    _mrc("ack_delay_ps", "delayed ACK for a message's tail",
-           range=_positive("ack_delay_ps")),
-    _mrc("probe_interval_ps", "probes of a bad EV are this far apart",
-           range=_positive("probe_interval_ps")),
-    _mrc("rto_floor_ps", "smallest retransmission timeout",
-           range=_positive("rto_floor_ps")),
-    _mrc("loss_grace_ps", "a suspected loss waits this long for a trim NACK",
-           range=Range("loss_grace_ps must not be negative", minimum=0)),
-    _mrc("probe_timeout_ps", "a probe unanswered this long breaks the run of answers",
-           range=_positive("probe_timeout_ps"), default=Derived("the RTO")),
-    _mrc("reorder_window_ps", "how long a gap may be reordering before it is loss",
-           range=_positive("reorder_window_ps"),
-           default=Derived("adaptive: margin x min RTT + gain x RTT spread, at most the RTO")),
-    _mrc("reorder_margin_rtts", "adaptive reorder window: min RTTs of margin"),
-    _mrc("reorder_spread_gain", "adaptive reorder window: weight of the RTT spread"),
+                         f"plane(s) x {spec.t1} T1(s): at most "
+                         f"{EV_MAX_INSTANCES * spec.planes * spec.t1} (4096 per path)"),
+    Field("cc", "table", "congestion control: the uet-1.0-nscc profile (the keys of "
+          "[transport.NAME.cc])", default={}, fields=CC_FIELDS),
+    Field("ev_profile", "table", "the EV profile (the keys of [transport.NAME.ev_profile])",
+          default=Derived("generated: ev_count EVs spread over planes and T1s"),
+          fields=EV_PROFILE_FIELDS),
+    Field("env", "table", "NCCL plugin variables verbatim (NCCL_MRC_*, NCCL_IB_*; see "
+          "docs/nccl-env.md)", default={}),
+    _mrc("spray", "own model: how packets pick an EV: round_robin or reps (recycle EVs "
+         "that delivered)", range=Range(f"unknown spray policy {{value!r}}; known: "
+                                         f"{SPRAY_POLICIES}", choices=SPRAY_POLICIES)),
+    _mrc_header("timeout", "published (NCCL_MRC_TIMEOUT): local ACK timeout 1.024 us x "
+                "2^timeout, the retry clock", 0, 24),
+    _mrc_header("retry_linear_cnt", "published (NCCL_MRC_RETRY_CNT_LINEAR): retries at a "
+                "fixed interval of one timeout", 0, 7),
+    _mrc_header("retry_exp_cnt", "published (NCCL_MRC_RETRY_CNT_EXP): retries with "
+                "exponential backoff after the linear ones; 25 = retry forever", 0, 25,
+                " (25 = infinite)"),
+    _mrc_header("mpr", "published: PSN range the requester may have outstanding, units of "
+                "128 PSNs", 1, 255),
+    _mrc_header("mpr_dest", "published: PSN range the responder tracks, units of 128 PSNs",
+                1, 255),
+    _mrc_header("max_wimm", "published: WRITEs with immediate outstanding as requester", 1,
+                65535),
+    _mrc_header("max_wimm_dest", "published: WRITEs with immediate outstanding as responder",
+                1, 65535),
+    _mrc("ev_count", "published (max_ev_per_qp / the EV profile's ev_count): EVs per QP, "
+         "the 'EVs per QP' shorthand for a generated profile",
+         range=_at_least_one("ev_count")),
+    _mrc("ev_min_active", "published (ev_min_active / min_active_ev_per_qp): the NIC marks no "
+         "EV ASSUMED_BAD below this many GOOD ones",
+         range=Range("ev_min_active must be in 0..ev_count", minimum=0),
+         default=Derived("ev_count / 4, as the OCP examples")),
+    Rule(("ev_min_active", "ev_count"), "the EV floor is not above the EV count",
+         lambda v, spec: v["ev_min_active"] is None or v["ev_min_active"] <= v["ev_count"],
+         lambda v, spec: f"ev_min_active must be in 0..ev_count ({v['ev_count']})"),
+    Field("qps_per_connection", "integer", "QPs per connection (NCCL_IB_QPS_PER_CONNECTION)",
+          default=1, range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
+    Field("split_data_on_qps", "boolean", "split each message over the connection's QPs "
+          "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or send it whole on the next one", default=True),
+    _mrc("reps_explore_every", "own model: REPS: every n-th packet of a plane explores "
+         "(round robin)", range=_at_least_one("reps_explore_every")),
+    _mrc("ack_every", "own model: one ACK per this many new packets",
+         range=_at_least_one("ack_every")),
+    _mrc("probes_to_reintegrate", "own model: answered probes in a row that bring a bad EV "
+         "back", range=_at_least_one("probes_to_reintegrate")),
+    _mrc("reorder_hold_rtts", "own model: the RTT spread is the largest over about this many "
+         "RTTs", range=_at_least_one("reorder_hold_rtts")),
+    _mrc("overdue_strikes", "own model: overdue losses with no delivery between that make an "
+         "EV bad", range=_at_least_one("overdue_strikes")),
+    _mrc("ack_delay_ps", "own model: delayed ACK for a message's tail",
+         range=_positive("ack_delay_ps")),
+    _mrc("probe_interval_ps", "own model: probes of a bad EV are this far apart",
+         range=_positive("probe_interval_ps")),
+    _mrc("ev_timeout_ps", "own model: per-EV path timer (an EV whose oldest packet waits this "
+         "long is assumed bad)", range=_positive("ev_timeout_ps")),
+    _mrc("loss_grace_ps", "own model: a suspected loss waits this long for a trim NACK",
+         range=Range("loss_grace_ps must not be negative", minimum=0)),
+    _mrc("probe_timeout_ps", "own model: a probe unanswered this long breaks the run of "
+         "answers", range=_positive("probe_timeout_ps"), default=Derived("ev_timeout_us")),
+    _mrc("reorder_window_ps", "own model: how long a gap may be reordering before it is loss",
+         range=_positive("reorder_window_ps"),
+         default=Derived("adaptive: margin x min RTT + gain x RTT spread, at most the EV "
+                         "timer")),
+    _mrc("reorder_margin_rtts", "own model: adaptive reorder window: min RTTs of margin"),
+    _mrc("reorder_spread_gain", "own model: adaptive reorder window: weight of the RTT "
+         "spread"),
     Rule(("reorder_margin_rtts", "reorder_spread_gain"), "the reorder gains are not negative",
          lambda v, spec: v["reorder_spread_gain"] >= 0 and v["reorder_margin_rtts"] >= 0,
          lambda v, spec: "reorder_margin_rtts and reorder_spread_gain must not be negative"),
-    _mrc("overdue_loss", "time-based loss evidence from packets sent later on other EVs"),
-    _mrc("ack_req_on_last", "ask for an immediate ACK on a message's last packet"),
-    _mrc("sender_completions", "raise a send completion when a send is fully acked"),
+    _mrc("overdue_loss", "own model: time-based loss evidence from packets sent later on "
+         "other EVs"),
+    _mrc("ack_req_on_last", "own model: ask for an immediate ACK on a message's last packet"),
+    _mrc("sender_completions", "raise a send completion (the sender's CQE) when a WRITE is "
+         "fully acknowledged"),
 )
 
 # ---------------------------------------------------------------------- [transport.rc]
 RC_FIELDS: tuple[Field | Rule, ...] = (
     Field("qps_per_plane", "integer", "QPs per plane of one connection (NCCL_IB_QPS_PER_"
-          "CONNECTION spread over the planes)", default=1,
+          "CONNECTION: NCCL drives each NIC port as a device)", default=1,
           range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
+    Field("split_data_on_qps", "boolean", "stripe each message over every QP "
+          "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or over the next QP of each plane", default=True),
+    Field("env", "table", "NCCL plugin variables verbatim (NCCL_IB_*; see docs/nccl-env.md)",
+          default={}),
     _rc("ack_every", "responder ACK coalescing: one ACK per this many packets",
         "ack_every must be at least 1", minimum=1),
     Rule(("min_window_pkts", "window_pkts"), "the smallest window fits in the window",
@@ -262,13 +358,22 @@ def check_transport(tname: str, body: Any, spec: FabricSpec) -> TransportSpec:
                        f"{prefix}.kind")
     table = FIELDS[kind]
     checked = check_types(table, {k: v for k, v in body.items() if k != "kind"}, prefix)
+    env = nccl_env.translate(checked.pop("env", {}), kind, f"{prefix}.env", spec.planes)
+    for key, value in env.keys.items():
+        top, _, sub = key.partition(".")
+        if (sub and sub in checked.get(top, {})) or (not sub and key in checked):
+            raise LabError(f"set twice: by {key} and by env (give one)", f"{prefix}.{key}")
+        if sub:
+            checked.setdefault(top, {})[sub] = value
+        else:
+            checked[key] = value
     defaults: dict[str, Any] = dict(_DEFAULTS[kind])
     if kind == "rc":
         defaults["window_pkts"] = lambda: _rc_window(spec, checked, prefix)
     check_ranges(table, checked, prefix, _values(table, checked, defaults), spec,
                  sub_values=lambda f, sub: _values(f.fields or (), sub, _DEFAULTS["cc"]))
     _build(kind, spec, checked, prefix)
-    return TransportSpec(tname, kind, checked)
+    return TransportSpec(tname, kind, checked, ignored_env=env.ignored)
 
 
 def _values(table: tuple[Field | Rule, ...], given: Mapping[str, Any],

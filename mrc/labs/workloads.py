@@ -1,5 +1,12 @@
 """Workload drivers: they post RDMA WRITEs on a SimStack's connections and time what completes.
 
+Completions follow verbs (:mod:`mrc.sim.connections`): a WRITE completes at the sender (its
+CQE) when it is acknowledged, and at the receiver when it is placed. ``write_bw`` behaves
+like perftest's ``ib_write_bw``: ``tx_depth`` WRITEs in flight per direction, each reposted
+on its sender CQE, so ``tx_depth`` bounds the sender's outstanding work requests; every
+completion row carries its post -> CQE latency. Collectives chain their steps on placement
+(the data a rank forwards must have arrived), as NCCL waits for the receive.
+
 A driver is the "application" above one transport: it opens the connections its traffic
 pattern needs, posts messages at the right simulated times, chains dependent steps (a ring
 all-reduce step waits for the chunk from the previous rank), and records iterations and flow
@@ -45,7 +52,8 @@ class Connection(Protocol):
     failure_reason: str | None
 
     def write(self, now: int, size: int,
-              on_complete: Callable[[int, bool], None] | None = None) -> int: ...
+              on_complete: Callable[[int, bool], None] | None = None, *,
+              on_placed: Callable[[int, bool], None] | None = None) -> int: ...
 
 
 class Stack(Protocol):
@@ -126,16 +134,22 @@ class Job:
         return self.conns[key]
 
     def write(self, conn: Connection, now: int, size: int,
-              done: Callable[[int, bool], None]) -> None:
+              done: Callable[[int, bool], None], *, on_placement: bool = False) -> None:
+        """Post one WRITE; ``done`` runs at its sender CQE, or (``on_placement``) when it
+        is placed at the receiver. ``outstanding`` counts WRITEs until their CQE."""
         self.outstanding += 1
 
         def complete(t: int, ok: bool) -> None:
             self.outstanding -= 1
             if not ok:
                 self.fail(t, conn, None if conn.failed else "a message failed verification")
-            done(t, ok)
+            if not on_placement:
+                done(t, ok)
 
-        conn.write(now, size, complete)
+        if on_placement:
+            conn.write(now, size, complete, on_placed=done)
+        else:
+            conn.write(now, size, complete)
 
     def fail(self, now: int, conn: Connection | None = None, reason: str | None = None) -> None:
         """The job aborts on the first connection error, as NCCL does."""
@@ -195,7 +209,9 @@ class Job:
 
 
 class WriteBwJob(Job):
-    """perftest ``ib_write_bw``: ``tx_depth`` messages in flight per direction, all run long."""
+    """perftest ``ib_write_bw``: ``tx_depth`` WRITEs in flight per direction, each reposted on
+    its sender CQE, all run long. ``max_in_flight`` records the most WRITEs a direction ever
+    had posted and not completed (never more than ``tx_depth``)."""
 
     finite = False
 
@@ -210,6 +226,9 @@ class WriteBwJob(Job):
                 self.directions.append((dst, src))
         self.messages_completed = 0
         self.draining = False
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight = 0
+        self.latencies_ps: list[int] = []
 
     def stop_posting(self) -> None:
         """The run is over: post nothing more and let the messages in flight finish."""
@@ -234,10 +253,15 @@ class WriteBwJob(Job):
 
     def _post(self, conn: Connection, now: int, label: str) -> None:
         size = self.spec.message_bytes
+        n = self.in_flight[label] = self.in_flight.get(label, 0) + 1
+        if n > self.max_in_flight:
+            self.max_in_flight = n
 
         def done(t: int, ok: bool) -> None:
+            self.in_flight[label] -= 1
             if ok:
                 self.messages_completed += 1
+                self.latencies_ps.append(t - now)
                 self.stack.note_event(t, EVENT_MESSAGE_COMPLETED, label, bytes=size,
                                       latency_us=(t - now) / PS_PER_US)
                 if self.posting:
@@ -246,6 +270,17 @@ class WriteBwJob(Job):
                 self.sim.stop()  # the last message after the end of the run: done
 
         self.write(conn, now, size, done)
+
+    def cqe_latency_us(self) -> dict[str, float | None]:
+        """Post -> sender CQE latency of the completed WRITEs (p50, p99, max)."""
+        lat = sorted(self.latencies_ps)
+        if not lat:
+            return {"p50": None, "p99": None, "max": None}
+
+        def pick(q: float) -> float:
+            return lat[min(len(lat) - 1, int(q * len(lat)))] / PS_PER_US
+
+        return {"p50": pick(0.5), "p99": pick(0.99), "max": lat[-1] / PS_PER_US}
 
 
 class CollectiveJob(Job):
@@ -296,13 +331,15 @@ class CollectiveJob(Job):
         if self.spec.kind == "sendrecv":
             self._pending = self.n
             for r, src in enumerate(hosts):
-                self.write(self.conn(src, hosts[(r + 1) % self.n]), now, size, self._step_done)
+                self.write(self.conn(src, hosts[(r + 1) % self.n]), now, size, self._step_done,
+                           on_placement=True)
         elif self.spec.kind == "all_to_all":
             chunk = max(1, -(-size // self.n))
             self._pending = self.n * (self.n - 1)
             for r, src in enumerate(hosts):
                 for dst in self._peers(r):
-                    self.write(self.conn(src, dst), now, chunk, self._step_done)
+                    self.write(self.conn(src, dst), now, chunk, self._step_done,
+                               on_placement=True)
         else:  # ring all-reduce: 2(n-1) steps, each rank forwards what it just received
             chunk = max(1, -(-size // self.n))
             steps = 2 * (self.n - 1)
@@ -319,7 +356,7 @@ class CollectiveJob(Job):
                 self._ring_send(nxt, step + 1, steps, chunk, t)
             self._step_done(t, ok)
 
-        self.write(self.conn(hosts[rank], hosts[nxt]), now, chunk, done)
+        self.write(self.conn(hosts[rank], hosts[nxt]), now, chunk, done, on_placement=True)
 
     def _step_done(self, now: int, ok: bool) -> None:
         record = self._current
@@ -382,7 +419,7 @@ class FlowJob(Job):
                 if self._remaining == 0:
                     self.finish(t)
 
-        self.write(conn, self.sim.now, record.size_bytes, done)
+        self.write(conn, self.sim.now, record.size_bytes, done, on_placement=True)
 
     def flows(self) -> list[FlowRecord]:
         return list(self.records)

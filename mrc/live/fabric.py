@@ -41,6 +41,7 @@ from mrc import wire
 from mrc.live.udp import MAX_DATAGRAM
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
 from mrc.sim import faults as sim_faults
+from mrc.sim.capture import capture_ports
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.host import Host, NicPort
@@ -55,6 +56,7 @@ __all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "write_outer"]
 
 _OFF_BTH = wire.OFF_BTH
 _OFF_DA = wire.OFF_OUTER_DST
+_OFF_HLIM = 7  # outer IPv6 hop limit
 _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
 #: What a switch makes of a BTH opcode: DATA queues as data, everything else rides the
 #: header queue (unknown opcodes too: a switch does not parse them, it only classifies).
@@ -85,10 +87,11 @@ Observer = Callable[[int, str], None]
 
 
 def write_outer(buf: bytearray, pkt: Packet) -> None:
-    """Put what the switches did to ``pkt`` into its bytes: the (shifted) carrier, the CE
-    mark, and the trim (cut to ``pkt.size`` and re-marked; a packet already that short is only
+    """Put what the switches did to ``pkt`` into its bytes: the (shifted) carrier, the hop
+    limit, the CE mark, and the trim (cut to ``pkt.size`` and re-marked; a packet already that short is only
     re-marked, as a switch does)."""
     buf[_OFF_DA:_OFF_DA + 16] = pkt.da.to_bytes(16, "big")
+    buf[_OFF_HLIM] = pkt.hop_limit
     if pkt.trimmed and not wire.is_trimmed(buf) and not wire.trim(buf, pkt.size):
         wire.set_outer_dscp(buf, TRIM_DSCP)
     if pkt.ecn == ECN_CE:
@@ -220,6 +223,7 @@ class FabricCore:
         pkt = Packet(kind, src, int.from_bytes(buf[76:80], "big"), 0,
                      da=int.from_bytes(buf[_OFF_DA:_OFF_DA + 16], "big"), size=size,
                      plane=plane)
+        pkt.hop_limit = buf[_OFF_HLIM]
         ecn = (buf[1] >> 4) & 3
         if ecn != ECN_ECT0:
             pkt.ecn = ecn
@@ -255,13 +259,12 @@ class FabricCore:
         how many ran."""
         return self.sim.run_until(now)
 
-    def set_tap(self, tap: Tap | None, *, everywhere: bool = False) -> None:
-        """Capture packets as they cross links: the hosts' uplinks and downlinks (what
-        enters and leaves the fabric), or every link (``everywhere``: every hop)."""
+    def set_tap(self, tap: Tap | None, *, point: str = "delivered") -> None:
+        """Capture packets as they cross links, at the ports ``point`` names
+        (:func:`mrc.sim.capture.capture_ports`: ``delivered`` each datagram once as it
+        reaches its host, ``sent`` once as it leaves its host, ``every_hop`` every link)."""
         self.tap = tap
-        self._tap_ports = None if everywhere else frozenset(
-            name for name, port in self.ports.items()
-            if isinstance(port, NicPort) or isinstance(port.dst, Host))
+        self._tap_ports = capture_ports(self.net, point)
         self.net.tap = self._on_tap if tap is not None else None
 
     def _on_tap(self, now: int, port: str, pkt: Packet) -> None:

@@ -42,7 +42,7 @@ from mrc.live.fabric_server import FabricServer
 from mrc.live.host import LiveHost
 from mrc.live.udp import check_bind_address
 from mrc.live.wall_engine import WallEngine
-from mrc.pcap import PcapWriter
+from mrc.pcap import Capture, CaptureOptions
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import (
     ConnectionFactory,
@@ -195,30 +195,16 @@ class PayloadPool:
 class LiveMrcConnection(MrcConnection):
     """The simulator's MRC connection, carrying real bytes checked by SHA-256.
 
-    The sender's QP gives the checksum a message must have (``expected_checksum`` of its
-    bytes: SHA-256, first 64 bits) and the receiving QP reports the SHA-256 of the bytes it
-    placed, so each message is hashed once at each end and never again here."""
+    Each chunk's bytes come from the stack's payload pool; the sender's QP gives the
+    checksum it must have (SHA-256 of its bytes, first 64 bits) and the receiving QP reports
+    the SHA-256 of the bytes it placed, so each chunk is hashed once at each end."""
 
-    def __init__(self, stack: LiveStack, src: int, dst: int, params: dict[str, Any]) -> None:
-        super().__init__(stack, src, dst, params)
-        self._sha: dict[int, int] = {}
-
-    def _post(self, now: int, msg_id: int, size: int) -> None:
+    def _payload(self, qp: Any, msg_id: int, size: int) -> bytes | None:
         stack: LiveStack = self.stack  # type: ignore[assignment]
-        payload = stack.payloads.message(self.src, self.sender.qpn, msg_id, size)
-        self._sha[msg_id] = self.sender.expected_checksum(msg_id, size, payload)
-        stack.nics[self.src].post(self.sender, msg_id, size, payload)
+        return stack.payloads.message(self.src, qp.qpn, msg_id, size)
 
-    def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
-        if event.kind == EVENT_MESSAGE_COMPLETED and qp is self.receiver:
-            msg_id = int(event.detail["msg_id"])  # type: ignore[call-overload]
-            want = self._sha.pop(msg_id, None)
-            data = event.detail.get("data")
-            ok = (want is not None and isinstance(data, bytes | bytearray)
-                  and event.detail.get("checksum") == want)
-            self._completed(event.time_ps, msg_id, ok)
-            return
-        super().on_event(event, qp)
+    def _needs_bytes(self, entry: Any) -> bool:
+        return True
 
 
 class LiveRcConnection(RcConnectionAdapter):
@@ -238,7 +224,7 @@ class LiveRcConnection(RcConnectionAdapter):
         payload = stack.payloads.message(self.src, self.conn.qpn_base, msg_id, size)
         self._posted.add(msg_id)
         host = stack.nics[self.src]
-        self.conn.post_write(host.now(), msg_id, size, payload=payload)
+        self.conn.post_write(host.now(), msg_id, size, payload=payload, qps=self._rc_qps())
         for qp in self.conn.requesters:
             host.poke(qp)
 
@@ -268,7 +254,7 @@ class LiveStack(Stack):
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc", *, dilation: float = 10_000.0,
-                 pcap: str | Path | None = None, pcap_every_hop: bool = False,
+                 capture: CaptureOptions | None = None,
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,
                  trace: int = 0) -> None:
         check_bind_address(bind_host, allow_non_loopback)
@@ -291,13 +277,13 @@ class LiveStack(Stack):
                      on_placed=self.recorder.placed, on_count=self.recorder.count,
                      sync=self.fabric.engine.run_due, trace=trace)
             for h in range(spec.hosts)]
-        self.pcap: PcapWriter | None = None
+        self.pcap: Capture | None = None
         self.wall_started = time.perf_counter()
         try:
-            if pcap is not None:
-                Path(pcap).parent.mkdir(parents=True, exist_ok=True)
-                self.pcap = PcapWriter(pcap)
-                self.core.set_tap(self._capture, everywhere=pcap_every_hop)
+            if capture is not None:
+                Path(capture.path).parent.mkdir(parents=True, exist_ok=True)
+                self.pcap = Capture(capture)
+                self.core.set_tap(self._capture, point=capture.point)
             self.loop.run_until_complete(self._bind())
         except BaseException:
             self.close()
@@ -317,7 +303,7 @@ class LiveStack(Stack):
 
     def _capture(self, time_ps: int, port: str, buf: bytearray) -> None:
         if self.pcap is not None:
-            self.pcap.write(time_ps, buf)
+            self.pcap.offer(time_ps, port, buf)
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")

@@ -1,76 +1,44 @@
 """EV sets: which paths a QP sprays over, and the address each EV selects.
 
-The QP never sees the fabric; the driver builds its EV set here and hands it over. EVs are
-spread evenly over the planes (EV k goes to plane k mod P) and, within a plane, over the
-T1s in a seeded order, so a QP with fewer EVs than paths still covers distinct paths and
-different pairs load different T1s. On small fabrics several EVs share a path; they differ
-in the EV's instance byte.
+The QP never sees the fabric; the driver builds its EV set here and hands it over. The EVs
+come from an EV profile (:mod:`mrc.ev.profile`) read on the fabric (:mod:`topology.evs`):
+by default the generated profile of ``count`` EVs per QP (the htsim-style "EVs per QP"
+shorthand), field 0 the plane (EV k on plane k mod P), field 1 the T1 in a seeded order,
+field 2 entropy when there are more EVs than paths (those EVs share a path).
 
-The T1 order depends on the *unordered* pair {src, dst} and the seed, so
+The order depends on the *unordered* pair {src, dst} and the seed, so
 ``build_ev_set(spec, a, b)`` and ``build_ev_set(spec, b, a)`` give the same EV values on the
 same (plane, T1) pairs: each side can then answer a peer's EV along the reverse of the very
-path that EV names (``ev_address`` uses the same plane and T1 in both directions).
+path that EV names.
 """
 
 from __future__ import annotations
 
-import random
-import struct
-import zlib
 from collections.abc import Iterable
 
+from mrc.ev.profile import EvProfile
 from mrc.transport.base import PathChoice
-from topology import usid
+from topology import evs as fabric_evs
 from topology.paths import address_for
 from topology.spec import FabricSpec
 
 
-def _pair_rng(seed: int, src: int, dst: int) -> random.Random:
-    # crc32, never Python's salted hash(): the same inputs give the same set in any process
-    lo, hi = (src, dst) if src <= dst else (dst, src)
-    mixed = zlib.crc32(struct.pack("<QQQ", seed & (2**64 - 1), lo, hi))
-    return random.Random(mixed)
+def build_ev_set(spec: FabricSpec, src: int, dst: int, count: int = 128, seed: int = 0,
+                 profile: EvProfile | None = None) -> list[PathChoice]:
+    """The EVs from ``src`` toward ``dst``: ``profile``'s, or ``count`` generated ones.
 
-
-def build_ev_set(spec: FabricSpec, src: int, dst: int, count: int = 128,
-                 seed: int = 0) -> list[PathChoice]:
-    """``count`` EVs from ``src`` toward ``dst``, even over planes and over each plane's paths.
-
-    Deterministic in (spec, {src, dst}, count, seed). Raises ValueError when ``count`` EVs
-    cannot be told apart by the EV layout (more than 256 per path).
-    """
+    Deterministic in (spec, {src, dst}, profile, seed). Raises ValueError when the profile
+    does not fit the fabric or cannot give ``count`` distinct EVs."""
     if count <= 0:
         raise ValueError(f"count must be positive, got {count}")
-    if src == dst:
-        raise ValueError("an EV set needs two different hosts")
-    planes = spec.planes
-    local = spec.t0_of(src) == spec.t0_of(dst)
-    paths = 1 if local else spec.t1
-    per_plane = -(-count // planes)
-    if per_plane > paths * 256:
-        raise ValueError(
-            f"{count} EVs need {per_plane} per plane but {paths} path(s) x 256 instances "
-            "is the most the EV layout can distinguish")
-    rng = _pair_rng(seed, src, dst)
-    orders = []
-    for _ in range(planes):
-        order = list(range(paths))
-        rng.shuffle(order)
-        orders.append(order)
-    out: list[PathChoice] = []
-    for k in range(count):
-        plane = k % planes
-        j = k // planes
-        t1 = orders[plane][j % paths]
-        instance = j // paths
-        ev = usid.make_ev(plane, t1, instance)
-        out.append(PathChoice(ev, plane, None if local else t1,
-                              address_for(spec, src, dst, plane, t1)))
-    return out
+    if profile is None:
+        profile = fabric_evs.fabric_profile(spec, count)
+    return [PathChoice(p.ev, p.plane, p.t1, p.address)
+            for p in fabric_evs.ev_paths(spec, src, dst, profile, seed)]
 
 
 def reply_paths(spec: FabricSpec, host: int, peer: int,
-                peer_evs: Iterable[PathChoice | int]) -> list[PathChoice]:
+                peer_evs: Iterable[PathChoice]) -> list[PathChoice]:
     """For every EV the peer sprays with, the path from ``host`` back to ``peer`` along the
     same plane and T1: what a QP needs to send ACK, NACK and PROBE_REPLY for that EV.
 
@@ -79,10 +47,9 @@ def reply_paths(spec: FabricSpec, host: int, peer: int,
     local = spec.t0_of(host) == spec.t0_of(peer)
     out = []
     for item in peer_evs:
-        ev = item if isinstance(item, int) else item.ev
-        plane, t1 = usid.ev_plane(ev), usid.ev_t1(ev)
-        out.append(PathChoice(ev, plane, None if local else t1,
-                              address_for(spec, host, peer, plane, t1)))
+        t1 = item.t1 or 0
+        out.append(PathChoice(item.ev, item.plane, None if local else t1,
+                              address_for(spec, host, peer, item.plane, t1)))
     return out
 
 

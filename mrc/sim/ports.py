@@ -253,6 +253,7 @@ class OutPort:
                 return
             da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
         pkt.da = da
+        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
         port.send(pkt)
 
     # ------------------------------------------------------------------ slow path

@@ -18,21 +18,17 @@ from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 
-from mrc.sim import transport_params
+from mrc.sim.connections import Completion, Connection, MrcConnection, RcConnectionAdapter
 from mrc.sim.engine import Simulator
-from mrc.sim.evset import build_ev_set
 from mrc.sim.fabric import build_network
 from mrc.sim.network import Network
 from mrc.sim.nic import Nic
 from mrc.sim.nic_driver import NicDriver
-from mrc.sim.rc_connection import RcConnection
 from mrc.sim.recorder import Recorder
 from mrc.transport.base import (
     ASSUMED_BAD,
-    EVENT_CONNECTION_FAILED,
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
-    EVENT_QP_ERROR,
     EVENT_SEND_COMPLETED,
     QueuePair,
     TransportEvent,
@@ -42,162 +38,16 @@ from mrc.units import PS_PER_US
 from topology import names
 from topology.spec import FabricSpec
 
-Completion = Callable[[int, bool], None]
+__all__ = ["FIRST_QPN", "Clockwork", "Completion", "Connection", "ConnectionFactory",
+           "MrcConnection", "RcConnectionAdapter", "SimStack"]
+#: The first QPN handed out: QPs 0 and 1 are InfiniBand's SMI and GSI (management), never
+#: data (tshark dissects QP1 traffic as MAD).
+FIRST_QPN = 2
 #: Per-QP completions are summarised by the workload's own rows; logging them would flood.
 _UNLOGGED = (EVENT_MESSAGE_COMPLETED, EVENT_SEND_COMPLETED)
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
                 "misdelivered")
-
-
-class Connection:
-    """Writes from ``src`` to ``dst`` over one transport; completions verified end to end."""
-
-    def __init__(self, stack: Stack, kind: str, src: int, dst: int) -> None:
-        self.stack = stack
-        self.kind = kind
-        self.src = src
-        self.dst = dst
-        self.failed = False
-        self.failed_at_ps: int | None = None
-        self.failure_reason: str | None = None
-        self.messages_ok = 0
-        self.messages_corrupt = 0
-        self._next_msg = 1
-        self._pending: dict[int, tuple[Completion | None, int]] = {}
-
-    # subclasses: _post(now, msg_id, size) and the event plumbing
-    def write(self, now: int, size: int, on_complete: Completion | None = None) -> int:
-        """Post an RDMA WRITE of ``size`` bytes; ``on_complete(now_ps, ok)`` when it is placed
-        and verified (ok False on a checksum mismatch or a connection error)."""
-        msg_id = self._next_msg
-        self._next_msg += 1
-        if self.failed:
-            if on_complete is not None:
-                self.stack.sim.at(now, lambda _: on_complete(now, False))
-            return msg_id
-        self._pending[msg_id] = (on_complete, size)
-        self._post(now, msg_id, size)
-        return msg_id
-
-    def _post(self, now: int, msg_id: int, size: int) -> None:
-        raise NotImplementedError
-
-    def on_event(self, event: TransportEvent, qp: Any) -> None:
-        raise NotImplementedError
-
-    def qps(self) -> list[Any]:
-        raise NotImplementedError
-
-    def _completed(self, now: int, msg_id: int, ok: bool) -> None:
-        entry = self._pending.pop(msg_id, None)
-        if entry is None:
-            return
-        if ok:
-            self.messages_ok += 1
-        else:
-            self.messages_corrupt += 1
-        callback = entry[0]
-        if callback is not None:
-            callback(now, ok)
-
-    def _failed(self, now: int, reason: str) -> None:
-        if self.failed:
-            return
-        self.failed = True
-        self.failed_at_ps = now
-        self.failure_reason = reason
-        pending, self._pending = self._pending, {}
-        for callback, _ in pending.values():
-            if callback is not None:
-                callback(now, False)
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def abort(self, now: int, reason: str = "aborted") -> None:
-        """Tear the connection down (the application gave up, as NCCL does on any QP error):
-        its QPs leave the NICs at once and unfinished messages complete with ok=False."""
-        for qp in self.qps():
-            for nic in self.stack.nics:
-                if nic.qps.get(qp.qpn) is qp:
-                    nic.remove(qp)  # type: ignore[arg-type]
-        self._failed(now, reason)
-
-
-class MrcConnection(Connection):
-    """One MRC QP at each end; the source sprays over its EV set."""
-
-    def __init__(self, stack: Stack, src: int, dst: int, params: dict[str, Any]) -> None:
-        super().__init__(stack, "mrc", src, dst)
-        spec = stack.spec
-        cfg = transport_params.mrc_config(spec, params, f"transport.{stack.transport_name}")
-        fwd = build_ev_set(spec, src, dst, cfg.ev_count, stack.seed)
-        rev = build_ev_set(spec, dst, src, cfg.ev_count, stack.seed)
-        qa, qb = stack.allocate_qpn(), stack.allocate_qpn()
-        self.sender = MrcQp(qa, src, dst, qb, spec.mtu_bytes, fwd, config=cfg,
-                            key_seed=stack.seed)
-        self.receiver = MrcQp(qb, dst, src, qa, spec.mtu_bytes, rev, config=cfg,
-                              key_seed=stack.seed)
-        self._expected: dict[int, int] = {}
-        stack.register(self, self.sender, range(spec.planes))
-        # the far end only answers (ACK/NACK/PROBE_REPLY go out as control packets), so its
-        # ports never need to poll it for data
-        stack.register(self, self.receiver, ())
-
-    def _post(self, now: int, msg_id: int, size: int) -> None:
-        self._expected[msg_id] = self.sender.expected_checksum(msg_id, size)
-        self.stack.nics[self.src].post(self.sender, msg_id, size)
-
-    def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
-        if event.kind == EVENT_MESSAGE_COMPLETED and qp is self.receiver:
-            msg_id = int(event.detail["msg_id"])  # type: ignore[call-overload]
-            expected = self._expected.pop(msg_id, None)
-            self._completed(event.time_ps, msg_id, event.detail.get("checksum") == expected)
-        elif event.kind == EVENT_QP_ERROR:
-            self._failed(event.time_ps, f"QP {qp.qpn} error: {event.detail.get('reason')}")
-
-    def qps(self) -> list[MrcQp]:
-        return [self.sender, self.receiver]
-
-
-class RcConnectionAdapter(Connection):
-    """NCCL-style RC: ``qps_per_plane`` QPs on every plane, each pinned to one ECMP path."""
-
-    def __init__(self, stack: Stack, src: int, dst: int, params: dict[str, Any]) -> None:
-        super().__init__(stack, "rc", src, dst)
-        spec = stack.spec
-        cfg, per_plane = transport_params.rc_config(spec, params,
-                                                    f"transport.{stack.transport_name}")
-        base = stack.allocate_qpn(per_plane * spec.planes)
-        self.conn = RcConnection(spec, src, dst, base, qps_per_plane=per_plane, config=cfg)
-        for host, qp in self.conn.endpoints():
-            # responders only answer (ACK/NAK are control packets): no port polls them
-            stack.register(self, qp, [qp.plane] if host == src else (), host=host)
-
-    def _post(self, now: int, msg_id: int, size: int) -> None:
-        self.conn.post_write(now, msg_id, size)
-        for qp in self.conn.requesters:
-            self.stack.nics[self.src].poke(qp)
-
-    def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
-        events = self.conn.events
-        while events:
-            ev = events.popleft()
-            if ev.kind == EVENT_MESSAGE_COMPLETED:
-                self._completed(ev.time_ps, int(ev.detail["msg_id"]),  # type: ignore[call-overload]
-                                bool(ev.detail.get("ok")))
-            elif ev.kind == EVENT_CONNECTION_FAILED:
-                self.stack.note_event(ev.time_ps, "connection_failed",
-                                      f"h{self.src}->h{self.dst}",
-                                      reason=ev.detail.get("reason"))
-                self._failed(ev.time_ps, str(ev.detail.get("reason")))
-        if self.conn.failed and not self.failed:
-            self._failed(event.time_ps, self.conn.failure_reason or "connection failed")
-
-    def qps(self) -> list[Any]:
-        return [*self.conn.requesters, *self.conn.responders]
 
 
 #: How a stack makes a connection of one kind: ``factory(stack, src, dst, params)``.
@@ -243,7 +93,7 @@ class Stack:
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
         self._rows: list[tuple[float, str, str, str]] = []
-        self._next_qpn = 1
+        self._next_qpn = FIRST_QPN
 
     # ----------------------------------------------------------------- connections
     def open(self, kind: str, src: int, dst: int, params: dict[str, Any] | None = None
@@ -288,6 +138,23 @@ class Stack:
 
     def allow(self, now: int, plane: int | None = None, t1: int | None = None) -> int:
         return self._drain(now, plane, t1, deny=False)
+
+    def deny_by_mask(self, now: int, mask: int, value: int, *,
+                     pair: tuple[int, int] | None = None, allow: bool = False) -> int:
+        """The controller's EV deny (``mrc_ev_deny``: RTS -> RTS): every EV with
+        ``ev & mask == value`` of every MRC QP (or of the connection ``pair`` = (src, dst))
+        goes DENIED, or back to GOOD with ``allow``; returns the EVs changed."""
+        def match(choice: Any) -> bool:
+            return choice.ev & mask == value
+
+        changed = 0
+        for conn in self.connections:
+            if isinstance(conn, MrcConnection) and (pair is None or (conn.src, conn.dst) == pair):
+                for qp in conn.qps():
+                    done = qp.allow(now, match) if allow else qp.deny(now, match)
+                    changed += len(done)
+                    self.nics[qp.host].poke(qp)
+        return changed
 
     def _drain(self, now: int, plane: int | None, t1: int | None, deny: bool) -> int:
         def match(choice: Any) -> bool:

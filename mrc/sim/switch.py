@@ -1,7 +1,8 @@
 """Switches: a T0 or T1 of one plane, forwarding by uSID shift-and-forward.
 
 Switches forward only by shift-and-forward on the outer destination (``pkt.da``), exactly as the
-uSID plan in :mod:`topology.usid` says; there is no routing shortcut. Packets that cross a link
+uSID plan in :mod:`topology.usid` says; there is no routing shortcut. Forwarding takes one off
+the outer hop limit, as any IPv6 router does. Packets that cross a link
 are forwarded by the arriving port (``OutPort._arrive_switch`` inlines :meth:`Switch.receive`),
 which reads this switch's constants and tables directly.
 """
@@ -102,6 +103,7 @@ class Switch:
                 return
             da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
         pkt.da = da
+        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
         port.send(pkt)
 
     def route(self, da: int) -> tuple[OutPort | None, int]:

@@ -2,7 +2,9 @@
 
 A full-length packet must pass the ICRC and the inner UDP checksum. A shorter one is a trimmed
 packet only if its outer DSCP says so; it comes back with every field that survived (nothing
-can be verified past the cut). ``decode_many`` checksums a received burst in one numpy call.
+can be verified past the cut; the trimming switch rewrote its length fields to the cut, so
+the original length comes from the RETH DMA length). The EV is read from the outer flow
+label and UDP source port, and must agree with the MRC header's copy where that survived. ``decode_many`` checksums a received burst in one numpy call.
 These decoders are fuzzed (``tests/test_fuzz_decoders.py``, ``fuzz/``): ``DecodeError`` is the
 only exception they may raise.
 """
@@ -44,9 +46,8 @@ from mrc.wire.layout import (
     EXT_DATA,
     EXT_DATA_IMM,
     EXT_PROBE,
-    HDR_ACK,
-    HDR_PROBE,
     HOST_HI,
+    HOST_LO,
     M24,
     NH_IPV6,
     NH_UDP,
@@ -60,6 +61,7 @@ from mrc.wire.layout import (
     PKEY_DEFAULT,
     PROBE_FULL_BYTES,
     SYNDROME_NAK_SEQ,
+    SYNDROME_NAK_TRIM,
 )
 from topology.usid import BLOCK_BASE
 
@@ -124,15 +126,20 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
     n = len(data)
     if n < ENVELOPE_BYTES:
         raise DecodeError(f"{n} bytes is shorter than the {ENVELOPE_BYTES}-byte envelope")
-    (vtf, plen, nh, _hl, _os_hi, _os_lo, da_hi, da_lo,
-     ivtf, iplen, inh, _ihl, s_hi, src, d_hi, dst,
-     _sport, dport, ulen, csum, opcode, bflags, pkey, qpn_w, psn_w) = _unpack_env(data)
+    (vtf, plen, nh, hlim, _os_hi, _os_lo, da_hi, da_lo,
+     ivtf, iplen, inh, _ihl, s_hi, s_lo, d_hi, d_lo,
+     sport, dport, ulen, csum, opcode, bflags, pkey, qpn_w, psn_w) = _unpack_env(data)
     if vtf >> 28 != 6 or nh != NH_IPV6 or plen != n - IPV6_BYTES:
         raise DecodeError("outer header is not IPv6-in-IPv6 of this length")
     if ivtf >> 28 != 6 or inh != NH_UDP or dport != ROCE_UDP_PORT or ulen != iplen:
         raise DecodeError("inner header is not IPv6/UDP 4791 with consistent lengths")
-    if s_hi != HOST_HI or d_hi != HOST_HI or (src | dst) >> 32:
+    if s_hi != HOST_HI or d_hi != HOST_HI or (s_lo | d_lo) >> 32 != HOST_LO >> 32:
         raise DecodeError("inner addresses are not host addresses")
+    if sport >> 12 != 0xC:
+        raise DecodeError("UDP source port outside the EV range 49152..53247")
+    src = s_lo & 0xFFFFFFFF
+    dst = d_lo & 0xFFFFFFFF
+    wire_ev = ((sport & 0xFFF) << 20) | (vtf & 0xFFFFF)
     if pkey != PKEY_DEFAULT or bflags & 0x3F:
         raise DecodeError("BTH P_Key, pad count or transport version not ours")
     tc = (vtf >> 20) & 0xFF
@@ -142,10 +149,10 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
     top = da_hi >> 32
     plane = top & 0xFF if top & 0xFFFFFF00 == BLOCK_BASE else 0
     if n != full:
-        if n > full or not trimmed:
-            raise DecodeError(f"{n} bytes where the header says {full} and no trim mark")
-        return _decode_cut(data, n, full, opcode, abit, src, dst, qpn_w & M24,
-                           psn_w & M24, (da_hi << 64) | da_lo, tc & 3, plane)
+        raise DecodeError(f"{n} bytes where the inner header says {full}")
+    if trimmed and _cut(data, n, opcode):
+        return _decode_cut(data, n, opcode, abit, src, dst, qpn_w & M24, psn_w & M24,
+                           (da_hi << 64) | da_lo, tc & 3, plane, wire_ev, hlim)
 
     da = (da_hi << 64) | da_lo
     qpn = qpn_w & M24
@@ -167,33 +174,45 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
             raise DecodeError("RETH R_Key disagrees with MRC-DETH message id")
         if bool(flags & FLAG_IMM) != (opcode == OP_RDMA_WRITE_ONLY_IMM):
             raise DecodeError("FLAG_IMM disagrees with the opcode")
+        if ev != wire_ev:
+            raise DecodeError("MRC-DETH EV disagrees with the flow label and source port")
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
         end = n - ICRC_BYTES
-        return Packet(DATA, src, dst, qpn, psn, ev=ev, msg_id=msg_id, offset=va, length=dlen,
-                      msg_len=msg_len, flags=flags, ts=ts, imm=imm, da=da, ecn=tc & 3,
-                      trimmed=trimmed, size=n, plane=plane,
-                      payload=data[hdr_len:end] if type(data) is bytes
-                      else bytes(data[hdr_len:end]))
+        pkt = Packet(DATA, src, dst, qpn, psn, ev=ev, msg_id=msg_id, offset=va, length=dlen,
+                     msg_len=msg_len, flags=flags, ts=ts, imm=imm, da=da, ecn=tc & 3,
+                     trimmed=trimmed, size=n, plane=plane,
+                     payload=data[hdr_len:end] if type(data) is bytes
+                     else bytes(data[hdr_len:end]))
+        pkt.hop_limit = hlim
+        return pkt
     if opcode == OP_ACKNOWLEDGE:
         if n != ACK_FULL_BYTES:
             raise DecodeError("ACKNOWLEDGE of the wrong length")
         aeth, ev, ts, echo_psn, flags, _r, sack_base, sack = _unpack_ack(data, OFF_EXT)
         kind = ACK if aeth >> 29 == 0 else _ack_kind(aeth >> 24, flags)  # syndrome 0x00-0x1F
+        if ev != wire_ev:
+            raise DecodeError("MRC-AETH EV disagrees with the flow label and source port")
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
-        return Packet(kind, src, dst, qpn, psn, ev=ev, msg_id=aeth & M24, flags=flags, ts=ts,
-                      echo_psn=echo_psn, sack_base=sack_base, sack=sack, da=da, ecn=tc & 3,
-                      trimmed=trimmed, size=n, plane=plane)
+        pkt = Packet(kind, src, dst, qpn, psn, ev=ev, msg_id=aeth & M24, flags=flags, ts=ts,
+                     echo_psn=echo_psn, sack_base=sack_base, sack=sack, da=da, ecn=tc & 3,
+                     trimmed=trimmed, size=n, plane=plane)
+        pkt.hop_limit = hlim
+        return pkt
     if opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
         if n != PROBE_FULL_BYTES:
             raise DecodeError("probe of the wrong length")
         ev, ts, flags, _r = _unpack_probe(data, OFF_EXT)
+        if ev != wire_ev:
+            raise DecodeError("MRC-PETH EV disagrees with the flow label and source port")
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
-        return Packet(PROBE if opcode == OP_MRC_PROBE else PROBE_REPLY, src, dst, qpn, psn,
-                      ev=ev, flags=flags, ts=ts, da=da, ecn=tc & 3, trimmed=trimmed, size=n,
-                      plane=plane)
+        pkt = Packet(PROBE if opcode == OP_MRC_PROBE else PROBE_REPLY, src, dst, qpn, psn,
+                     ev=ev, flags=flags, ts=ts, da=da, ecn=tc & 3, trimmed=trimmed, size=n,
+                     plane=plane)
+        pkt.hop_limit = hlim
+        return pkt
     raise DecodeError(f"BTH opcode {opcode:#04x} is not an MRC opcode")
 
 
@@ -208,7 +227,7 @@ def _check_tail(flags: int, abit: int, csum: int) -> None:
 def _ack_kind(syndrome: int, flags: int | None) -> int:
     if syndrome >> 5 == 0:  # ACK, any credit count
         return ACK
-    if syndrome == SYNDROME_NAK_SEQ or syndrome >> 5 == 1:  # sequence-error NAK or RNR NAK
+    if syndrome == SYNDROME_NAK_SEQ or syndrome == SYNDROME_NAK_TRIM:
         if flags is not None and bool(flags & FLAG_SEQ_ERR) != (syndrome == SYNDROME_NAK_SEQ):
             raise DecodeError("FLAG_SEQ_ERR disagrees with the AETH syndrome")
         return NACK
@@ -235,70 +254,84 @@ def _verify(data: bytes | bytearray | memoryview, n: int, iplen: int,
         raise DecodeError("UDP checksum mismatch")
 
 
-def _decode_cut(data: bytes | bytearray | memoryview, n: int, full: int, opcode: int,
-                abit: int, src: int, dst: int, qpn: int, psn: int, da: int, ecn: int,
-                plane: int) -> Packet:
-    """A trimmed packet: keep what survived, verify what can be cross-checked."""
+_RETH_END: Final = OFF_EXT + 16
+
+
+def _cut(data: bytes | bytearray | memoryview, n: int, opcode: int) -> bool:
+    """Whether a packet marked trimmed was really cut short (a packet no longer than the
+    trim size keeps its bytes and is only re-marked): its kind's full length, or for DATA
+    the length the RETH DMA length implies, is more than ``n``."""
+    if opcode == OP_RDMA_WRITE_ONLY or opcode == OP_RDMA_WRITE_ONLY_IMM:
+        if n < _RETH_END:
+            return True
+        dlen = _from_bytes(data[_RETH_END - 4:_RETH_END], "big")
+        hdr = DATA_HDR_BYTES if opcode == OP_RDMA_WRITE_ONLY else DATA_IMM_HDR_BYTES
+        return n < hdr + dlen + ICRC_BYTES
+    if opcode == OP_ACKNOWLEDGE:
+        return n < ACK_FULL_BYTES
+    if opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
+        return n < PROBE_FULL_BYTES
+    return False
+
+
+def _decode_cut(data: bytes | bytearray | memoryview, n: int, opcode: int, abit: int,
+                src: int, dst: int, qpn: int, psn: int, da: int, ecn: int, plane: int,
+                wire_ev: int, hlim: int) -> Packet:
+    """A trimmed packet: keep what survived, verify what can be cross-checked. The EV comes
+    from the flow label and source port, which no cut reaches."""
     if opcode == OP_RDMA_WRITE_ONLY:
         layout, ends, kind = EXT_DATA, ENDS_DATA, DATA
     elif opcode == OP_RDMA_WRITE_ONLY_IMM:
         layout, ends, kind = EXT_DATA_IMM, ENDS_DATA_IMM, DATA
     elif opcode == OP_ACKNOWLEDGE:
         layout, ends, kind = EXT_ACK, ENDS_ACK, ACK
-    elif opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
+    else:  # a probe (_cut is False for any other opcode)
         layout, ends = EXT_PROBE, ENDS_PROBE
         kind = PROBE if opcode == OP_MRC_PROBE else PROBE_REPLY
-    else:
-        raise DecodeError(f"BTH opcode {opcode:#04x} is not an MRC opcode")
     ext = bytes(data[OFF_EXT:n]) + bytes(layout.size)
     vals: list[int | None] = list(layout.unpack_from(ext))
     for i, end in enumerate(ends):
         if end > n:
             vals[i] = None
-    imm = va = dlen = msg_len = msg_id = echo_psn = sack_base = sack = ev = ts = 0
+    imm = va = dlen = msg_len = msg_id = echo_psn = sack_base = sack = ts = 0
     flags: int | None
+    v_ev: int | None
     if kind == DATA:
         if opcode == OP_RDMA_WRITE_ONLY:
             v_va, rkey, v_dlen, v_ev, v_msg, v_ts, flags, _r, v_len = vals
             v_imm = None
-            hdr_len = DATA_HDR_BYTES
         else:
             v_va, rkey, v_dlen, v_imm, v_ev, v_msg, v_ts, flags, _r, v_len = vals
-            hdr_len = DATA_IMM_HDR_BYTES
-        if v_dlen is not None and hdr_len + v_dlen + ICRC_BYTES != full:
-            raise DecodeError("RETH DMA length disagrees with the original packet length")
         if rkey is not None and v_msg is not None and rkey != v_msg:
             raise DecodeError("RETH R_Key disagrees with MRC-DETH message id")
-        va, dlen, imm, ev, ts, msg_len = (v or 0 for v in (v_va, v_dlen, v_imm, v_ev, v_ts,
-                                                           v_len))
+        va, dlen, imm, ts, msg_len = (v or 0 for v in (v_va, v_dlen, v_imm, v_ts, v_len))
         msg_id = v_msg if v_msg is not None else (rkey or 0)
         want_imm = opcode == OP_RDMA_WRITE_ONLY_IMM
         if flags is not None and bool(flags & FLAG_IMM) != want_imm:
             raise DecodeError("FLAG_IMM disagrees with the opcode")
     elif kind == ACK:
-        if full != HDR_ACK.size + ICRC_BYTES:
-            raise DecodeError("ACKNOWLEDGE of the wrong original length")
         aeth, v_ev, v_ts, v_echo, flags, _r, v_base, v_sack = vals
         if aeth is None:
             raise DecodeError("trim cut into the AETH: ACK or NACK unknown")
         kind = _ack_kind(aeth >> 24, flags)
         msg_id = aeth & M24
-        ev, ts, echo_psn, sack_base, sack = (v or 0 for v in (v_ev, v_ts, v_echo, v_base,
-                                                              v_sack))
+        ts, echo_psn, sack_base, sack = (v or 0 for v in (v_ts, v_echo, v_base, v_sack))
     else:
-        if full != HDR_PROBE.size + ICRC_BYTES:
-            raise DecodeError("probe of the wrong original length")
         v_ev, v_ts, flags, _r = vals
-        ev, ts = v_ev or 0, v_ts or 0
+        ts = v_ts or 0
+    if v_ev is not None and v_ev != wire_ev:
+        raise DecodeError("the MRC header's EV disagrees with the flow label and source port")
     if flags is None:  # MRC flags cut off: rebuild the two the BTH still tells
         flags = (FLAG_ACK_REQ if abit else 0) | (
             FLAG_IMM if opcode == OP_RDMA_WRITE_ONLY_IMM else 0)
     elif bool(flags & FLAG_ACK_REQ) != bool(abit):
         raise DecodeError("FLAG_ACK_REQ disagrees with the BTH A bit")
-    return Packet(kind, src, dst, qpn, psn, ev=ev, msg_id=msg_id, offset=va, length=dlen,
-                  msg_len=msg_len, flags=flags, ts=ts, imm=imm, echo_psn=echo_psn,
-                  sack_base=sack_base, sack=sack, da=da, ecn=ecn, trimmed=True, size=n,
-                  payload=None, plane=plane)
+    pkt = Packet(kind, src, dst, qpn, psn, ev=wire_ev, msg_id=msg_id, offset=va, length=dlen,
+                 msg_len=msg_len, flags=flags, ts=ts, imm=imm, echo_psn=echo_psn,
+                 sack_base=sack_base, sack=sack, da=da, ecn=ecn, trimmed=True, size=n,
+                 payload=None, plane=plane)
+    pkt.hop_limit = hlim
+    return pkt
 
 
 class TrimmedFields(NamedTuple):

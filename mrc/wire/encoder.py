@@ -2,9 +2,12 @@
 
 ``encode`` writes every header, the ICRC and the UDP checksum in one pass over a precompiled
 layout (:mod:`mrc.wire.layout`); ``encode_many`` does the same for a sender's burst with the
-payload sums taken in one numpy call. The entropy fields (flow labels, UDP source port) are
-folds of the EV, so any ECMP hash spreads EVs, and simulated segments without bytes get a
-deterministic stand-in payload so that pcaps of simulated runs have true sizes.
+payload sums taken in one numpy call. The 32-bit EV is striped over the entropy fields as
+the public description of MRC has it: its low 20 bits (plane and T1 in the default format)
+are the IPv6 flow label, its high 12 bits the low bits of the UDP source port; the MRC
+extension header repeats it and the decoder checks that the two agree. Simulated segments
+without bytes get a deterministic stand-in payload so that pcaps of simulated runs have true
+sizes.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from mrc.packet import (
     FLAG_IMM,
     FLAG_SEQ_ERR,
     ICRC_BYTES,
-    IPV6_BYTES,
     NACK,
     PROBE,
     PROBE_REPLY,
@@ -45,6 +47,7 @@ from mrc.wire.layout import (
     HDR_PROBE,
     HOP_LIMIT,
     HOST_HI,
+    HOST_LO,
     M24,
     M64,
     NH_IPV6,
@@ -61,9 +64,10 @@ from mrc.wire.layout import (
     PKEY_DEFAULT,
     SYNDROME_ACK,
     SYNDROME_NAK_SEQ,
-    SYNDROME_RNR_TRIM,
+    SYNDROME_NAK_TRIM,
     UDP_SPORT_BASE,
 )
+from mrc.wire.outer import cut_lengths
 
 _U16 = struct.Struct(">H")
 _ICRC = struct.Struct("<I")
@@ -84,13 +88,18 @@ _pack_probe: Final = HDR_PROBE.pack
 
 
 def flow_label(ev: int) -> int:
-    """20-bit IPv6 flow label from an EV (every EV bit influences it; EVs < 2**20 map 1:1)."""
-    return (ev ^ (ev >> 20)) & 0xFFFFF
+    """The IPv6 flow label that carries an EV: its low 20 bits."""
+    return ev & 0xFFFFF
 
 
 def udp_sport(ev: int) -> int:
-    """RoCE v2 UDP source port (49152..65535) from an EV."""
-    return UDP_SPORT_BASE | ((ev ^ (ev >> 14) ^ (ev >> 28)) & 0x3FFF)
+    """The RoCE v2 UDP source port that carries an EV's high 12 bits (49152 + EV >> 20)."""
+    return UDP_SPORT_BASE | (ev >> 20)
+
+
+def ev_from_entropy(label: int, sport: int) -> int:
+    """The EV an IPv6 flow label and UDP source port carry (inverse of the two above)."""
+    return ((sport & 0xFFF) << 20) | (label & 0xFFFFF)
 
 
 def pseudo_payload(digest: int, length: int) -> bytes:
@@ -136,13 +145,20 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     if (src | dst) >> 32 or src < 0 or dst < 0:
         raise ValueError(f"host {src} / {dst} outside the 32-bit host index space")
     ev = p.ev
+    if ev >> 32 or ev < 0:
+        raise ValueError(f"EV {ev} is not a 32-bit value")
     flags = p.flags
     ecn = p.ecn
     if ecn >> 2 or ecn < 0:
         raise ValueError(f"ECN {ecn} is not a 2-bit value")
+    hlim = p.hop_limit
+    if hlim >> 8 or hlim < 0:
+        raise ValueError(f"hop limit {hlim} is not an 8-bit value")
     da = p.da
-    fl = (ev ^ (ev >> 20)) & 0xFFFFF  # flow_label(ev)
-    sport = UDP_SPORT_BASE | ((ev ^ (ev >> 14) ^ (ev >> 28)) & 0x3FFF)  # udp_sport(ev)
+    fl = ev & 0xFFFFF  # flow_label(ev)
+    sport = UDP_SPORT_BASE | (ev >> 20)  # udp_sport(ev)
+    src_lo = HOST_LO | src
+    dst_lo = HOST_LO | dst
     tc_out = ((TRIM_DSCP if p.trimmed else DEFAULT_DSCP) << 2) | ecn
     tc_in = (DEFAULT_DSCP << 2) | (ECN_ECT0 if ecn == ECN_CE else ecn)
     vtf_out = 0x60000000 | (tc_out << 20) | fl
@@ -160,16 +176,16 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
         if flags & FLAG_IMM:
             iplen = DATA_IMM_HDR_BYTES - 80 + n + ICRC_BYTES
             hdr = _pack_data_imm(
-                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY_IMM, 0, PKEY_DEFAULT, qpn,
                 bth_psn, p.offset, msg_id & 0xFFFFFFFF, n, p.imm,
                 ev, msg_id, p.ts, flags, 0, p.msg_len)
         else:
             iplen = DATA_HDR_BYTES - 80 + n + ICRC_BYTES
             hdr = _pack_data(
-                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY, 0, PKEY_DEFAULT, qpn,
                 bth_psn, p.offset, msg_id & 0xFFFFFFFF, n,
                 ev, msg_id, p.ts, flags, 0, p.msg_len)
@@ -182,19 +198,19 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
             elif flags & FLAG_SEQ_ERR:
                 syndrome = SYNDROME_NAK_SEQ
             else:
-                syndrome = SYNDROME_RNR_TRIM
+                syndrome = SYNDROME_NAK_TRIM
             iplen = HDR_ACK.size - 80 + ICRC_BYTES
             hdr = _pack_ack(
-                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
                 (syndrome << 24) | (p.msg_id & M24),
                 ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
         elif kind == PROBE or kind == PROBE_REPLY:
             iplen = HDR_PROBE.size - 80 + ICRC_BYTES
             hdr = _pack_probe(
-                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0,
                 OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, qpn,
                 bth_psn, ev, p.ts, flags, 0)
@@ -230,6 +246,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
             raise ValueError(f"trim size {size} cuts into the BTH")
         if size < len(out):
             buf = bytearray(out[:size])
-            buf[4:6] = _U16.pack(size - IPV6_BYTES)
+            cut_lengths(buf)
             return bytes(buf)
     return out
+

@@ -14,6 +14,7 @@ from typing import Final
 from mrc.packet import (
     ACK,
     DATA,
+    DEFAULT_HOP_LIMIT,
     ENVELOPE_BYTES,
     ICRC_BYTES,
     IPV6_BYTES,
@@ -21,7 +22,7 @@ from mrc.packet import (
     PROBE,
     PROBE_REPLY,
 )
-from topology.usid import HOST_PREFIX
+from topology.usid import HOST_IID_MARK, HOST_PREFIX
 
 # ------------------------------------------------------------------ protocol constants
 OP_RDMA_WRITE_ONLY: Final = 0x0A
@@ -32,43 +33,53 @@ OP_MRC_PROBE_REPLY: Final = 0xC1
 
 SYNDROME_ACK: Final = 0x1F  # ACK, credit count 31 = "invalid" (no end-to-end credits)
 SYNDROME_NAK_SEQ: Final = 0x60  # NAK, code 0: PSN sequence error (RC go-back-N)
-SYNDROME_RNR_TRIM: Final = 0x21  # RNR NAK, timer 1 (0.01 ms): MRC trim NACK
+#: MRC trim NACK: NAK (type 3) with code 5, the first NAK code the IBA leaves reserved.
+#: Not RNR: MRC does not support RNR (OCP README); a trim is its own signal.
+SYNDROME_NAK_TRIM: Final = 0x65
 
 PKEY_DEFAULT: Final = 0xFFFF
-HOP_LIMIT: Final = 64
+HOP_LIMIT: Final = DEFAULT_HOP_LIMIT
 NH_IPV6: Final = 41
 NH_UDP: Final = 17
 UDP_SPORT_BASE: Final = 0xC000  # RoCE v2 entropy ports live in 49152..65535
+#: The EV on the wire: its low ``EV_FLOW_LABEL_BITS`` bits are the outer (and inner) IPv6
+#: flow label, the rest the low bits of the UDP source port (49152 + EV >> 20).
+EV_FLOW_LABEL_BITS: Final = 20
+EV_FLOW_LABEL_MASK: Final = (1 << EV_FLOW_LABEL_BITS) - 1
 
 #: Which Packet attributes each kind carries on the wire (what round-trips exactly).
 #: ``imm`` only with FLAG_IMM; ``msg_id`` of ACK/NACK travels as AETH MSN (modulo 2**24).
 WIRE_FIELDS: Final[dict[int, tuple[str, ...]]] = {
     DATA: ("kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "offset", "length", "msg_len",
-           "flags", "ts", "imm", "da", "ecn", "trimmed", "size", "payload"),
+           "flags", "ts", "imm", "da", "ecn", "trimmed", "size", "payload", "hop_limit"),
     ACK: ("kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "flags", "ts", "echo_psn",
-          "sack_base", "sack", "da", "ecn", "trimmed", "size"),
+          "sack_base", "sack", "da", "ecn", "trimmed", "size", "hop_limit"),
     PROBE: ("kind", "src", "dst", "qpn", "psn", "ev", "flags", "ts", "da", "ecn", "trimmed",
-            "size"),
+            "size", "hop_limit"),
 }
 WIRE_FIELDS[NACK] = WIRE_FIELDS[ACK]
 WIRE_FIELDS[PROBE_REPLY] = WIRE_FIELDS[PROBE]
 
 # Byte offsets (outermost first), shared with the byte-level helpers (mrc.wire.outer).
+OFF_HOP_LIMIT: Final = 7
 OFF_OUTER_DST: Final = 24
 OFF_ACTIVE_USID: Final = 28
 OFF_INNER: Final = IPV6_BYTES  # 40
+OFF_INNER_PLEN: Final = IPV6_BYTES + 4  # 44
 OFF_UDP: Final = 2 * IPV6_BYTES  # 80
+OFF_UDP_LEN: Final = OFF_UDP + 4  # 84
 OFF_UDP_CSUM: Final = OFF_UDP + 6  # 86
 OFF_BTH: Final = OFF_UDP + 8  # 88
 OFF_EXT: Final = ENVELOPE_BYTES  # 100
 
 HOST_HI: Final = HOST_PREFIX >> 64
+HOST_LO: Final = HOST_IID_MARK  # OR-ed with the host index: the low half of its address
 M64: Final = (1 << 64) - 1
 M24: Final = (1 << 24) - 1
 
 # ------------------------------------------------------------------ precompiled layouts
 # Envelope: outer IPv6 | inner IPv6 | UDP | BTH. Addresses as two u64 halves; host addresses
-# are HOST_PREFIX | host, so their low half is the host index.
+# are HOST_PREFIX | HOST_IID_MARK | host, so their low half is HOST_LO | host index.
 ENV_FMT = ">IHBBQQQQ" "IHBBQQQQ" "HHHH" "BBHII"
 ENV = struct.Struct(ENV_FMT)
 RETH_DETH_FMT = "QII" "IIIHHQ"

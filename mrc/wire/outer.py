@@ -1,14 +1,24 @@
 """Byte-level edits of the outer header, for the live fabric's switches.
 
 They act on a datagram in place without decoding it: read or shift the uSID carrier, mark CE,
-trim and re-mark. They assume ``outer_ok(buf)`` held (the fabric checks that once per
+trim and re-mark, count hops down. They assume ``outer_ok(buf)`` held (the fabric checks that once per
 datagram). The inner headers, which the ICRC and UDP checksum cover, are never touched.
 """
 
 from __future__ import annotations
 
 from mrc.packet import ECN_NOT_ECT, ENVELOPE_BYTES, IPV6_BYTES, TRIM_DSCP
-from mrc.wire.layout import NH_IPV6, OFF_ACTIVE_USID, OFF_OUTER_DST
+from mrc.wire.checksum import sum16
+from mrc.wire.layout import (
+    NH_IPV6,
+    NH_UDP,
+    OFF_ACTIVE_USID,
+    OFF_HOP_LIMIT,
+    OFF_INNER_PLEN,
+    OFF_OUTER_DST,
+    OFF_UDP_CSUM,
+    OFF_UDP_LEN,
+)
 
 
 def outer_ok(buf: bytes | bytearray | memoryview) -> bool:
@@ -75,10 +85,40 @@ def trim(buf: bytearray, size: int, dscp: int = TRIM_DSCP) -> bool:
     del buf[size:]
     buf[0] = 0x60 | (dscp >> 2)
     buf[1] = ((dscp & 3) << 6) | (buf[1] & 0x3F)
-    plen = size - IPV6_BYTES
+    cut_lengths(buf)
+    return True
+
+
+def cut_lengths(buf: bytearray) -> None:
+    """Make a packet cut to ``len(buf)`` bytes well formed again: the outer and inner IPv6
+    payload lengths and the UDP length say the cut length, and the UDP checksum covers what
+    is left. A trimming switch writes them so the trimmed packet is an ordinary shorter one
+    (tshark dissects and verifies it without complaint); the original length survives in the
+    RETH DMA length. The ICRC went with the cut: nothing past it can be verified, and the
+    receiver never tries."""
+    n = len(buf)
+    plen = n - IPV6_BYTES
     buf[4] = plen >> 8
     buf[5] = plen & 0xFF
-    return True
+    inner = n - 2 * IPV6_BYTES
+    buf[OFF_INNER_PLEN] = buf[OFF_UDP_LEN] = inner >> 8
+    buf[OFF_INNER_PLEN + 1] = buf[OFF_UDP_LEN + 1] = inner & 0xFF
+    buf[OFF_UDP_CSUM] = buf[OFF_UDP_CSUM + 1] = 0
+    # pseudo-header (inner addresses, UDP length, next header) + UDP and all after it
+    r = (sum16(buf, 48) + inner + NH_UDP) % 0xFFFF
+    csum = 0xFFFF - r if r else 0xFFFF
+    buf[OFF_UDP_CSUM] = csum >> 8
+    buf[OFF_UDP_CSUM + 1] = csum & 0xFF
+
+
+def hop_limit(buf: bytes | bytearray | memoryview) -> int:
+    """The outer hop limit."""
+    return buf[OFF_HOP_LIMIT]
+
+
+def set_hop_limit(buf: bytearray, value: int) -> None:
+    """Write the outer hop limit (one less per switch crossed)."""
+    buf[OFF_HOP_LIMIT] = value
 
 
 def inner_hosts(buf: bytes | bytearray | memoryview) -> tuple[int, int]:

@@ -1,27 +1,49 @@
-"""Congestion control for the MRC queue pair: a small window interface and two algorithms.
+"""Congestion control for the MRC queue pair: the ``uet-1.0-nscc`` profile of ``mrc_ctl.h``.
 
-MRC's own algorithm is not public; the default here follows the published Ultra Ethernet
-NSCC design (brief, section 1). The signals are ECN echoes and queueing delay (RTT minus the
-base RTT), combined in four quadrants:
+The controller API names one common algorithm, ``"uet-1.0-nscc"`` (Ultra Ethernet NSCC), and
+its configuration ``mrc_ctl_cc_nscc_cfg``; :class:`CcConfig` has those fields under those
+names and units (bytes, nanoseconds). Defaults are the UEC 1.0 values where the public UEC
+material states them, scaled as it scales them (``a`` = the BDP over the 150,000-byte
+reference BDP of 100 Gb/s x 12 us; MTU the payload per packet):
 
-=============  =====================  ===========================================
-ECN            delay vs target        response
-=============  =====================  ===========================================
-not marked     low                    proportional increase (fast, ~doubling/RTT at 0 delay)
-not marked     high                   fair (additive) increase: ``fi_bytes`` per RTT
-marked         high                   multiplicative decrease, at most once per RTT, >= x0.5
-marked         low                    nothing: a hot spot on one path, load balancing moves
-                                      traffic off that EV (the QP does, REPS-style)
-=============  =====================  ===========================================
+=========================  ==================================  ==============================
+field                      default                             what it does here
+=========================  ==================================  ==============================
+base_rtt (ns)              the fabric's base RTT               delay = RTT - base RTT
+target_delay (ns)          3/4 of base_rtt (trimming fabric)   the queueing delay aimed at
+gamma                      0.8                                 MD gain on (delay - target)/delay
+max_md_jump                0.5                                 one MD never below this factor
+fi (B)                     5 x MTU x a                         fair increase per RTT (delay high)
+fi_scale                   0.25 x a                            fast increase per acked byte
+                                                               while the delay stays ~0
+eta (B)                    0.15 x MTU x a                      added at each adjustment while
+                                                               the delay is below target
+max_cwnd (B)               1.5 x BDP                           largest window
+qa_threshold (ns)          4 x target_delay                    delay that arms quick adapt
+qa_gate                    3                                   quick adapt only when an interval
+                                                               delivered < max_cwnd >> qa_gate
+disable_qa                 False                               quick adapt off
+adjust_bytes_threshold (B) 8 x MTU                             increases accumulate and apply
+adjust_period_threshold    base_rtt                            after this many acked bytes or
+(ns)                                                           this long, whichever first
+=========================  ==================================  ==============================
 
-A trim (NACK) is the strongest congestion signal (a buffer overflowed): it halves the window
-once per RTT and arms *quick adapt*, which at the end of the current measurement interval
-sets the window to what was actually delivered in it. That is what brings an incast's
-initial overload down within a few RTTs instead of a slow walk of halvings. A silent loss is
-a broken path, not congestion: by default it does not touch the window.
+The quadrants: no ECN and low delay: proportional increase (``pi_gain`` x acked x
+(target - delay)/target: mrc-lab's own gain; UEC's ``alpha`` is not a header field); no ECN
+and high delay: fair increase (``fi`` per RTT); ECN with high delay: multiplicative decrease
+at most once per RTT, never below ``max_md_jump``; ECN with low delay: nothing, a hot spot
+that load balancing moves off. A trim (NACK) is the strongest congestion signal: it halves
+the window once per RTT and arms quick adapt, which at the end of the measurement interval
+sets the window to what that interval delivered. A silent loss is a broken path, not
+congestion: by default it does not touch the window (``loss_md_factor``).
 
-The QP calls the algorithm per ACK (not per packet) and reads ``window`` (bytes of payload
-allowed in flight) on every poll, so ``window`` is a plain attribute.
+Rate hints: the NCCL plugin passes ``NCCL_MRC_CC_INIT_RATE`` / ``MIN_RATE`` / ``MAX_RATE``
+in the QP hint (vendor data; the unit is not published, read here as Mb/s). A window
+algorithm turns a rate into a window of rate x base RTT: the initial, smallest and largest
+window.
+
+``"fixed"`` (a constant window) is mrc-lab's own baseline for tests. The QP calls the
+algorithm per ACK and reads ``window`` on every poll, so ``window`` is a plain attribute.
 """
 
 from __future__ import annotations
@@ -31,59 +53,122 @@ from typing import Any, Protocol
 
 from mrc.units import PS_PER_S, PS_PER_US
 
-ALGORITHMS = ("nscc", "fixed")
+NSCC = "uet-1.0-nscc"
+ALGORITHMS = (NSCC, "nscc", "fixed")  # "nscc": the short name mrc-lab used before
+#: UEC's reference network: 100 Gb/s x 12 us = 150,000 bytes in flight.
+REFERENCE_BDP_BYTES = 150_000
+PS_PER_NS = 1000
 
 
 @dataclass(frozen=True)
 class CcConfig:
-    """Every congestion-control knob. Byte sizes are payload bytes; times are picoseconds.
+    """The NSCC profile's configuration (``mrc_ctl_cc_nscc_cfg``, names and units of the
+    header; None: the default the module docstring derives) and mrc-lab's own knobs."""
 
-    ``None`` sizes derive from the bandwidth-delay product ``bdp`` = line rate x base RTT:
-    initial window = bdp, maximum = 1.5 x bdp (the headroom absorbs ACK coalescing and
-    jitter; a NIC port only pulls at line rate, so headroom alone does not build queues).
-    """
-
-    algorithm: str = "nscc"
-    line_rate_gbps: float = 800.0
-    base_rtt_ps: int = 12 * PS_PER_US
-    target_qdelay_ps: int | None = None  # None: 3/4 of base_rtt_ps
-    init_window_bytes: int | None = None  # None: bdp
-    max_window_bytes: int | None = None  # None: 1.5 x bdp
-    min_window_bytes: int = 4096
-    fixed_window_bytes: int | None = None  # "fixed": None means bdp
-    md_gain: float = 0.8  # decrease = md_gain x (delay - target) / delay, capped at 1/2
+    algorithm: str = NSCC
+    # ---- mrc_ctl_cc_nscc_cfg
+    disable_qa: bool = False
+    adjust_bytes_threshold: int | None = None  # B; None: 8 x MTU
+    adjust_period_threshold: int | None = None  # ns; None: base_rtt
+    base_rtt: int = 12_000  # ns (the lab fills in its fabric's)
+    eta: float | None = None  # B; None: 0.15 x MTU x a
+    fi: float | None = None  # B per RTT; None: 5 x MTU x a
+    fi_scale: float | None = None  # per acked byte; None: 0.25 x a
+    gamma: float = 0.8
+    max_md_jump: float = 0.5
+    max_cwnd: int | None = None  # B; None: 1.5 x BDP
+    qa_gate: int = 3
+    qa_threshold: int | None = None  # ns; None: 4 x target_delay
+    target_delay: int | None = None  # ns; None: 3/4 of base_rtt
+    # ---- rate hints (NCCL plugin QP hint); 0: none
+    init_rate_mbps: int = 0
+    min_rate_mbps: int = 0
+    max_rate_mbps: int = 0
+    # ---- mrc-lab's own
+    line_rate_gbps: float = 800.0  # the NIC rate the BDP is sized for
+    mtu_bytes: int = 4096  # payload per packet (the lab fills in its fabric's)
     pi_gain: float = 1.0  # proportional increase per acked byte at zero queueing delay
-    fi_bytes: int = 4096  # fair increase per RTT
-    quick_adapt: bool = True
-    qa_delay_factor: float = 4.0  # delay above this x target also arms quick adapt
+    min_window_bytes: int = 4096
+    init_window_bytes: int | None = None  # None: one BDP (or the init rate hint)
+    fixed_window_bytes: int | None = None  # "fixed": None means one BDP
     learn_base_rtt: bool = True  # lower base RTT to the smallest sample seen
     loss_md_factor: float = 1.0  # window x this on a silent loss (1.0: loss is not congestion)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown cc algorithm {self.algorithm!r}; known: {ALGORITHMS}")
-        if self.line_rate_gbps <= 0 or self.base_rtt_ps <= 0:
-            raise ValueError("line_rate_gbps and base_rtt_ps must be positive")
-        if self.min_window_bytes <= 0:
-            raise ValueError("min_window_bytes must be positive")
-        if not 0 < self.md_gain <= 1:
-            raise ValueError("md_gain must be in (0, 1]")
+        if self.line_rate_gbps <= 0 or self.base_rtt <= 0:
+            raise ValueError("line_rate_gbps and base_rtt must be positive")
+        if self.min_window_bytes <= 0 or self.mtu_bytes <= 0:
+            raise ValueError("min_window_bytes and mtu_bytes must be positive")
+        if not 0 < self.gamma <= 1:
+            raise ValueError("gamma must be in (0, 1]")
+        if not 0 < self.max_md_jump < 1:
+            raise ValueError("max_md_jump must be in (0, 1)")
         if not 0.5 <= self.loss_md_factor <= 1:
             raise ValueError("loss_md_factor must be in [0.5, 1] (never below half)")
-        for name in ("target_qdelay_ps", "init_window_bytes", "max_window_bytes",
-                     "fixed_window_bytes"):
+        if not 0 <= self.qa_gate <= 16:
+            raise ValueError("qa_gate must be in 0..16")
+        for name in ("target_delay", "init_window_bytes", "max_cwnd", "fixed_window_bytes",
+                     "qa_threshold", "adjust_period_threshold"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
+        for name in ("eta", "fi", "fi_scale", "adjust_bytes_threshold", "init_rate_mbps",
+                     "min_rate_mbps", "max_rate_mbps"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must not be negative, got {value!r}")
+
+    # ---- derived values (the module docstring's table), in bytes and picoseconds
+    @property
+    def base_rtt_ps(self) -> int:
+        return self.base_rtt * PS_PER_NS
 
     @property
     def bdp_bytes(self) -> int:
         return int(self.line_rate_gbps * 1e9 / 8 * self.base_rtt_ps / PS_PER_S)
 
     @property
+    def scaling_a(self) -> float:
+        return self.bdp_bytes / REFERENCE_BDP_BYTES
+
+    @property
     def target_ps(self) -> int:
-        return self.target_qdelay_ps if self.target_qdelay_ps is not None else (
-            self.base_rtt_ps * 3 // 4)
+        if self.target_delay is not None:
+            return self.target_delay * PS_PER_NS
+        return self.base_rtt_ps * 3 // 4
+
+    @property
+    def qa_threshold_ps(self) -> int:
+        return (self.qa_threshold * PS_PER_NS if self.qa_threshold is not None
+                else 4 * self.target_ps)
+
+    @property
+    def fi_bytes(self) -> float:
+        return self.fi if self.fi is not None else 5 * self.mtu_bytes * self.scaling_a
+
+    @property
+    def fi_scale_value(self) -> float:
+        return self.fi_scale if self.fi_scale is not None else 0.25 * self.scaling_a
+
+    @property
+    def eta_bytes(self) -> float:
+        return self.eta if self.eta is not None else 0.15 * self.mtu_bytes * self.scaling_a
+
+    @property
+    def adjust_bytes(self) -> int:
+        return (self.adjust_bytes_threshold if self.adjust_bytes_threshold is not None
+                else 8 * self.mtu_bytes)
+
+    @property
+    def adjust_period_ps(self) -> int:
+        return (self.adjust_period_threshold * PS_PER_NS
+                if self.adjust_period_threshold is not None else self.base_rtt_ps)
+
+    def rate_window(self, rate_mbps: int) -> int:
+        """The window that carries ``rate_mbps`` over one base RTT."""
+        return int(rate_mbps * 1e6 / 8 * self.base_rtt_ps / PS_PER_S)
 
 
 class CongestionControl(Protocol):
@@ -124,39 +209,55 @@ class FixedWindow:
 
 
 class Nscc:
-    """NSCC-like window (see the module docstring for the quadrants)."""
+    """The ``uet-1.0-nscc`` window (see the module docstring)."""
 
-    __slots__ = ("window", "min_window", "max_window", "base_rtt", "target", "md_gain",
-                 "pi_gain", "fi_bytes", "quick_adapt", "qa_delay", "learn_base_rtt",
-                 "loss_md", "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked",
-                 "_qa_armed", "_wfrac", "decreases", "quick_adapts", "trims", "ecn_acks")
+    __slots__ = ("window", "min_window", "max_window", "base_rtt", "target", "gamma",
+                 "max_md_jump", "pi_gain", "fi", "fi_scale", "eta", "quick_adapt", "qa_delay",
+                 "qa_floor", "learn_base_rtt", "loss_md", "adjust_bytes", "adjust_period",
+                 "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked", "_qa_armed",
+                 "_inc", "_adj_bytes", "_adj_start", "_fast_bytes", "decreases", "quick_adapts",
+                 "trims", "ecn_acks", "adjustments")
 
     def __init__(self, cfg: CcConfig) -> None:
         bdp = max(cfg.bdp_bytes, cfg.min_window_bytes)
-        self.min_window = cfg.min_window_bytes
-        self.max_window = max(cfg.max_window_bytes or bdp * 3 // 2, self.min_window)
-        init = cfg.init_window_bytes or bdp
+        self.min_window = max(cfg.min_window_bytes, cfg.rate_window(cfg.min_rate_mbps))
+        top = cfg.max_cwnd or bdp * 3 // 2
+        if cfg.max_rate_mbps:
+            top = min(top, cfg.rate_window(cfg.max_rate_mbps))
+        self.max_window = max(top, self.min_window)
+        init = cfg.init_window_bytes or (cfg.rate_window(cfg.init_rate_mbps)
+                                         if cfg.init_rate_mbps else bdp)
         self.window = min(max(init, self.min_window), self.max_window)
         self.base_rtt = cfg.base_rtt_ps
         self.target = cfg.target_ps
-        self.md_gain = cfg.md_gain
+        self.gamma = cfg.gamma
+        self.max_md_jump = cfg.max_md_jump
         self.pi_gain = cfg.pi_gain
-        self.fi_bytes = cfg.fi_bytes
-        self.quick_adapt = cfg.quick_adapt
-        self.qa_delay = int(cfg.qa_delay_factor * self.target)
+        self.fi = cfg.fi_bytes
+        self.fi_scale = cfg.fi_scale_value
+        self.eta = cfg.eta_bytes
+        self.quick_adapt = not cfg.disable_qa
+        self.qa_delay = cfg.qa_threshold_ps
+        self.qa_floor = self.max_window >> cfg.qa_gate
         self.learn_base_rtt = cfg.learn_base_rtt
         self.loss_md = cfg.loss_md_factor
+        self.adjust_bytes = cfg.adjust_bytes
+        self.adjust_period = cfg.adjust_period_ps
         self._rtt = cfg.base_rtt_ps  # latest sample: "once per RTT" means this long
         self._hold_until = 0  # no multiplicative decrease before this time
         self._qa_interval = cfg.base_rtt_ps + self.target
         self._qa_start = 0
         self._qa_acked = 0
         self._qa_armed = False
-        self._wfrac = 0.0  # fractional bytes of increase not yet applied
+        self._inc = 0.0  # increase accumulated since the last adjustment
+        self._adj_bytes = 0  # bytes acknowledged since the last adjustment
+        self._adj_start = 0
+        self._fast_bytes = 0  # bytes acknowledged at ~zero delay in a row
         self.decreases = 0
         self.quick_adapts = 0
         self.trims = 0
         self.ecn_acks = 0
+        self.adjustments = 0
 
     # ------------------------------------------------------------------ signals
     def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
@@ -172,21 +273,28 @@ class Nscc:
         window = self.window
         if ecn:
             self.ecn_acks += 1
+            self._fast_bytes = 0
             if delay > target:
                 if now >= self._hold_until:
-                    factor = max(0.5, 1.0 - self.md_gain * (delay - target) / delay)
+                    factor = max(self.max_md_jump,
+                                 1.0 - self.gamma * (delay - target) / delay)
                     self._decrease(now, factor)
             # ECN with low delay: a hot path, not a full bottleneck; load balancing reacts
             return
         if delay < target:
-            inc = self.pi_gain * acked_bytes * (target - delay) / target
+            self._inc += self.pi_gain * acked_bytes * (target - delay) / target
+            if delay <= PS_PER_US:  # ~zero delay: after a window of it, fast increase
+                self._fast_bytes += acked_bytes
+                if self._fast_bytes > window:
+                    self._inc += self.fi_scale * acked_bytes
+            else:
+                self._fast_bytes = 0
         else:
-            inc = self.fi_bytes * acked_bytes / window
-        inc += self._wfrac
-        whole = int(inc)
-        self._wfrac = inc - whole
-        if whole:
-            self.window = min(window + whole, self.max_window)
+            self._fast_bytes = 0
+            self._inc += self.fi * acked_bytes / window
+        self._adj_bytes += acked_bytes
+        if self._adj_bytes >= self.adjust_bytes or now - self._adj_start >= self.adjust_period:
+            self._adjust(now, delay < target)
 
     def on_trim(self, now: int, ev: int) -> None:
         self.trims += 1
@@ -199,15 +307,30 @@ class Nscc:
             self._decrease(now, self.loss_md)
 
     # ------------------------------------------------------------------ internals
+    def _adjust(self, now: int, below_target: bool) -> None:
+        """Apply the increase accumulated since the last adjustment (and ``eta`` while the
+        delay is below target)."""
+        inc = self._inc + (self.eta if below_target else 0.0)
+        whole = int(inc)
+        self._inc = inc - whole
+        if whole:
+            self.window = min(self.window + whole, self.max_window)
+        self._adj_bytes = 0
+        self._adj_start = now
+        self.adjustments += 1
+
     def _decrease(self, now: int, factor: float) -> None:
         self.window = max(self.min_window, int(self.window * factor))
-        self._wfrac = 0.0
+        self._inc = 0.0
+        self._adj_bytes = 0
+        self._adj_start = now
         self._hold_until = now + self._rtt
         self.decreases += 1
 
     def _quick_adapt(self, now: int, acked_bytes: int, delay: int) -> bool:
         """Track delivered bytes per interval; when the interval saw a trim or a very long
-        queue, jump the window to what was delivered. True when it acted."""
+        queue and delivered less than the window and than ``max_cwnd >> qa_gate``, jump the
+        window to what was delivered. True when it acted."""
         if delay > self.qa_delay:
             self._qa_armed = True
         if now - self._qa_start < self._qa_interval:
@@ -215,9 +338,9 @@ class Nscc:
             return False
         acted = False
         achieved = self._qa_acked
-        if self._qa_armed and achieved < self.window:
+        if self._qa_armed and achieved < self.window and achieved < self.qa_floor:
             self.window = max(self.min_window, achieved)
-            self._wfrac = 0.0
+            self._inc = 0.0
             self._hold_until = now + self._rtt
             self.quick_adapts += 1
             acted = True
@@ -229,7 +352,8 @@ class Nscc:
     def stats(self) -> dict[str, Any]:
         return {"window": self.window, "base_rtt_ps": self.base_rtt, "rtt_ps": self._rtt,
                 "decreases": self.decreases, "quick_adapts": self.quick_adapts,
-                "trims": self.trims, "ecn_acks": self.ecn_acks}
+                "trims": self.trims, "ecn_acks": self.ecn_acks,
+                "adjustments": self.adjustments}
 
 
 def make_cc(cfg: CcConfig) -> CongestionControl:

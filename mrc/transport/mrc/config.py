@@ -1,9 +1,38 @@
 """The MRC QP's knobs (:class:`MrcConfig`), its counters (:class:`MrcStats`), and the face of
 the QP its rooms share (:class:`QpCore`).
 
-Times are integer picoseconds. The RTO follows MRC's local ACK timeout: ``max(floor, 1.024 us
-x 2^rto_exp)``; ``retry_cnt_exp`` counts the doubling RTO periods without progress before
-the QP errors (NCCL_MRC_RETRY_CNT_EXP's convention: 25 or more retries forever).
+Times are integer picoseconds. The knobs come in two kinds, and the config says which:
+
+**Published** (OCP ``mrc.h`` ``mrc_qp_attr`` and the NCCL plugin's variables, with the
+plugin's defaults):
+
+* ``timeout``: the local ACK timeout, 1.024 us x 2^timeout (0..24; NCCL_MRC_TIMEOUT=20,
+  1.07 s). It is the QP's retry clock: the QP errors only after retrying without progress.
+* ``retry_linear_cnt`` (0..7, NCCL_MRC_RETRY_CNT_LINEAR=7) and ``retry_exp_cnt`` (0..25,
+  NCCL_MRC_RETRY_CNT_EXP=25; 25 = retry forever). The rule they imply here: with T the
+  timeout, the first expiry comes T after the last progress; the first ``retry_linear_cnt``
+  retries wait T each (fixed interval), the next ``retry_exp_cnt`` wait 2T, 4T, ...,
+  2^retry_exp_cnt T (exponential backoff); the expiry after the last retry errors the QP::
+
+      error at  last progress + T x (1 + retry_linear_cnt) + T x (2^(retry_exp_cnt+1) - 2)
+
+  (``retry_exp_cnt = 0`` is the verbs rule, (retry_cnt + 1) x timeout.) Progress is any
+  proof that a path works: new data acknowledged, a trim NACK, an answered probe.
+* ``mpr`` / ``mpr_dest``: the PSN range the requester may have outstanding / the responder
+  tracks, in units of 128 PSNs (the examples use 8: 1024 PSNs).
+* ``max_wimm`` / ``max_wimm_dest``: WRITEs with immediate outstanding as requester / as
+  responder (the examples use 128). RNR does not exist in MRC: the sender never has more
+  immediates in flight than the responder has receive WRs for.
+* ``ev_min_active``: the floor of usable EVs (``ev_min_active`` of the EV profile,
+  ``min_active_ev_per_qp`` of the older QP API): the NIC marks no EV ASSUMED_BAD when that
+  would leave fewer GOOD ones (None: a quarter of the QP's EVs, as the OCP examples set it).
+
+**mrc-lab's own model** (the published interfaces say a NIC detects bad paths, not how; each
+is named ``own`` in docs/fidelity.md with why its default is what it is): ``ev_timeout_ps``
+(per-EV path timer), ``loss_grace_ps``, ``overdue_loss`` and ``overdue_strikes``, the reorder
+window (``reorder_*``), ``probe_interval_ps``, ``probe_timeout_ps``,
+``probes_to_reintegrate``, the spray policy (``spray``, ``reps_explore_every``) and ACK
+coalescing (``ack_every``, ``ack_delay_ps``, ``ack_req_on_last``).
 """
 
 from __future__ import annotations
@@ -18,31 +47,51 @@ from mrc.transport.mrc.cc import CcConfig
 from mrc.units import PS_PER_US
 
 #: The unit of the MRC local ACK timeout: 1.024 us.
-RTO_UNIT_PS = 1_024_000
+TIMEOUT_UNIT_PS = 1_024_000
 SPRAY_POLICIES = ("round_robin", "reps")
-#: ``retry_cnt_exp`` at or above this retries forever (NCCL_MRC_RETRY_CNT_EXP's convention).
+#: ``retry_exp_cnt`` at this value retries forever (mrc.h: "25 = infinite").
 RETRY_INFINITE = 25
+#: Largest values the header's fields take.
+MAX_TIMEOUT = 24
+MAX_RETRY_LINEAR = 7
+#: PSNs per unit of ``mpr`` / ``mpr_dest``.
+MPR_UNIT_PSNS = 128
+
+
+def error_delay_ps(timeout_ps: int, linear: int, exponential: int) -> int | None:
+    """Time from the last progress to the QP error under the retry rule (None: never)."""
+    if exponential >= RETRY_INFINITE:
+        return None
+    return timeout_ps * (1 + linear) + timeout_ps * ((1 << (exponential + 1)) - 2)
 
 
 @dataclass(frozen=True)
 class MrcConfig:
-    """Every knob of the MRC QP. Times are integer picoseconds."""
+    """Every knob of the MRC QP (see the module docstring: published, then own model)."""
 
-    ev_count: int = 128  # EVs per QP (used by drivers with evset.build_ev_set)
+    # ---- published (mrc.h mrc_qp_attr; NCCL plugin defaults)
+    timeout: int = 20  # local ACK timeout 1.024 us x 2^timeout (NCCL_MRC_TIMEOUT)
+    retry_linear_cnt: int = 7  # NCCL_MRC_RETRY_CNT_LINEAR
+    retry_exp_cnt: int = 25  # NCCL_MRC_RETRY_CNT_EXP; 25 = infinite
+    mpr: int = 8  # requester PSN range, units of 128 PSNs
+    mpr_dest: int = 8  # responder PSN range, units of 128 PSNs
+    max_wimm: int = 128  # WRITEs with immediate outstanding as requester
+    max_wimm_dest: int = 128  # ... as responder
+    ev_count: int = 128  # EVs per QP (max_ev_per_qp; the EV profile's ev_count)
+    ev_min_active: int | None = None  # None: ev_count // 4 (the OCP examples' choice)
+    # ---- mrc-lab's own model
+    ev_timeout_ps: int = 64 * TIMEOUT_UNIT_PS  # per-EV path timer (65.5 us)
     spray: str = "reps"  # "round_robin" | "reps"
     reps_explore_every: int = 8  # REPS: every n-th packet of a plane explores (round robin)
     ack_every: int = 4  # coalesce: one ACK per this many new packets
     ack_delay_ps: int = 1 * PS_PER_US  # delayed ACK for a tail
     probe_interval_ps: int = 10 * PS_PER_US
     probes_to_reintegrate: int = 3  # K consecutive answered probes -> GOOD
-    probe_timeout_ps: int | None = None  # a probe unanswered this long breaks the run; None: rto
-    rto_floor_ps: int = 16 * PS_PER_US
-    rto_exp: int = 6  # RTO = max(floor, 1.024 us x 2^rto_exp): 65.5 us
-    retry_cnt_exp: int | None = 7  # None or >= 25: never error
+    probe_timeout_ps: int | None = None  # a probe unanswered this long breaks the run; None: ev timer
     loss_grace_ps: int = 4 * PS_PER_US  # suspected loss waits this long for a trim NACK
     overdue_loss: bool = True  # time-based loss evidence from packets sent later on other EVs
     reorder_window_ps: int | None = None  # None: adaptive (see reorder.py); else fixed
-    reorder_margin_rtts: float = 1.0  # window = this x min RTT + gain x RTT spread, <= RTO
+    reorder_margin_rtts: float = 1.0  # window = this x min RTT + gain x RTT spread, <= ev timer
     reorder_spread_gain: float = 1.0
     reorder_hold_rtts: int = 8  # the RTT spread is the max over about this many RTTs
     overdue_strikes: int = 2  # overdue losses with no delivery between that make an EV bad
@@ -53,15 +102,26 @@ class MrcConfig:
     def __post_init__(self) -> None:
         if self.spray not in SPRAY_POLICIES:
             raise ValueError(f"unknown spray policy {self.spray!r}; known: {SPRAY_POLICIES}")
-        if not 0 <= self.rto_exp <= 24:
-            raise ValueError(f"rto_exp must be in 0..24, got {self.rto_exp}")
-        if self.retry_cnt_exp is not None and self.retry_cnt_exp < 0:
-            raise ValueError("retry_cnt_exp must be >= 0 or None")
+        if not 0 <= self.timeout <= MAX_TIMEOUT:
+            raise ValueError(f"timeout must be in 0..{MAX_TIMEOUT}, got {self.timeout}")
+        if not 0 <= self.retry_linear_cnt <= MAX_RETRY_LINEAR:
+            raise ValueError(f"retry_linear_cnt must be in 0..{MAX_RETRY_LINEAR}, "
+                             f"got {self.retry_linear_cnt}")
+        if not 0 <= self.retry_exp_cnt <= RETRY_INFINITE:
+            raise ValueError(f"retry_exp_cnt must be in 0..{RETRY_INFINITE} "
+                             f"({RETRY_INFINITE} = infinite), got {self.retry_exp_cnt}")
+        for name in ("mpr", "mpr_dest", "max_wimm", "max_wimm_dest"):
+            value = getattr(self, name)
+            if not 1 <= value <= (255 if name.startswith("mpr") else 65535):
+                raise ValueError(f"{name} must be in 1..{255 if name.startswith('mpr') else 65535}"
+                                 f", got {value}")
         for name in ("ev_count", "reps_explore_every", "ack_every", "probes_to_reintegrate",
                      "reorder_hold_rtts", "overdue_strikes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        for name in ("ack_delay_ps", "probe_interval_ps", "rto_floor_ps"):
+        if self.ev_min_active is not None and not 0 <= self.ev_min_active <= self.ev_count:
+            raise ValueError(f"ev_min_active must be in 0..ev_count ({self.ev_count})")
+        for name in ("ack_delay_ps", "probe_interval_ps", "ev_timeout_ps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.loss_grace_ps < 0:
@@ -74,18 +134,22 @@ class MrcConfig:
             raise ValueError("reorder_margin_rtts and reorder_spread_gain must not be negative")
 
     @property
-    def rto_ps(self) -> int:
-        return max(self.rto_floor_ps, RTO_UNIT_PS << self.rto_exp)
+    def timeout_ps(self) -> int:
+        """The local ACK timeout T = 1.024 us x 2^timeout."""
+        return TIMEOUT_UNIT_PS << self.timeout
 
     @property
     def retries_forever(self) -> bool:
-        return self.retry_cnt_exp is None or self.retry_cnt_exp >= RETRY_INFINITE
+        return self.retry_exp_cnt >= RETRY_INFINITE
 
     def error_after_ps(self) -> int | None:
         """How long after the last progress a QP with no live path errors (None: never)."""
-        if self.retries_forever:
-            return None
-        return self.rto_ps * ((1 << (self.retry_cnt_exp + 1)) - 1)  # type: ignore[operator]
+        return error_delay_ps(self.timeout_ps, self.retry_linear_cnt, self.retry_exp_cnt)
+
+    def min_active_for(self, evs: int) -> int:
+        """The EV floor for a QP with ``evs`` EVs."""
+        floor = evs // 4 if self.ev_min_active is None else self.ev_min_active
+        return min(floor, evs)
 
 
 class MrcStats:
@@ -98,7 +162,7 @@ class MrcStats:
         "qp_timeouts", "probes_sent", "probes_answered", "probe_replies_sent", "paths_marked_bad",
         "reintegrated", "spurious_losses", "data_received", "duplicates", "trimmed_received",
         "bad_packets", "messages_sent", "messages_received", "reply_fallbacks",
-        "dropped_after_error",
+        "dropped_after_error", "bad_refused_min_active", "wimm_waits", "beyond_mpr",
     )
     __slots__ = FIELDS
 
@@ -132,6 +196,9 @@ class MrcStats:
         self.messages_received = 0  # WRITEs fully placed
         self.reply_fallbacks = 0  # replies for an EV missing from the reply map
         self.dropped_after_error = 0  # posts and packets ignored after the QP error
+        self.bad_refused_min_active = 0  # EVs kept GOOD because of the ev_min_active floor
+        self.wimm_waits = 0  # WRITEs with immediate held back by max_wimm
+        self.beyond_mpr = 0  # DATA dropped: further ahead than mpr_dest x 128 PSNs
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.FIELDS}

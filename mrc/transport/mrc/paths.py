@@ -12,6 +12,13 @@ EV states
     pass on (its NIC port lost signal): that plane's EVs go ASSUMED_BAD at once, without
     waiting for evidence, and the probes bring them back.
 
+The floor (``ev_min_active``)
+    The NIC never marks an EV ASSUMED_BAD when that would leave fewer than
+    ``ev_min_active`` GOOD EVs (``mrc_ctl.h``: "min number of EVs that must remain active to
+    avoid marking too many EVs as ASSUMED_BAD"). Such an EV stays GOOD and keeps carrying
+    data; what it had in flight is still resent elsewhere. Refusals are counted
+    (``bad_refused_min_active``). An operator's DENIED is not subject to the floor.
+
 Each state change bumps the EV's ``epoch``, so probe timers queued under an older state
 die when they come up, and raises an ``EVENT_EV_STATE`` for the driver.
 """
@@ -37,7 +44,7 @@ class PathManager:
     place) on every state change of an EV of that plane."""
 
     __slots__ = ("qp", "config", "stats", "events", "evs", "by_ev", "plane_evs", "good",
-                 "probe_q", "_probe_timeout", "progress", "evict")
+                 "probe_q", "_probe_timeout", "progress", "evict", "good_count", "min_active")
 
     #: Wired by the QP to its loss recovery: an answered probe is progress (the watchdog
     #: restarts), and a port down resends what was in flight on the plane's EVs.
@@ -62,8 +69,10 @@ class PathManager:
         for e in self.evs:
             self.plane_evs[e.plane].append(e)
         self.good: list[list[Ev]] = [list(p) for p in self.plane_evs]
+        self.good_count = len(self.evs)
+        self.min_active = cfg.min_active_for(len(self.evs))
         self.probe_q: deque[tuple[int, Ev, int]] = deque()  # (due, ev, epoch)
-        self._probe_timeout = cfg.probe_timeout_ps or cfg.rto_ps
+        self._probe_timeout = cfg.probe_timeout_ps or cfg.ev_timeout_ps
 
     # ------------------------------------------------------------------ views
     def choices(self) -> list[PathChoice]:
@@ -104,8 +113,7 @@ class PathManager:
             return []
         changed = []
         for e in self.plane_evs[plane]:
-            if e.state == GOOD:
-                self.mark_bad(now, e, "port down")
+            if e.state == GOOD and self.mark_bad(now, e, "port down"):
                 changed.append(e.ev)
             self.evict(e)
         return changed
@@ -124,6 +132,10 @@ class PathManager:
     # ------------------------------------------------------------------ states
     def set_state(self, now: int, e: Ev, new: str, reason: str) -> None:
         old = e.state
+        if old == GOOD:
+            self.good_count -= 1
+        if new == GOOD:
+            self.good_count += 1
         e.state = new
         e.usable = new == GOOD
         e.epoch += 1
@@ -135,14 +147,23 @@ class PathManager:
             e.strikes = 0  # a fresh start: old strikes say nothing about the path now
             if old == ASSUMED_BAD:
                 self.stats.reintegrated += 1
+        # the EV event record of mrc_ctl.h (ev, port 1-based, new state) plus the old state
+        # and why; drop counts belong to an event CQ that overflows (mrc.verbs)
         self.events.append(TransportEvent(now, EVENT_EV_STATE, self.qp.qpn, {
-            "ev": e.ev, "plane": plane, "t1": e.t1, "old": old, "new": new, "reason": reason}))
+            "ev": e.ev, "port": plane + 1, "plane": plane, "t1": e.t1, "old": old, "new": new,
+            "reason": reason}))
 
-    def mark_bad(self, now: int, e: Ev, reason: str) -> None:
+    def mark_bad(self, now: int, e: Ev, reason: str) -> bool:
+        """ASSUMED_BAD and probed, unless the ``ev_min_active`` floor keeps a GOOD EV GOOD;
+        True when the EV changed."""
+        if e.state == GOOD and self.good_count <= self.min_active:
+            self.stats.bad_refused_min_active += 1
+            return False
         self.set_state(now, e, ASSUMED_BAD, reason)
         e.probe_ok = 0
         e.probes_out.clear()
         self.probe_q.append((now + self.config.probe_interval_ps, e, e.epoch))
+        return True
 
     # ------------------------------------------------------------------ probes
     def next_probe(self) -> int | None:

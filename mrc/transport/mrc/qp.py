@@ -18,6 +18,7 @@ add a Python call per packet.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from mrc.packet import ACK, DATA, NACK, PROBE, PROBE_REPLY, Packet
 from mrc.transport.base import PathChoice, TransportEvent
 from mrc.transport.memory import expected_checksum, message_key, payload_sha256
 from mrc.transport.mrc.cc import CongestionControl, make_cc
-from mrc.transport.mrc.config import MrcConfig, MrcStats
+from mrc.transport.mrc.config import MPR_UNIT_PSNS, MrcConfig, MrcStats
 from mrc.transport.mrc.paths import EvSelector, PathManager
 from mrc.transport.mrc.receiver import Receiver
 from mrc.transport.mrc.records import Msg
@@ -66,7 +67,7 @@ class MrcQueuePair:
         self.error_reason: str | None = None
         self.stats = MrcStats()
         self.cc: CongestionControl = cc if cc is not None else make_cc(cfg.cc)
-        self._rto = cfg.rto_ps
+        self._rto = cfg.ev_timeout_ps
 
         # ---- the rooms
         self._path_manager = paths = PathManager(self, evs)
@@ -97,6 +98,7 @@ class MrcQueuePair:
 
     @property
     def rto_ps(self) -> int:
+        """The per-EV path timer (``ev_timeout_ps``)."""
         return self._rto
 
     @property
@@ -164,6 +166,30 @@ class MrcQueuePair:
         if out:
             self.control = []
         return out
+
+    # ================================================================== verbs modify
+    #: The published attributes ``modify`` may change on a live QP (mrc.h: RTR sets mpr_dest
+    #: and max_wimm_dest, RTS sets mpr, max_wimm, timeout and the retry counts).
+    MODIFIABLE = ("timeout", "retry_linear_cnt", "retry_exp_cnt", "mpr", "mpr_dest",
+                  "max_wimm", "max_wimm_dest")
+
+    def modify(self, **attrs: Any) -> None:
+        """Change published QP attributes (``mrc_modify_qp``): the new config takes effect
+        for what is sent, timed and tracked from now on."""
+        unknown = set(attrs) - set(self.MODIFIABLE)
+        if unknown:
+            raise ValueError(f"not modifiable on an MRC QP: {sorted(unknown)}")
+        cfg = self.config = dataclasses.replace(self.config, **attrs)
+        recovery = self._recovery
+        recovery.config = cfg
+        recovery._timeout = cfg.timeout_ps
+        recovery._linear = cfg.retry_linear_cnt
+        recovery._error_after = cfg.retry_linear_cnt + cfg.retry_exp_cnt
+        sender = self._sender
+        sender._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
+        sender._max_wimm = cfg.max_wimm
+        self._receiver._max_ahead = cfg.mpr_dest * MPR_UNIT_PSNS
+        self._path_manager.config = cfg
 
     # ================================================================== operator and NIC
     def deny(self, now: int, which: EvSelector, reason: str = "denied") -> list[int]:

@@ -35,13 +35,10 @@ from mrc.packet import (
 )
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, PathChoice, TransportEvent
 from mrc.transport.memory import ReceiveBuffer
-from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.records import Ev
 
 _SACK_MASK = (1 << SACK_BITS) - 1
-#: A DATA PSN further than this ahead of the cumulative point is refused as bogus (it would
-#: otherwise make the arrival bitmap huge).
-_MAX_AHEAD = 1 << 20
 
 
 class Receiver:
@@ -53,7 +50,7 @@ class Receiver:
 
     __slots__ = ("qp", "stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu",
                  "_ack_every", "_ack_delay", "_evs", "_reply", "_rcv_next", "_rcv_bits",
-                 "_rx", "_rx_imm", "_rx_first", "_unrep", "ack_due")
+                 "_rx", "_rx_imm", "_rx_first", "_unrep", "ack_due", "_max_ahead")
 
     def __init__(self, qp: QpCore, evs: list[Ev], reply_evs: Sequence[PathChoice],
                  peer_psn: int) -> None:
@@ -68,6 +65,9 @@ class Receiver:
         self.mtu = qp.mtu
         self._ack_every = cfg.ack_every
         self._ack_delay = cfg.ack_delay_ps
+        #: mpr_dest: the PSN range tracked beyond the cumulative point; DATA further ahead is
+        #: dropped (and counted), never acknowledged
+        self._max_ahead = cfg.mpr_dest * MPR_UNIT_PSNS
         self._evs = evs
         self._reply: dict[int, tuple[int, int]] = {
             c.ev: (c.plane, c.address) for c in reply_evs}
@@ -97,8 +97,8 @@ class Receiver:
             stats.duplicates += 1
             self._send_acks(now, (seq, pkt.ev, pkt.ts), False)
             return
-        if rel >= _MAX_AHEAD:
-            stats.bad_packets += 1
+        if rel >= self._max_ahead:
+            stats.beyond_mpr += 1
             return
         buf = self._rx.get(pkt.msg_id)
         if buf is None:

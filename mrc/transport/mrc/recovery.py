@@ -25,8 +25,9 @@ Loss evidence (spraying makes global PSN gaps normal)
     control, the EV stays GOOD.
 
 What evidence does to an EV
-    A FIFO loss, or the EV's oldest packet being unacknowledged for RTO =
-    max(floor, 1.024 us x 2^n), moves the EV to ASSUMED_BAD (:mod:`.paths`). An overdue loss
+    A FIFO loss, or the EV's oldest packet being unacknowledged for the per-EV path timer
+    (``ev_timeout_ps``, mrc-lab's own model, 65.5 us by default), moves the EV to
+    ASSUMED_BAD (:mod:`.paths`), unless the ``ev_min_active`` floor forbids it. An overdue loss
     gives its EV a *strike* (cleared whenever the EV delivers a packet); the EV goes
     ASSUMED_BAD when all it carries is overdue (its newest transmission is) or after
     ``overdue_strikes`` strikes, and what it still has in flight is resent at once. So a dead
@@ -34,15 +35,18 @@ What evidence does to an EV
     the RTO. Lost packets wait in the sender's retransmission queue for a GOOD EV.
 
 QP error
-    A watchdog counts consecutive RTO periods (doubling, like an exponential retry range)
-    without progress on any EV (new data acknowledged, a trim NACK or an answered probe all
-    prove a live path). More than ``retry_cnt_exp`` of them is an error, at
-    ``last progress + rto x (2^(retry_cnt_exp + 1) - 1)``. While any path answers, the QP
-    never errors; with every EV ASSUMED_BAD it keeps probing and resumes when one answers.
+    A watchdog runs the published retry rule on the local ACK timeout T (``timeout``):
+    the first expiry comes T after the last progress on any EV (new data acknowledged, a
+    trim NACK or an answered probe all prove a live path); ``retry_linear_cnt`` retries
+    wait T each, then ``retry_exp_cnt`` retries wait 2T, 4T, ...; the next expiry is the
+    error, at ``last progress + T (1 + linear) + T (2^(exp + 1) - 2)``
+    (:func:`.config.error_delay_ps`); ``retry_exp_cnt = 25`` never errors. While any path
+    answers, the QP never errors; with every EV ASSUMED_BAD it keeps probing and resumes
+    when one answers.
 
 Timers
     The QP has one deadline (``next_timer``), the earliest of the delayed ACK (receiver),
-    the RTO of the oldest live transmission, the grace of the oldest suspect, the next probe
+    the path timer of the oldest live transmission, the grace of the oldest suspect, the next probe
     (path manager) and the watchdog. Recovery keeps it because all but two of those are its
     own; ``handle_timer`` serves them in that order. Every queue here is in time order and
     lazily purged: an entry whose segment was resent (``tx`` moved on) or resolved is
@@ -73,7 +77,8 @@ class Recovery:
                  "_margin", "_gain", "_strikes", "_reps", "_psn0", "_outstanding",
                  "_recycle", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_completed",
                  "_has_work", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
-                 "watchdog_at", "_retries", "_last_progress")
+                 "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
+                 "_error_after")
 
     def __init__(self, qp: QpCore, paths: PathManager, sender: Sender, receiver: Receiver,
                  cc: CongestionControl) -> None:
@@ -86,7 +91,10 @@ class Recovery:
         self.sender = sender
         self.paths = paths
         self.receiver = receiver
-        self.rto = cfg.rto_ps
+        self.rto = cfg.ev_timeout_ps  # the per-EV path timer (own model)
+        self._timeout = cfg.timeout_ps  # the published local ACK timeout T (retries)
+        self._linear = cfg.retry_linear_cnt
+        self._error_after = cfg.retry_linear_cnt + cfg.retry_exp_cnt  # retries, then error
         self._grace = cfg.loss_grace_ps
         self._overdue = cfg.overdue_loss
         self._fixed_window = cfg.reorder_window_ps
@@ -145,7 +153,7 @@ class Recovery:
                 if seg is not None:
                     newly.append(seg)
             self._sacked >>= cum - una
-            una = self._snd_una = cum
+            una = self._snd_una = snd.una = cum
             una_psn = (psn0 + una) & PSN_MASK
         sack = pkt.sack
         if sack and nxt > una:
@@ -366,13 +374,13 @@ class Recovery:
         if self.watchdog_at is None:
             self._last_progress = now
             self._retries = 0
-            self.watchdog_at = now + self.rto
+            self.watchdog_at = now + self._timeout
 
     def progress(self, now: int) -> None:
         """A path proved alive: the retry count starts over."""
         self._retries = 0
         self._last_progress = now
-        self.watchdog_at = now + self.rto if self._has_work() else None
+        self.watchdog_at = now + self._timeout if self._has_work() else None
 
     # ================================================================== timers
     def next_timer(self) -> int | None:
@@ -458,24 +466,32 @@ class Recovery:
             self._mark_bad(now, e, f"timeout psn={self._psn(seg)}")
 
     def _watchdog(self, now: int) -> None:
+        """One expiry of the local ACK timer without progress: a retry, or the error."""
         if not self._has_work():
             self.watchdog_at = None
             return
+        deadline = self.watchdog_at
+        assert deadline is not None
         self._retries += 1
         self.stats.qp_timeouts += 1
         cfg = self.config
-        if not cfg.retries_forever and self._retries > cfg.retry_cnt_exp:  # type: ignore[operator]
+        if not cfg.retries_forever and self._retries > self._error_after:
             counts = {GOOD: 0, ASSUMED_BAD: 0, DENIED: 0}
             for e in self.paths.evs:
                 counts[e.state] += 1
             self._fail(now, (
-                f"retry_cnt_exp={cfg.retry_cnt_exp} exhausted: {self._retries} consecutive "
-                f"timeouts (rto {self.rto} ps, doubling) without progress on any EV since "
+                f"retries exhausted (retry_linear_cnt={cfg.retry_linear_cnt}, "
+                f"retry_exp_cnt={cfg.retry_exp_cnt}): {self._retries - 1} retries of the "
+                f"{self._timeout} ps local ACK timeout without progress on any EV since "
                 f"t={self._last_progress} ps; EVs good={counts[GOOD]} "
                 f"assumed_bad={counts[ASSUMED_BAD]} denied={counts[DENIED]}; "
                 f"{len(self._outstanding)} packets unacknowledged"))
             return
-        self.watchdog_at = now + (self.rto << min(self._retries, 24))
+        # retry k waits T while k <= retry_linear_cnt, then 2T, 4T, ... (exponential range);
+        # counted from the deadline, so a late timer call does not stretch the rule
+        over = self._retries - self._linear
+        self.watchdog_at = deadline + (self._timeout if over <= 0
+                                       else self._timeout << min(over, 40))
 
     def _fail(self, now: int, reason: str) -> None:
         qp = self.qp

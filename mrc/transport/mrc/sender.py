@@ -5,7 +5,9 @@ retransmissions first, then new data, on a GOOD EV of the pulling plane (round r
 REPS: reuse EVs whose packets came back unmarked, and every ``reps_explore_every``-th packet
 of a plane explores round robin). Internally PSNs are unwrapped to unbounded sequence numbers,
 so the 24-bit wrap is a conversion at the edges. Nothing is sent beyond the congestion
-window (``cc.window`` bytes of payload in flight).
+window (``cc.window`` bytes of payload in flight), no new PSN further than ``mpr`` x 128
+beyond the oldest unacknowledged one, and no more than ``max_wimm`` WRITEs with immediate
+outstanding (later posts wait behind a held one: the send queue keeps its order).
 
 The sender keeps what loss recovery (:mod:`.recovery`) works on: the segments sent and not
 yet acknowledged (``outstanding``), the retransmission queue (``retx``), the bytes in flight
@@ -32,7 +34,7 @@ from mrc.packet import (
 from mrc.transport.base import EVENT_SEND_COMPLETED, TransportEvent
 from mrc.transport.memory import segment_digest
 from mrc.transport.mrc.cc import CongestionControl
-from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg
 
@@ -44,7 +46,7 @@ class Sender:
                  "_reps", "_explore_every", "_ack_req_on_last", "_completions", "_overdue",
                  "good", "_rr", "_explore", "recycle", "queue", "cur", "snd_nxt",
                  "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
-                 "sent_on_qp")
+                 "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held")
 
     def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
         cfg = qp.config
@@ -90,9 +92,25 @@ class Sender:
         self.sent_on_plane: list[deque[tuple[int, Seg, int]]] = [
             deque() for _ in range(planes)]
         self.sent_on_qp: deque[tuple[int, Seg, int]] = deque()
+        #: the oldest unacknowledged sequence number (recovery moves it)
+        self.una = 0
+        self._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
+        self._max_wimm = cfg.max_wimm
+        self.wimm_out = 0  # WRITEs with immediate posted and not yet completed
+        self.held: deque[Msg] = deque()  # posts waiting for a WRITE-with-immediate slot
 
     def post(self, msg: Msg) -> None:
-        """Queue a WRITE behind the ones already posted."""
+        """Queue a WRITE behind the ones already posted (held while ``max_wimm`` WRITEs with
+        immediate are outstanding and this one, or one before it, has an immediate)."""
+        if self.held or (msg.imm is not None and self.wimm_out >= self._max_wimm):
+            self.held.append(msg)
+            self.stats.wimm_waits += 1
+            return
+        self._admit(msg)
+
+    def _admit(self, msg: Msg) -> None:
+        if msg.imm is not None:
+            self.wimm_out += 1
         if self.cur is None:
             self.cur = msg
         else:
@@ -101,7 +119,7 @@ class Sender:
 
     def has_work(self) -> bool:
         """Something is unacknowledged or not yet sent."""
-        return bool(self.outstanding) or self.cur is not None
+        return bool(self.outstanding) or self.cur is not None or bool(self.held)
 
     def poll(self, now: int, plane: int) -> Packet | None:
         """The next DATA for the idle port of ``plane``, or None (cheap when nothing can go)."""
@@ -124,6 +142,8 @@ class Sender:
         if msg is None:
             self.sendable = False
             return None
+        if self.snd_nxt - self.una >= self._mpr_psns:
+            return None  # the PSN range is used up: wait for the oldest PSNs to be acked
         offset = msg.next_offset
         length = msg.length - offset
         if length > self.mtu:
@@ -216,6 +236,11 @@ class Sender:
     def completed(self, now: int, msg: Msg) -> None:
         """Every segment of ``msg`` was acknowledged (recovery tells)."""
         self.stats.messages_sent += 1
+        if msg.imm is not None:
+            self.wimm_out -= 1
+            held = self.held
+            while held and (held[0].imm is None or self.wimm_out < self._max_wimm):
+                self._admit(held.popleft())
         if self._completions:
             self.events.append(TransportEvent(now, EVENT_SEND_COMPLETED, self.qpn, {
                 "msg_id": msg.msg_id, "bytes": msg.length, "posted_ps": msg.posted_ps,

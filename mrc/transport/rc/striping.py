@@ -2,10 +2,13 @@
 
 * ``stripe``: NCCL spreads a transfer over all of a NIC's ports; each QP gets one contiguous
   chunk, chunk sizes as equal as possible, each chunk one RDMA WRITE.
-* ``StripedConnection``: the QPs of one direction of a host pair. A message is complete only
-  when every chunk is placed, and verified; any QP error fails the connection and every
-  unfinished message, and (``abort_on_error``) stops the other QPs, as NCCL aborts the
-  communicator on any QP error.
+* ``StripedConnection``: the QPs of one direction of a host pair. A message is placed only
+  when every chunk is placed, and verified (EVENT_MESSAGE_COMPLETED, the receiver's side);
+  it completes at the sender when every chunk is acknowledged (EVENT_SEND_COMPLETED, the
+  sender's CQE, which comes after the placement). Any QP error fails the connection and
+  every unfinished message, and (``abort_on_error``) stops the other QPs, as NCCL aborts
+  the communicator on any QP error. ``post_write(..., qps=...)`` stripes a message over a
+  subset of the QPs (NCCL_IB_SPLIT_DATA_ON_QPS=0: one QP of each port per message).
 
 Which path each QP takes is the fabric's business: the layer that knows the fabric builds the
 QPs (``mrc.sim.rc_connection``) and hands them over.
@@ -21,6 +24,7 @@ from mrc.transport.base import (
     EVENT_CONNECTION_FAILED,
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
+    EVENT_SEND_COMPLETED,
     TransportEvent,
 )
 from mrc.transport.memory import expected_checksum, message_key, payload_sha256
@@ -65,6 +69,8 @@ class _ConnMsg:
     expected: int
     real_bytes: bool
     remaining: int = field(default=0)
+    unacked: int = field(default=0)
+    placed: bool = field(default=False)
 
 
 class StripedConnection:
@@ -73,8 +79,9 @@ class StripedConnection:
     ``pairs`` are the (requester, responder) ends of its QPs, in striping order; all share
     one ``RcConfig``, and the two directions of a host pair need disjoint QPN ranges (events
     of the connection itself carry ``qpn_base``). Register ``endpoints()`` with the NICs;
-    post with ``post_write``; drain ``events`` for EVENT_MESSAGE_COMPLETED (detail: msg_id,
-    bytes, checksum, expected_checksum, ok, posted_ps, chunks[, data]) and
+    post with ``post_write``; drain ``events`` for EVENT_MESSAGE_COMPLETED (placed; detail:
+    msg_id, bytes, checksum, expected_checksum, ok, posted_ps, chunks[, data]),
+    EVENT_SEND_COMPLETED (acknowledged; detail: msg_id, bytes, posted_ps, ok) and
     EVENT_CONNECTION_FAILED. The QPs' own events still go to whoever drains their deques.
     """
 
@@ -124,8 +131,10 @@ class StripedConnection:
         return len(self._msgs)
 
     def post_write(self, now: int, msg_id: int, length: int, *,
-                   payload: bytes | None = None) -> list[tuple[int, int, int]]:
-        """Stripe one WRITE over the QPs; returns its chunks as (qpn, offset, length).
+                   payload: bytes | None = None,
+                   qps: list[int] | None = None) -> list[tuple[int, int, int]]:
+        """Stripe one WRITE over the QPs (``qps``: those QPNs only, in order); returns its
+        chunks as (qpn, offset, length).
 
         On a failed connection nothing is posted and the message is recorded as failed
         (NCCL would have aborted already).
@@ -141,8 +150,11 @@ class StripedConnection:
             return []
         chunks: dict[int, _Chunk] = {}
         total = 0
-        for qp, (offset, size) in zip(self.requesters, stripe(length, len(self.requesters)),
-                                      strict=True):
+        using = self.requesters if qps is None else [q for q in self.requesters
+                                                      if q.qpn in qps]
+        if not using:
+            raise ValueError(f"message {msg_id}: no QP of this connection among {qps}")
+        for qp, (offset, size) in zip(using, stripe(length, len(using)), strict=True):
             if size:
                 chunks[qp.qpn] = _Chunk(qp.qpn, offset, size)
                 if payload is None:
@@ -150,7 +162,8 @@ class StripedConnection:
                     total = (total + expected_checksum(key, size, self.config.mtu)) & _MASK64
         expected = payload_sha256(payload) if payload is not None else total
         self._msgs[msg_id] = _ConnMsg(msg_id, length, now, chunks, expected,
-                                      payload is not None, remaining=len(chunks))
+                                      payload is not None, remaining=len(chunks),
+                                      unacked=len(chunks))
         for qp in self.requesters:
             chunk = chunks.get(qp.qpn)
             if chunk is not None:
@@ -163,8 +176,23 @@ class StripedConnection:
     def _on_qp_event(self, event: TransportEvent) -> None:
         if event.kind == EVENT_MESSAGE_COMPLETED:
             self._chunk_done(event)
+        elif event.kind == EVENT_SEND_COMPLETED:
+            self._chunk_acked(event)
         elif event.kind == EVENT_QP_ERROR:
             self._fail(event)
+
+    def _chunk_acked(self, event: TransportEvent) -> None:
+        """A requester's chunk was acknowledged; the last one is the message's CQE."""
+        msg = self._msgs.get(int(event.detail["msg_id"]))  # type: ignore[call-overload]
+        if msg is None or self.failed or event.qpn not in msg.chunks:
+            return
+        msg.unacked -= 1
+        if msg.unacked or not msg.placed:
+            return
+        del self._msgs[msg.msg_id]
+        self.events.append(TransportEvent(event.time_ps, EVENT_SEND_COMPLETED, self.qpn_base, {
+            "msg_id": msg.msg_id, "bytes": msg.length, "posted_ps": msg.posted_ps,
+            "ok": msg.placed}))
 
     def _chunk_done(self, event: TransportEvent) -> None:
         detail = event.detail
@@ -181,7 +209,7 @@ class StripedConnection:
         msg.remaining -= 1
         if msg.remaining:
             return
-        del self._msgs[msg.msg_id]
+        msg.placed = True
         ordered = sorted(msg.chunks.values(), key=lambda c: c.offset)
         out: dict[str, object] = {"msg_id": msg.msg_id, "bytes": msg.length,
                                   "posted_ps": msg.posted_ps,
@@ -200,6 +228,12 @@ class StripedConnection:
         self.completed[msg.msg_id] = event.time_ps
         self.events.append(TransportEvent(event.time_ps, EVENT_MESSAGE_COMPLETED,
                                           self.qpn_base, out))
+        if not msg.unacked:  # every chunk was acknowledged already (not in order: a stray)
+            del self._msgs[msg.msg_id]
+            self.events.append(TransportEvent(event.time_ps, EVENT_SEND_COMPLETED,
+                                              self.qpn_base, {
+                                                  "msg_id": msg.msg_id, "bytes": msg.length,
+                                                  "posted_ps": msg.posted_ps, "ok": True}))
 
     def _fail(self, event: TransportEvent) -> None:
         if self.failed:
