@@ -188,6 +188,9 @@ RC_FIELDS: tuple[Field | Rule, ...] = (
           range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
     _rc("ack_every", "responder ACK coalescing: one ACK per this many packets",
         "ack_every must be at least 1", minimum=1),
+    _field(RcConfig, "ack_timer_us", "responder ACK coalescing timer: an accepted packet "
+           "waits at most this long for its ACK",
+           range=Range("RcConfig: ack_timer_us must be positive or None", gt=0)),
     Rule(("min_window_pkts", "window_pkts"), "the smallest window fits in the window",
          lambda v, spec: 1 <= v["min_window_pkts"] <= v["window_pkts"],
          lambda v, spec: "RcConfig: need 1 <= min_window_pkts <= window_pkts"),

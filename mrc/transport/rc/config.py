@@ -17,7 +17,8 @@ class RcConfig:
     mtu: int = 4096  # payload bytes per DATA packet
     window_pkts: int = 64  # max outstanding packets; ~ one BDP (see rc_config_for)
     min_window_pkts: int = 2
-    ack_every: int = 8  # responder ACK coalescing
+    ack_every: int = 8  # responder ACK coalescing: one ACK per this many packets...
+    ack_timer_us: float | None = 4.0  # ...or this long after the first unacknowledged one
     timeout_exp: int = 20  # local ACK timeout 4.096 us x 2^n; NCCL_IB_TIMEOUT default 20
     retry_cnt: int = 7  # NCCL_IB_RETRY_CNT default 7
     reroute_after_us: float | None = None  # dynamic-routing model; None = static SRv6 routing
@@ -34,6 +35,8 @@ class RcConfig:
              "need 1 <= min_window_pkts <= window_pkts"),
             (self.window_pkts < PSN_MOD // 4, "window_pkts must stay far below 2^24 PSNs"),
             (self.ack_every >= 1, "ack_every must be at least 1"),
+            (self.ack_timer_us is None or self.ack_timer_us > 0,
+             "ack_timer_us must be positive or None"),
             (0 <= self.timeout_exp <= 31, "timeout_exp is a 5-bit verbs field (0..31)"),
             (0 <= self.retry_cnt <= 7, "retry_cnt is a 3-bit verbs field (0..7)"),
             (self.reroute_after_us is None or self.reroute_after_us > 0,
@@ -64,6 +67,12 @@ class RcConfig:
         return None if r is None else int(round(r * 1_000_000))
 
     @property
+    def ack_timer_ps(self) -> int | None:
+        """The responder's ACK coalescing timer in ps (None: ACK only by count or request)."""
+        a = self.ack_timer_us
+        return None if a is None else max(1, int(round(a * 1_000_000)))
+
+    @property
     def cnp_interval_ps(self) -> int:
         return int(round(self.cnp_interval_us * 1_000_000))
 
@@ -76,6 +85,7 @@ class RcStats:
     retx_sent: int = 0  # resent DATA packets (go-back-N and timeout resends)
     payload_bytes_sent: int = 0
     acks_sent: int = 0
+    acks_on_timer: int = 0  # ACKs the coalescing timer sent (the batch did not fill)
     naks_sent: int = 0
     acks_received: int = 0
     naks_received: int = 0

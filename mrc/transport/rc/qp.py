@@ -87,9 +87,11 @@ class RcQp:
         # PROBE / trim NACKs are MRC's; an RC QP ignores them
 
     def handle_timer(self, now: int) -> None:
-        """Local ACK timer and (optional) re-convergence deadline."""
+        """Local ACK timer, (optional) re-convergence deadline, ACK coalescing timer."""
         if not self.failed:
             self.requester.handle_timer(now)
+            if not self.failed:
+                self.responder.on_timer(now)
 
     def take_control(self) -> list[Packet]:
         """ACKs and NAKs produced since the last call (each names its plane)."""
@@ -102,7 +104,11 @@ class RcQp:
     def next_timer(self) -> int | None:
         if self.failed:
             return None
-        return self.requester.next_timer()
+        deadline = self.requester.next_timer()
+        due = self.responder.ack_due
+        if due is not None and (deadline is None or due < deadline):
+            return due
+        return deadline
 
     # ================================================================ other API
     def abort(self, now: int, reason: str) -> None:

@@ -2,9 +2,11 @@
 
 * **Segmentation, pulled.** A posted WRITE is only a sequence range; ``poll`` cuts the next
   MTU-sized segment when the port asks, so nothing is queued per packet.
-* **ACK requests.** The requester sets the ACK-request bit on the last packet of every message
-  and on the packet that fills the window, so a tail never waits for a timeout (the responder
-  otherwise coalesces its ACKs).
+* **ACK requests.** The requester sets the ACK-request bit on the last packet of every message,
+  on the packet that fills the window, and on every packet while the window is smaller than
+  the responder's ACK batch (``ack_every``): a batch that can never fill would otherwise leave
+  the window waiting. A window cut *after* its packets left can still strand a short tail
+  without a request; the responder's coalescing timer (:mod:`.responder`) acknowledges it.
 * **Go-back-N.** A sequence-error NAK acknowledges everything before its PSN and rewinds the
   send point to it: everything from there is resent.
 * **Local ACK timeout** = 4.096 us x 2^timeout_exp (verbs: exponent 0 = wait forever). The
@@ -89,7 +91,7 @@ class RcRequester:
         "paths", "order", "t1", "addr", "ev",
         "msgs", "_msg_ids", "_cur", "una", "_nxt", "max_sent", "_tail",
         "cwnd", "_wnd", "_cut_guard", "anchor", "_retries", "_reroute_anchor",
-        "timeout_ps", "reroute_ps", "_mtu", "_psn0",
+        "timeout_ps", "reroute_ps", "_mtu", "_psn0", "_ack_every",
     )
 
     def __init__(self, qp: RcQp, paths: Mapping[int, int], t1: int | None) -> None:
@@ -110,6 +112,7 @@ class RcRequester:
         self.ev = make_ev(self.plane, self.t1)
         self._mtu = cfg.mtu
         self._psn0 = cfg.initial_psn
+        self._ack_every = cfg.ack_every
         self.timeout_ps = cfg.timeout_ps
         self.reroute_ps = cfg.reroute_after_ps
         self.msgs: deque[_SendMsg] = deque()
@@ -160,8 +163,9 @@ class RcRequester:
         flags = 0
         if offset + length == m.length:
             flags = FLAG_LAST | FLAG_ACK_REQ
-        elif seq + 1 - self.una >= self._wnd:
-            flags = FLAG_ACK_REQ  # this packet fills the window: ask for an ACK now
+        elif seq + 1 - self.una >= self._wnd or self._wnd < self._ack_every:
+            # this packet fills the window, or the window cannot fill an ACK batch
+            flags = FLAG_ACK_REQ
         stats = self.stats
         if seq < self.max_sent:
             flags |= FLAG_RETX

@@ -6,8 +6,12 @@
   "episode" ends when the expected packet arrives, or when the PSNs of arriving packets go
   backwards (the requester rewound and its resent copy of the expected packet was lost
   again): only then is a new NAK due. Old (duplicate) packets are re-ACKed.
-* **ACK coalescing.** The responder ACKs every ``ack_every`` accepted packets and at once on
-  a packet with the ACK-request bit (the requester sets it where waiting would stall it).
+* **ACK coalescing.** The responder ACKs every ``ack_every`` accepted packets, at once on a
+  packet with the ACK-request bit (the requester sets it where waiting would stall it), and
+  when its coalescing timer runs out: ``ack_timer_us`` after the first packet it has not yet
+  acknowledged, as RoCE NICs bound the delay of a coalesced ACK. The timer is what keeps a
+  requester whose window was cut below the batch *after* its last packets left (none of them
+  asked) from waiting for its local ACK timeout on a fabric that delivered everything.
 * **ECN echo.** A CE mark is echoed on the next ACK or NAK; a CE mark may also trigger an
   immediate ACK, which acts as the CNP, at most one per ``cnp_interval_us`` unless an ACK is
   due anyway.
@@ -50,6 +54,7 @@ class RcResponder:
         "qp", "requester", "stats", "qpn", "host", "peer", "plane",
         "_mtu", "_ack_every", "_cnp_ps", "_epsn", "_rx", "_rx_posted", "_unacked",
         "_in_gap", "_gap_last", "_dup_last", "_ce_pending", "_last_cnp",
+        "_ack_timer_ps", "ack_due", "_last_ev",
     )
 
     def __init__(self, qp: RcQp, requester: RcRequester) -> None:
@@ -73,6 +78,10 @@ class RcResponder:
         self._dup_last: int | None = None
         self._ce_pending = False
         self._last_cnp: int | None = None
+        self._ack_timer_ps = cfg.ack_timer_ps
+        #: when the coalescing timer fires (None: nothing waits for an ACK)
+        self.ack_due: int | None = None
+        self._last_ev = 0
 
     def on_data(self, now: int, pkt: Packet) -> None:
         stats = self.stats
@@ -112,6 +121,10 @@ class RcResponder:
                 cnp = last is None or now - last >= self._cnp_ps
             if self._unacked >= self._ack_every or pkt.flags & FLAG_ACK_REQ or cnp:
                 self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
+            else:
+                self._last_ev = pkt.ev
+                if self.ack_due is None and self._ack_timer_ps is not None:
+                    self.ack_due = now + self._ack_timer_ps
         elif d > 0:
             stats.dropped_oos += 1
             if not self._in_gap or psn_diff(pkt.psn, self._gap_last) <= 0:
@@ -127,6 +140,16 @@ class RcResponder:
                 self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
             self._dup_last = pkt.psn
 
+    def on_timer(self, now: int) -> None:
+        """The coalescing timer: acknowledge what has waited since ``ack_due`` was armed."""
+        due = self.ack_due
+        if due is None or now < due:
+            return
+        if self._unacked:
+            self.stats.acks_on_timer += 1
+            self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, self._last_ev)
+        self.ack_due = None
+
     def _send_ack(self, now: int, kind: int, psn: int, ev: int) -> None:
         flags = FLAG_SEQ_ERR if kind == NACK else 0
         if self._ce_pending:
@@ -138,6 +161,7 @@ class RcResponder:
         else:
             self.stats.acks_sent += 1
         self._unacked = 0
+        self.ack_due = None
         # reply along the reverse of the path the acknowledged packet took
         req = self.requester
         da = req.paths.get(ev_t1(ev), req.addr)
