@@ -88,7 +88,7 @@ class NicPort(OutPort):
     Unlike switch ports it keeps a transmit-done event per packet: the agent must be asked at
     the moment the wire frees up, with its state at that moment."""
 
-    __slots__ = ("host", "_tx_done_cb")
+    __slots__ = ("host", "_tx_done_cb", "paused_priority")
 
     def __init__(self, net: Network, name: str, host: Host, dst: Switch, plane: int, *,
                  far_latency_ps: int) -> None:
@@ -96,6 +96,9 @@ class NicPort(OutPort):
         self.host = host
         self.header_limit = 1 << 62
         self._tx_done_cb = self._tx_done
+        #: the priority PFC has paused on this port (-1: none; see mrc.sim.pfc): the NIC
+        #: driver does not poll QPs of that priority
+        self.paused_priority = -1
 
     def send(self, pkt: Packet) -> None:
         """Queue a control packet; transmits at once when the port is idle."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mrc.packet import FLAG_RETX, PROBE, Packet
+from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
 from mrc.sim.engine import Simulator
 from mrc.sim.recorder import Recorder
 from mrc.transport.base import QueuePair, TransportEvent, drain_events, poll_round_robin
@@ -80,7 +80,11 @@ class Nic:
 
     # ----------------------------------------------------------------- HostAgent hooks
     def pull(self, now: int, plane: int) -> Packet | None:
-        found = poll_round_robin(self._senders[plane], self._rr, now, plane)
+        senders = self._senders[plane]
+        paused = self._ports[plane].paused_priority
+        if paused >= 0:  # PFC paused this port's lossless priority: its QPs wait
+            senders = [qp for qp in senders if getattr(qp, "priority", 0) != paused]
+        found = poll_round_robin(senders, self._rr, now, plane)
         if found is None:
             return None
         qp, pkt = found
@@ -196,6 +200,8 @@ class Nic:
             for pkt in control:
                 if pkt.kind == PROBE:
                     self.recorder.count("probes", now)
+                elif pkt.kind == CNP:
+                    self.recorder.count("cnps", now)
                 ports[pkt.plane].send(pkt)
         self._arm(qp, now)
         if qp.events:
@@ -214,6 +220,8 @@ class Nic:
     def _send_control(self, now: int, pkt: Packet) -> None:
         if pkt.kind == PROBE:
             self.recorder.count("probes", now)
+        elif pkt.kind == CNP:
+            self.recorder.count("cnps", now)
         self._ports[pkt.plane].send(pkt)
 
     def _send_later(self, control: list[Packet]) -> None:

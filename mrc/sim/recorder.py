@@ -34,7 +34,7 @@ class _Series:
 class Recorder:
     """Bins counters for one transport. ``bin_ps`` is the width of every bin."""
 
-    COUNTERS = ("retransmissions", "trims", "drops", "probes")
+    COUNTERS = ("retransmissions", "trims", "drops", "probes", "cnps")
 
     def __init__(self, planes: int, bin_ps: int) -> None:
         if bin_ps <= 0:
