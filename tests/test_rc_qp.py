@@ -34,6 +34,7 @@ from mrc.packet import (
     Packet,
 )
 from mrc.sim.rc_connection import (
+    DCQCN_WINDOW_PKTS,
     RcConnection,
     bdp_packets,
     ecmp_t1,
@@ -480,7 +481,7 @@ def test_ecn_echo_cuts_the_window_at_most_once_per_window() -> None:
             return "ce"
         return None
 
-    cfg = RcConfig(window_pkts=32, min_window_pkts=2, timeout_exp=4)
+    cfg = RcConfig(window_pkts=32, min_window_pkts=2, timeout_exp=4, cc="window")
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=fate)
     lp.post(SRC, req, 1, 600 * 4096)
@@ -494,7 +495,7 @@ def test_ecn_echo_cuts_the_window_at_most_once_per_window() -> None:
 
 def test_ecn_cut_guard_direct() -> None:
     """Driven by hand: a cut, no second cut until data sent after it is acknowledged."""
-    req, _ = pair(RcConfig(window_pkts=32, min_window_pkts=2))
+    req, _ = pair(RcConfig(window_pkts=32, min_window_pkts=2, cc="window"))
     req.post_write(0, 1, 100 * 4096)
     sent = [req.poll(0, 1) for _ in range(40)]
     assert sum(p is not None for p in sent) == 32  # window-limited
@@ -662,10 +663,15 @@ def test_pair_under_one_t0_and_config_for_fabric() -> None:
     req, resp = rc_qp_pair(SPEC, 0, 1, 5, 3)  # hosts 0 and 1 share T0 0
     assert req.t1 == 0 and req.address == address_for(SPEC, 0, 1, 3, 0)
     assert resp.address == address_for(SPEC, 1, 0, 3, 0)
-    cfg = rc_config_for(SPEC)
+    cfg = rc_config_for(SPEC, cc="window")
     assert cfg.mtu == SPEC.mtu_bytes
     assert 15 < bdp_packets(SPEC) < 40
     assert cfg.window_pkts == math.ceil(bdp_packets(SPEC)) + cfg.ack_every + 2
+    # as deployed: DCQCN's rate limits (the window is only a cap), on the lossless priority
+    cfg = rc_config_for(SPEC)
+    assert cfg.cc == "dcqcn" and cfg.window_pkts == DCQCN_WINDOW_PKTS
+    assert cfg.priority == SPEC.pfc_priority and cfg.line_rate_gbps == SPEC.link_gbps
+    assert rc_config_for(SPEC.with_(pfc=False)).priority == 0
 
 
 # ====================================================================== the ACK stall (issue 15)
@@ -684,7 +690,7 @@ def test_window_cut_below_the_ack_batch_is_acknowledged_by_the_timer() -> None:
     packets left without an ACK request, so the responder's batch never fills. Without the
     coalescing timer the requester waits for its local ACK timeout although every packet
     arrived; with it (the default) the transfer never times out."""
-    base = dict(window_pkts=21, ack_every=2, timeout_exp=10, min_window_pkts=1)
+    base = dict(window_pkts=21, ack_every=2, timeout_exp=10, min_window_pkts=1, cc="window")
     stalled_req, stalled_resp = pair(RcConfig(**base, ack_timer_us=None))
     lp = loop_with(stalled_req, stalled_resp, fate=_ce_fate(15 * 7, 0.261))
     lp.post(SRC, stalled_req, 1, 300 * 4096)
@@ -733,12 +739,12 @@ def test_coalescing_timer_fires_once_per_unacknowledged_run() -> None:
 
 @settings(max_examples=60, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
-@given(window=st.integers(2, 48), ack_every=st.integers(1, 16),
+@given(cc=st.sampled_from(["window", "dcqcn"]), window=st.integers(2, 48), ack_every=st.integers(1, 16),
        p_mark=st.sampled_from([0.0, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6]),
        seed=st.integers(0, 2**16), delay_us=st.integers(1, 20),
        sizes=st.lists(st.tuples(st.integers(1, 200), st.integers(0, 4095)), min_size=1,
                       max_size=4))
-def test_no_timeout_when_the_fabric_delivers_everything(window: int, ack_every: int,
+def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ack_every: int,
                                                          p_mark: float, seed: int,
                                                          delay_us: int,
                                                          sizes: list[tuple[int, int]]
@@ -747,7 +753,7 @@ def test_no_timeout_when_the_fabric_delivers_everything(window: int, ack_every: 
     packets all arrive never waits for its local ACK timeout: no timeout, no retry, no
     resend, every message placed once."""
     cfg = RcConfig(window_pkts=window, ack_every=ack_every, min_window_pkts=1,
-                   timeout_exp=14)
+                   timeout_exp=14, cc=cc)
     req, resp = pair(cfg)
     lp = loop_with(req, resp, delay_ps=delay_us * US, fate=_ce_fate(seed, p_mark))
     for i, (pkts, short) in enumerate(sizes):

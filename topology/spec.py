@@ -50,12 +50,17 @@ class FabricSpec:
     # PFC (IEEE 802.1Qbb) on one lossless priority; the mechanism is mrc.sim.pfc
     pfc: bool = True  # switches and NICs run PFC on pfc_priority (RoCE's lossless class)
     pfc_priority: int = 3  # the 802.1p priority of the lossless class
-    pfc_xoff_bytes: int | None = None  # default: 16 full-MTU packets
+    pfc_xoff_bytes: int | None = None  # default: 2 x ecn_threshold_bytes, >= 16 packets
     pfc_xon_bytes: int | None = None  # default: pfc_xoff_bytes // 2
     pfc_headroom_bytes: int | None = None  # default: pfc_min_headroom_bytes()
     pfc_quanta: int = 0xFFFF  # pause time an XOFF asks for, in 512-bit-time quanta
     pfc_watchdog_us: float = 0.0  # SONiC's PFC watchdog detection time; 0 = off
     pfc_watchdog_restore_us: float | None = None  # default: pfc_watchdog_us
+    # ECN of the lossless queue, DCQCN's congestion point (RED, as the DCQCN paper sets it:
+    # no mark up to kmin, probability rising to pmax at kmax, every packet above kmax)
+    lossless_ecn_kmin_bytes: int = 5_000
+    lossless_ecn_kmax_bytes: int = 200_000
+    lossless_ecn_pmax: float = 0.01
     name: str = field(default="custom", compare=False)
 
     def __post_init__(self) -> None:
@@ -64,7 +69,8 @@ class FabricSpec:
         if self.trim_threshold_bytes is None:
             object.__setattr__(self, "trim_threshold_bytes", self.buffer_bytes)
         self._validate()
-        derived = {"pfc_xoff_bytes": lambda: 16 * self.packet_bytes(self.mtu_bytes),
+        derived = {"pfc_xoff_bytes": lambda: max(16 * self.packet_bytes(self.mtu_bytes),
+                                                 2 * self.ecn_threshold_bytes),
                    "pfc_xon_bytes": lambda: self.pfc_xoff_bytes // 2,  # type: ignore[operator]
                    "pfc_headroom_bytes": self.pfc_min_headroom_bytes,
                    "pfc_watchdog_restore_us": lambda: self.pfc_watchdog_us}
@@ -145,6 +151,16 @@ class FabricSpec:
             raise FabricError(f"pfc must be true or false, got {self.pfc!r}")
         if not 0 <= self.pfc_priority <= 7:
             raise FabricError(f"pfc_priority ({self.pfc_priority}) is an 802.1p priority: 0..7")
+        kmin, kmax, pmax = (self.lossless_ecn_kmin_bytes, self.lossless_ecn_kmax_bytes,
+                            self.lossless_ecn_pmax)
+        for name, value in (("lossless_ecn_kmin_bytes", kmin), ("lossless_ecn_kmax_bytes", kmax)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FabricError(f"{name} must be an integer >= 0, got {value!r}")
+        if kmax < kmin:
+            raise FabricError(f"lossless_ecn_kmax_bytes ({kmax}) must not be below "
+                              f"lossless_ecn_kmin_bytes ({kmin})")
+        if isinstance(pmax, bool) or not isinstance(pmax, int | float) or not 0 <= pmax <= 1:
+            raise FabricError(f"lossless_ecn_pmax must be a probability in [0, 1], got {pmax!r}")
         if not 1 <= self.pfc_quanta <= 0xFFFF:
             raise FabricError(f"pfc_quanta ({self.pfc_quanta}) must be in 1..65535")
         if not self.pfc:

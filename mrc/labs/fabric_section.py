@@ -54,11 +54,18 @@ _DOCS: dict[str, tuple[str | None, str]] = {
                         "its lossless queue and ignores PAUSE (SONiC); 0 = off"),
     "pfc_watchdog_restore_us": ("us", "the watchdog restores a stormed port after this long "
                                 "without PAUSE frames"),
+    "lossless_ecn_kmin_bytes": ("bytes", "lossless queue (DCQCN's congestion point): no ECN "
+                                "mark below this many bytes queued"),
+    "lossless_ecn_kmax_bytes": ("bytes", "lossless queue: marking probability reaches "
+                                "lossless_ecn_pmax here; every departing packet is marked "
+                                "above"),
+    "lossless_ecn_pmax": (None, "lossless queue: marking probability at kmax (RED)"),
 }
 #: Defaults FabricSpec derives from other keys (its None defaults).
 _DERIVED = {"t1_per_plane": "hosts_per_t0 (non-oversubscribed)",
             "trim_threshold_bytes": "buffer_bytes (trim when full)", "switch_radix": "no limit",
-            "pfc_xoff_bytes": "16 full-MTU packets", "pfc_xon_bytes": "pfc_xoff_bytes / 2",
+            "pfc_xoff_bytes": "2 x ecn_threshold_bytes (so DCQCN's marks come before pauses), "
+                              "at least 16 full-MTU packets", "pfc_xon_bytes": "pfc_xoff_bytes / 2",
             "pfc_headroom_bytes": "the least that holds a pause's in-flight bytes",
             "pfc_watchdog_restore_us": "pfc_watchdog_us"}
 

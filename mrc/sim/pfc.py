@@ -25,6 +25,14 @@ ports instead of the plain ones; a fabric without PFC runs the plain code, uncha
   control and best-effort packets. The pause lasts ``quanta`` x 512 bit times from its
   arrival, until an XON, or is refreshed: the far end repeats an XOFF every half pause time
   while its ingress stays above XON. A frame in transmission always completes.
+* **ECN on the lossless queue** (DCQCN's congestion point): RED as the DCQCN paper sets it,
+  ``lossless_ecn_kmin_bytes`` / ``lossless_ecn_kmax_bytes`` / ``lossless_ecn_pmax``: a
+  departing packet is marked with a probability rising linearly from 0 at kmin to pmax at
+  kmax of the lossless bytes still queued behind it, and always above kmax. Marking at
+  departure makes the mark say what the queue is now, not what it was one queueing delay
+  ago: with PFC the lossless queue can hold hundreds of microseconds, and marks that old
+  make DCQCN cut long after the queue has drained. (The best-effort queue keeps its step
+  marking at ``ecn_threshold_bytes`` on admission, unchanged.)
 * **Exact timing.** A port whose lossless queue holds packets and is not paused runs on a
   transmit clock (one event per departure), so each lossless departure releases its ingress
   bytes, and any XON follows, at the picosecond it starts; a PAUSE frame queued behind a
@@ -352,7 +360,7 @@ class PfcPort(_PauseState, OutPort):
     when the packet leaves."""
 
     __slots__ = (*_PAUSE_SLOTS, "lq", "_lqb", "peak_lqbytes", "_turn", "_clock_at",
-                 "_clock_cb", "rx_stalled", "held")
+                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope")
 
     def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
                  plane: int, *, far_latency_ps: int) -> None:
@@ -367,6 +375,13 @@ class PfcPort(_PauseState, OutPort):
         self._pause_cb = self._pause_arrive
         self.rx_stalled = False  # host-facing ports: the host stopped draining (a fault)
         self.held: deque[Packet] = deque()  # what a stalled host holds in its receive buffer
+        spec = net.spec
+        # WRED-style ECN on the lossless queue (DCQCN's congestion point): no mark up to
+        # kmin, probability rising linearly to pmax at kmax, every packet beyond
+        self._kmin = spec.lossless_ecn_kmin_bytes
+        self._kmax = spec.lossless_ecn_kmax_bytes
+        span = self._kmax - self._kmin
+        self._pslope = spec.lossless_ecn_pmax / span if span > 0 else 0.0
 
     def __repr__(self) -> str:
         state = "up" if self.up else "DOWN"
@@ -410,8 +425,6 @@ class PfcPort(_PauseState, OutPort):
                 self._drop(pkt, "lossless_overflow")
                 return
             lqb = self._lqb
-            if lqb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
-                self._mark(pkt, now)
             lqb += size
             self._lqb = lqb
             if lqb > self.peak_lqbytes:
@@ -467,8 +480,12 @@ class PfcPort(_PauseState, OutPort):
             elif lq and not paused and (turn or not q):
                 pkt, src = lq.popleft()
                 size = pkt.size
-                self._lqb -= size
+                lqb = self._lqb = self._lqb - size
                 turn = False
+                if lqb > self._kmin and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE and (
+                        lqb >= self._kmax
+                        or self._rng.random() < (lqb - self._kmin) * self._pslope):
+                    self._mark(pkt, t)
                 if src is not None:
                     src.release(size)
             elif q:
