@@ -30,6 +30,8 @@ _SIM_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] 
     "loss_end": ("set_loss", lambda p: {"p": 0.0}),
     "degrade_start": ("degrade", lambda p: {"fraction": p["rate_fraction"]}),
     "degrade_end": ("degrade", lambda p: {"fraction": 1.0}),
+    "stall_start": ("nic_stall", lambda p: {}),
+    "stall_end": ("nic_resume", lambda p: {}),
 }
 DRAIN_ACTIONS = ("drain_start", "drain_end")
 ACTIONS = (*_SIM_ACTIONS, *DRAIN_ACTIONS)

@@ -297,3 +297,75 @@ def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.D
         path.write_text(json.dumps(lab, indent=2, default=str) + "\n", encoding="utf-8")
         written.append(path)
     return written
+
+
+# ====================================================================== PFC, DCQCN, fairness
+def pfc_stats(totals: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The PFC block of a transport's summary (None on a fabric without PFC): PAUSE frames
+    sent and received, time ports spent paused (summed over ports), ports ever paused, the
+    most paused ports, watchdog storms, and the drops of the lossless machinery
+    (``lossless_overflow_drops`` must stay 0: they would be a headroom bug)."""
+    if "pause_frames_sent" not in totals:
+        return None
+    keys = ("pause_frames_sent", "pause_frames_received", "ports_paused", "watchdog_storms",
+            "lossless_overflow_drops", "watchdog_drops", "stalled_host_drops")
+    out: dict[str, Any] = {k: int(totals.get(k, 0) or 0) for k in keys}
+    out["paused_us"] = _r(totals.get("paused_us", 0.0))
+    out["most_paused_ports"] = [{"port": p["port"], "paused_us": _r(p["paused_us"])}
+                                for p in totals.get("most_paused_ports", [])]
+    return out
+
+
+def _metric(timeseries: pd.DataFrame, transport: str, metric: str) -> pd.Series:
+    return goodput_series(timeseries, transport, metric)
+
+
+def flow_fairness(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
+                  end_us: float, tolerance: float = 0.1) -> dict[str, Any] | None:
+    """How evenly a few connections shared the fabric (the ``flow_gbps:*`` series, kept for
+    jobs of at most 16 connections; None with fewer than two).
+
+    ``fair_share_gbps``: the mean over the steady bins of the connections' mean goodput.
+    ``converged_us``: start of the first bin from which, in every later full bin, each
+    connection's goodput is within ``tolerance`` of that bin's mean over the connections
+    (null if that never holds to the end). ``jain_index``: Jain's fairness index of the
+    connections' mean goodputs over the bins from ``converged_us`` (or all bins)."""
+    rows = timeseries[(timeseries["transport"] == transport)
+                      & timeseries["metric"].str.startswith("flow_gbps:")]
+    if rows.empty:
+        return None
+    table = rows.pivot_table(index="time_us", columns="metric", values="value",
+                             aggfunc="first").sort_index()
+    if table.shape[1] < 2:
+        return None
+    starts = table.index.to_numpy(dtype=float)
+    table = table[starts + bin_us / 2 <= end_us + 1e-9]
+    values = table.to_numpy(dtype=float)
+    if not len(values):
+        return None
+    mean = values.mean(axis=1)
+    ok = np.all(np.abs(values - mean[:, None]) <= tolerance * mean[:, None], axis=1) & (mean > 0)
+    converged = None
+    for i in range(len(ok) - 1, -1, -1):
+        if not ok[i]:
+            break
+        converged = float(table.index[i])
+    steady = values if converged is None else values[table.index.to_numpy() >= converged]
+    per_flow = steady.mean(axis=0)
+    jain = float(per_flow.sum() ** 2 / (len(per_flow) * (per_flow ** 2).sum())) \
+        if (per_flow ** 2).sum() > 0 else None
+    return {"flows": int(values.shape[1]), "fair_share_gbps": _r(float(mean.mean())),
+            "converged_us": _r(converged), "jain_index": _r(jain, 4),
+            "min_flow_gbps": _r(float(per_flow.min())), "max_flow_gbps": _r(float(per_flow.max()))}
+
+
+def queue_stats(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
+                end_us: float) -> dict[str, Any] | None:
+    """The deepest data queue of any switch port (sampled at bin ends): peak and mean."""
+    series = _metric(timeseries, transport, "max_queue_bytes")
+    if series.empty:
+        return None
+    series = full_bins(series, bin_us, end_us)
+    if series.empty:
+        return None
+    return {"peak_bytes": int(series.max()), "mean_bytes": int(round(float(series.mean())))}

@@ -62,6 +62,21 @@ class Host:
         for port in self.ports:
             port.kick()
 
+    def set_rx_stalled(self, stalled: bool) -> None:
+        """A stuck host: its NIC stops draining the receive queue, so what arrives is lost
+        (on a PFC fabric the T0's port to it holds its lossless class and the NIC pauses the
+        T0 instead: ``mrc.sim.pfc.PfcPort.set_rx_stall``)."""
+        agent = self.agent
+        if stalled:
+            self._on_receive = self._drop_stalled
+        else:
+            self._on_receive = agent.on_receive if agent is not None else None
+
+    def _drop_stalled(self, now: int, pkt: Packet) -> None:
+        self.drops["rx_stalled"] = self.drops.get("rx_stalled", 0) + 1
+        if self.net.observer is not None:
+            self.net.observer(now, self.name, pkt, "rx_stalled")
+
     def receive(self, pkt: Packet) -> None:
         if pkt.da & _CARRIER_MASK or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1

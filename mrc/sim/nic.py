@@ -53,6 +53,9 @@ class Nic:
         #: planes whose NIC port has lost its link
         self._down: set[int] = set()
         self.unknown_qpn = 0
+        #: QPN -> the recorder of its transport, when several share the fabric (mixed runs;
+        #: empty otherwise, and ``recorder`` counts everything)
+        self.recorders: dict[int, Recorder] = {}
         host.attach(self)
 
     # ----------------------------------------------------------------- setup
@@ -89,7 +92,7 @@ class Nic:
             return None
         qp, pkt = found
         if pkt.flags & FLAG_RETX:
-            self.recorder.count("retransmissions", now)
+            self._rec(qp.qpn).count("retransmissions", now)
         # control packets wait for an event of their own: we are inside the port
         control = qp.take_control()
         if control:
@@ -115,7 +118,9 @@ class Nic:
         qp.receive(now, pkt)
         placed = qp.bytes_placed - before
         if placed:
-            self.recorder.placed(now, pkt.plane, placed)
+            rec = self.recorders.get(pkt.qpn, self.recorder) if self.recorders \
+                else self.recorder
+            rec.placed(now, pkt.plane, placed)
         self._service(qp, now)
         self._kick(qp)
 
@@ -199,9 +204,9 @@ class Nic:
             ports = self._ports
             for pkt in control:
                 if pkt.kind == PROBE:
-                    self.recorder.count("probes", now)
+                    self._rec(pkt.qpn).count("probes", now)
                 elif pkt.kind == CNP:
-                    self.recorder.count("cnps", now)
+                    self._rec(pkt.qpn).count("cnps", now)
                 ports[pkt.plane].send(pkt)
         self._arm(qp, now)
         if qp.events:
@@ -217,11 +222,14 @@ class Nic:
                 self._timer_at[qp.qpn] = at
                 self.sim.at(at, self._on_timer, qp)
 
+    def _rec(self, qpn: int) -> Recorder:
+        return self.recorders.get(qpn, self.recorder) if self.recorders else self.recorder
+
     def _send_control(self, now: int, pkt: Packet) -> None:
         if pkt.kind == PROBE:
-            self.recorder.count("probes", now)
+            self._rec(pkt.qpn).count("probes", now)
         elif pkt.kind == CNP:
-            self.recorder.count("cnps", now)
+            self._rec(pkt.qpn).count("cnps", now)
         self._ports[pkt.plane].send(pkt)
 
     def _send_later(self, control: list[Packet]) -> None:
