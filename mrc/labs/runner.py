@@ -441,6 +441,10 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
                                       end_us=r.end_us)
         if fairness is not None:
             entry["fairness"] = fairness
+        per_flow = summ.flow_goodput(r.timeseries, r.name, bin_us=lab.run.bin_us,
+                                     end_us=r.end_us, faults=windows)
+        if per_flow is not None:
+            entry["flow_goodput_gbps"] = per_flow
         if flows is not None:
             entry["flows"] = summ.flow_stats(flows[flows["transport"] == r.name])
         if table is not None:

@@ -369,3 +369,26 @@ def queue_stats(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
     if series.empty:
         return None
     return {"peak_bytes": int(series.max()), "mean_bytes": int(round(float(series.mean())))}
+
+
+def flow_goodput(timeseries: pd.DataFrame, transport: str, *, bin_us: float, end_us: float,
+                 faults: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Each connection's goodput windows (``before``/``during``/``after``/``min``, Gb/s, as
+    for the transport's total) from the ``flow_gbps:*`` series, keyed by ``src->dst``:
+    what a victim flow or an unrelated job kept while others were congested or stuck."""
+    metrics = sorted(m for m in timeseries["metric"].unique() if str(m).startswith("flow_gbps:"))
+    rows = timeseries[timeseries["transport"] == transport]
+    if not metrics or rows.empty:
+        return None
+    first, last, ongoing = fault_bounds(faults)
+    out: dict[str, Any] = {}
+    for metric in metrics:
+        series = goodput_series(rows, transport, metric)
+        if series.empty:
+            continue
+        stats = goodput_stats(series, bin_us=bin_us, end_us=end_us, first_fault_us=first,
+                              last_end_us=last, ongoing=ongoing)
+        bins = full_bins(series, bin_us, end_us)
+        stats["mean"] = _r(float(bins.mean())) if not bins.empty else None
+        out[metric[len("flow_gbps:"):]] = stats
+    return out or None

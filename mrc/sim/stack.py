@@ -237,6 +237,7 @@ class SimStack:
     #: The connection class of each transport kind (the live stack's carry real bytes).
     connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
         "mrc": MrcConnection, "rc": RcConnectionAdapter}
+    _series = False  # enable_series() was called
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc") -> None:
@@ -257,7 +258,6 @@ class SimStack:
         if spec.pfc:
             self.recorder.pfc = True
             self.net.pause_hook = self._paused_ports
-        self._series = False
 
     # ----------------------------------------------------------------- connections
     def open(self, kind: str, src: int, dst: int, params: dict[str, Any] | None = None
@@ -355,8 +355,8 @@ class SimStack:
         jobs of at most ``MAX_FLOW_SERIES`` connections) each connection's bytes placed: the
         ``max_queue_bytes`` and ``flow_gbps:<src>-><dst>`` series. Sampling stops while
         nothing else is scheduled, so a quiet simulator still runs dry."""
-        if self._series:
-            return
+        if self._series or not hasattr(self.sim, "heap"):
+            return  # already on, or a live run (its fabric keeps its own heap)
         self._series = True
         self._switch_ports = [p for sw in self.net.switches.values() for p in sw.ports]
         self.sim.at(self.recorder.bin_ps, self._sample, None)
