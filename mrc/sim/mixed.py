@@ -98,13 +98,12 @@ class MixedStack(SimStack):
 
     def _on_qp_event(self, event: TransportEvent, qp: QueuePair) -> None:
         name = self._transport_of.get(qp.qpn, self.names[0])
-        rows = len(self._rows)
         self.recorder = self.recorders[name]
         try:
             super()._on_qp_event(event, qp)
         finally:
             self.recorder = self._fabric_recorder
-        self._tag_rows(rows, name)
+        self._tag_rows(name)
 
     def note_event(self, now_ps: int, kind: str, target: str, **detail: Any) -> None:
         self.note_event_as(None, now_ps, kind, target, **detail)
@@ -112,12 +111,13 @@ class MixedStack(SimStack):
     def note_event_as(self, name: str | None, now_ps: int, kind: str, target: str,
                       **detail: Any) -> None:
         """A row for one transport (``None``: the fabric's, e.g. a fault: every transport's)."""
-        rows = len(self._rows)
         super().note_event(now_ps, kind, target, **detail)
-        self._tag_rows(rows, name or "*")
+        self._tag_rows(name or "*")
 
-    def _tag_rows(self, before: int, name: str) -> None:
-        self._row_transport.extend([name] * (len(self._rows) - before))
+    def _tag_rows(self, name: str) -> None:
+        """Say whose the rows added since the last tagging are (a QP event's handler may
+        add rows of its own transport before the event's row is tagged)."""
+        self._row_transport.extend([name] * (len(self._rows) - len(self._row_transport)))
 
     # ----------------------------------------------------------------- results
     def events_of(self, name: str) -> pd.DataFrame:
