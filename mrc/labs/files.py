@@ -56,10 +56,15 @@ def parse_toml(text: str, source: str | None) -> dict[str, Any]:
 
 
 def _bundled_dir() -> Any:
-    """The installed ``mrc.bundled_labs`` package, or ``labs/`` of a source checkout (when
-    ``mrc`` is imported from the repository itself, the install-time mapping does not apply)."""
+    """``labs/`` of the source checkout ``mrc`` was imported from, else the installed
+    ``mrc.bundled_labs`` package. (A checkout wins: an editable install maps
+    ``mrc.bundled_labs`` to the folder it was installed from, which is another checkout's
+    when this one is put first on ``sys.path``.)"""
     from importlib.resources import files
 
+    checkout = Path(__file__).resolve().parents[2] / "labs"
+    if (checkout / "__init__.py").is_file():
+        return checkout
     try:
         return files("mrc.bundled_labs")
     except ModuleNotFoundError:

@@ -321,15 +321,18 @@ def _metric(timeseries: pd.DataFrame, transport: str, metric: str) -> pd.Series:
 
 
 def flow_fairness(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
-                  end_us: float, tolerance: float = 0.1) -> dict[str, Any] | None:
+                  end_us: float, tolerance: float = 0.1,
+                  window_us: float = 100.0) -> dict[str, Any] | None:
     """How evenly a few connections shared the fabric (the ``flow_gbps:*`` series, kept for
     jobs of at most 16 connections; None with fewer than two).
 
-    ``fair_share_gbps``: the mean over the steady bins of the connections' mean goodput.
-    ``converged_us``: start of the first bin from which, in every later full bin, each
-    connection's goodput is within ``tolerance`` of that bin's mean over the connections
-    (null if that never holds to the end). ``jain_index``: Jain's fairness index of the
-    connections' mean goodputs over the bins from ``converged_us`` (or all bins)."""
+    Goodput is averaged over windows of ``window_us`` (at least one bin): a rate-based
+    congestion control is a sawtooth, and a 10 us bin holds a few dozen packets.
+    ``fair_share_gbps``: the mean over the run of the connections' mean goodput.
+    ``converged_us``: start of the first window from which every later window has each
+    connection within ``tolerance`` of that window's mean over the connections (null if that
+    never holds to the end). ``jain_index``: Jain's fairness index of the connections' mean
+    goodputs from ``converged_us`` on (or over the run)."""
     rows = timeseries[(timeseries["transport"] == transport)
                       & timeseries["metric"].str.startswith("flow_gbps:")]
     if rows.empty:
@@ -340,7 +343,12 @@ def flow_fairness(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
         return None
     starts = table.index.to_numpy(dtype=float)
     table = table[starts + bin_us / 2 <= end_us + 1e-9]
-    values = table.to_numpy(dtype=float)
+    if not len(table):
+        return None
+    span = max(1, int(round(window_us / bin_us)))
+    windows = table.rolling(span).mean().iloc[span - 1:]
+    windows.index = table.index[:len(windows)]
+    values = windows.to_numpy(dtype=float)
     if not len(values):
         return None
     mean = values.mean(axis=1)
@@ -349,14 +357,16 @@ def flow_fairness(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
     for i in range(len(ok) - 1, -1, -1):
         if not ok[i]:
             break
-        converged = float(table.index[i])
-    steady = values if converged is None else values[table.index.to_numpy() >= converged]
+        converged = float(windows.index[i])
+    whole = table.to_numpy(dtype=float)
+    steady = whole if converged is None else whole[table.index.to_numpy() >= converged]
     per_flow = steady.mean(axis=0)
     jain = float(per_flow.sum() ** 2 / (len(per_flow) * (per_flow ** 2).sum())) \
         if (per_flow ** 2).sum() > 0 else None
-    return {"flows": int(values.shape[1]), "fair_share_gbps": _r(float(mean.mean())),
-            "converged_us": _r(converged), "jain_index": _r(jain, 4),
-            "min_flow_gbps": _r(float(per_flow.min())), "max_flow_gbps": _r(float(per_flow.max()))}
+    return {"flows": int(whole.shape[1]), "window_us": _r(span * bin_us),
+            "fair_share_gbps": _r(float(whole.mean())), "converged_us": _r(converged),
+            "jain_index": _r(jain, 4), "min_flow_gbps": _r(float(per_flow.min())),
+            "max_flow_gbps": _r(float(per_flow.max()))}
 
 
 def queue_stats(timeseries: pd.DataFrame, transport: str, *, bin_us: float,

@@ -440,8 +440,9 @@ class SimStack:
         if not self.spec.pfc:
             return {}
         net = self.net.totals()
-        top = sorted(((p.pfc_counters()[2], p.name) for p in self.net.ports.values()
-                      if p.pfc_counters()[2] > 0), reverse=True)[:5]  # type: ignore[attr-defined]
+        paused = [(p.pfc_counters()[2], p.name)  # type: ignore[attr-defined]
+                  for p in self.net.ports.values()]
+        top = sorted((row for row in paused if row[0] > 0), reverse=True)[:5]
         return {
             "pause_frames_sent": net["pause_frames_sent"],
             "pause_frames_received": net["pause_frames_received"],

@@ -336,14 +336,14 @@ class RcRequester:
         self._rewind(self.una)
 
     def next_timer(self) -> int | None:
-        deadline = None
+        deadline: int | None = None
         rp = self.rp
         if rp is not None:
             deadline = rp.next_increase
             if self._paced:  # held back by the rate: wake the driver when it may send
-                t = self._next_tx
-                if deadline is None or t < deadline:
-                    deadline = t
+                nxt = self._next_tx
+                if deadline is None or nxt < deadline:
+                    deadline = nxt
         if self.max_sent <= self.una:
             return deadline
         t = self.timeout_ps
