@@ -18,6 +18,8 @@ through the network on the per-packet path):
   host's agent (:class:`HostAgent`) whenever its wire goes idle.
 * :mod:`mrc.sim.switch`: ``Switch``, uSID shift-and-forward from static tables.
 * :mod:`mrc.sim.link`: ``Link``, both directions of a link and why it is held down.
+* :mod:`mrc.sim.pfc`: on a fabric with PFC, the ports of the lossless class (ingress
+  accounting, PAUSE frames, per-priority stop, watchdog) that replace the plain ones.
 * here: ``Network`` (lookup by name, statistics, hooks), the drop reasons, the hook types and
   the ``HostAgent`` protocol. :func:`mrc.sim.fabric.build_network` wires it all together.
 """

@@ -50,6 +50,10 @@ ports instead of the plain ones; a fabric without PFC runs the plain code, uncha
   (``pfc_watchdog``), new lossless packets for it are dropped, and PAUSE frames it receives
   are ignored until none has come for ``pfc_watchdog_restore_us``.
 
+The live runtime's fabric builds these ports too, but a packet read from a datagram carries no
+priority yet (``Packet.prio`` is 0: the DSCP is not mapped back), so in live runs every class is
+best effort and PFC stays idle there.
+
 Counters per port (:meth:`PfcPort.pfc_counters`): PAUSE frames sent on it and received for
 it, time its lossless egress spent paused, watchdog storms. ``Network.pause_hook`` hears each
 pause and resume (the paused-ports series of the labs).
