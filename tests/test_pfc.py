@@ -13,7 +13,8 @@ from mrc.packet import DATA, PAUSE_BYTES, Packet, data_bytes
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.network import Network
-from mrc.sim.pfc import PauseFrame, PfcIngress, PfcNicPort, PfcPort
+from mrc.sim.pfc import PauseFrame, PfcIngress
+from mrc.sim.pfc_ports import PfcNicPort, PfcPort
 from mrc.sim.ports import OutPort
 from mrc.sim.stack import SimStack
 from topology.paths import address_for
