@@ -11,6 +11,11 @@ Scenarios (issue 6):
 ``planes8``
     256 hosts x 8 planes (16 T0 x 16 hosts, 16 T1 per plane), permutation, 2 MB per
     flow, MRC and RC.
+``rc8x512``, ``rc8x1024``
+    RC as deployed (lossless, DCQCN, defaults) on 512 / 1024 hosts x 8 planes (32 T0 x 16
+    hosts / 32 T0 x 32 hosts, 16 / 32 T1 per plane), permutation, 2 MB per flow: the scale at
+    which the ECN ACK stall of issue 15 left flows waiting for the 4.3 s local ACK timeout.
+    Reports flows completed, FCTs, aggregate goodput and PFC/DCQCN counters.
 ``labs``
     Every bundled lab, each transport on its own (``run_lab`` wall time, summary included).
 
@@ -50,7 +55,7 @@ from topology.spec import FabricSpec
 FLOW_BYTES = 2_000_000
 #: Simulated-time bound of a permutation run (it stops when the last flow completes).
 DEADLINE_US = 100_000.0
-SCENARIOS = ("perm128", "perm1024", "planes8", "labs")
+SCENARIOS = ("perm128", "perm1024", "planes8", "rc8x512", "rc8x1024", "labs")
 
 
 def perm_spec(hosts: int, hosts_per_t0: int, t1: int, planes: int = 1,
@@ -66,6 +71,8 @@ SPECS: dict[str, FabricSpec] = {
     "perm128": perm_spec(128, 8, 8, name="perm128"),
     "perm1024": perm_spec(1024, 32, 32, name="perm1024"),
     "planes8": perm_spec(256, 16, 16, planes=8, name="planes8"),
+    "rc8x512": perm_spec(512, 16, 16, planes=8, name="rc8x512"),
+    "rc8x1024": perm_spec(1024, 32, 32, planes=8, name="rc8x1024"),
 }
 
 
@@ -161,6 +168,8 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     fcts = [t / PS_PER_US for t in done if t is not None]
     ideal = size * 8 / (spec.nic_gbps * 1e3) + spec.base_rtt_ps() / PS_PER_US
     p50 = percentile(fcts, 50) if fcts else None
+    totals = stack.totals()
+    last = max(fcts) if fcts and len(fcts) == spec.hosts else sim.now / PS_PER_US
     return CaseResult(
         case=case, kind=kind, hosts=spec.hosts, planes=spec.planes,
         setup_s=wall1 - wall0, wall_s=wall_s, cpu_s=cpu_s, sim_us=sim.now / PS_PER_US,
@@ -169,8 +178,12 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
         fct_p50_us=p50, fct_p99_us=percentile(fcts, 99) if fcts else None,
         fct_max_us=max(fcts) if fcts else None, ideal_us=ideal,
         p50_vs_ideal=None if p50 is None else p50 / ideal,
-        extra={"retransmissions": stack.totals()["retransmitted_packets"],
-               "trims": stack.net.totals()["trims"]})
+        extra={"retransmissions": totals["retransmitted_packets"],
+               "trims": stack.net.totals()["trims"],
+               # all flows' bytes over the time to the last completion (or the deadline)
+               "goodput_gbps": round(stack.recorder.bytes_delivered * 8 / (last * 1e3), 1),
+               "drops": totals["dropped_packets"], "cnps": totals.get("cnps_sent", 0),
+               "pause_frames": totals.get("pause_frames_sent", 0)})
 
 
 # ====================================================================== labs
@@ -217,6 +230,8 @@ def cases(scenario: str) -> list[str]:
         return [scenario]
     if scenario == "planes8":
         return ["planes8.mrc", "planes8.rc"]
+    if scenario in ("rc8x512", "rc8x1024"):
+        return [scenario]
     if scenario == "labs":
         return [f"labs.{name}.{kind}" for name in lab_names() for kind in ("mrc", "rc")]
     if scenario.startswith("lab:"):
@@ -233,6 +248,8 @@ def run_case(case: str) -> CaseResult:
         return run_permutation(case, SPECS[case], "mrc", FLOW_BYTES)
     if case.startswith("planes8."):
         return run_permutation(case, SPECS["planes8"], case.split(".", 1)[1], FLOW_BYTES)
+    if case in ("rc8x512", "rc8x1024"):
+        return run_permutation(case, SPECS[case], "rc", FLOW_BYTES)
     if case.startswith("labs."):
         _, rest = case.split(".", 1)
         name, kind = rest.rsplit(".", 1)

@@ -33,7 +33,12 @@ ACK: Final = 1
 NACK: Final = 2
 PROBE: Final = 3
 PROBE_REPLY: Final = 4
-KIND_NAMES: Final = ("DATA", "ACK", "NACK", "PROBE", "PROBE_REPLY")
+#: RoCEv2 congestion notification packet (BTH opcode 0x81): the DCQCN notification point's
+#: signal to the sender of a CE-marked flow.
+CNP: Final = 5
+#: IEEE 802.1Qbb PFC frame (MAC control): never leaves its link, never an IPv6 packet.
+PAUSE: Final = 6
+KIND_NAMES: Final = ("DATA", "ACK", "NACK", "PROBE", "PROBE_REPLY", "CNP", "PAUSE")
 
 # ---------------------------------------------------------------- flags (u16 on the wire)
 FLAG_LAST: Final = 0x0001  # DATA: last packet of its message (by offset)
@@ -67,6 +72,11 @@ ENVELOPE_BYTES: Final = 2 * IPV6_BYTES + UDP_BYTES + BTH_BYTES  # 100
 DATA_HEADER_BYTES: Final = ENVELOPE_BYTES + RETH_BYTES + MRC_DETH_BYTES + ICRC_BYTES  # 144
 ACK_BYTES: Final = ENVELOPE_BYTES + AETH_BYTES + MRC_AETH_BYTES + ICRC_BYTES  # 136
 PROBE_BYTES: Final = ENVELOPE_BYTES + MRC_PETH_BYTES + ICRC_BYTES  # 116
+CNP_RESERVED_BYTES: Final = 16
+CNP_BYTES: Final = ENVELOPE_BYTES + CNP_RESERVED_BYTES + ICRC_BYTES  # 120
+#: A PFC frame is a minimum Ethernet frame (64 bytes with MAC header and FCS); counted like
+#: an IPv6 packet's size, the ports' Ethernet overhead (38) then gives its 84 wire bytes.
+PAUSE_BYTES: Final = 46
 #: The smallest trim that keeps QPN, PSN, EV and message id of a DATA packet.
 MIN_TRIM_BYTES: Final = ENVELOPE_BYTES + RETH_BYTES + 8
 
@@ -108,8 +118,9 @@ class Packet:
         "da", "ecn", "trimmed", "size", "hop_limit",
         # payload: real bytes (live runtime, pcap) or None in simulation
         "payload",
-        # simulation bookkeeping, not on the wire
-        "digest", "plane", "hop_epoch",
+        # simulation bookkeeping, not on the wire (``prio``: the 802.1p priority the
+        # switches classify the packet by, which a real packet carries as its DSCP)
+        "digest", "plane", "hop_epoch", "prio",
         # the live fabric's datagram this packet models (None elsewhere): the fabric moves
         # the object through the simulator's ports and writes its outer header back here
         "frame",
@@ -141,6 +152,7 @@ class Packet:
         payload: bytes | None = None,
         digest: int = 0,
         plane: int = 0,
+        prio: int = 0,
     ) -> None:
         self.kind = kind
         self.src = src
@@ -167,6 +179,7 @@ class Packet:
         self.digest = digest
         self.plane = plane
         self.hop_epoch = 0
+        self.prio = prio
         self.frame: bytearray | None = None
 
     def __repr__(self) -> str:
@@ -186,4 +199,8 @@ def natural_size(kind: int, length: int = 0, flags: int = 0) -> int:
         return data_bytes(length, bool(flags & FLAG_IMM))
     if kind in (ACK, NACK):
         return ACK_BYTES
+    if kind == CNP:
+        return CNP_BYTES
+    if kind == PAUSE:
+        return PAUSE_BYTES
     return PROBE_BYTES

@@ -51,6 +51,26 @@ def table(summaries: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def pfc_table(summaries: dict[str, dict]) -> str:
+    """PFC and DCQCN per lab and transport (fabrics with PFC only): PAUSE frames sent, time
+    ports spent paused (summed), CNPs, watchdog storms, lossless drops (must be 0)."""
+    lines = [
+        "| lab | transport | PAUSE frames | paused (us, all ports) | CNPs | watchdog storms "
+        "| lossless-overflow drops |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for lab, summary in summaries.items():
+        for name, t in summary["transports"].items():
+            pfc = t.get("pfc")
+            if pfc is None:
+                continue
+            lines.append(
+                f"| {lab} | {name} | {pfc['pause_frames_sent']} | {_fmt(pfc['paused_us'])} "
+                f"| {t.get('cnps_sent', 0)} | {pfc['watchdog_storms']} "
+                f"| {pfc['lossless_overflow_drops']} |")
+    return "\n".join(lines)
+
+
 def _reference_bytes(tmp: Path, file: str) -> bytes:
     data = (tmp / file).read_bytes()
     if file == "summary.json":  # drop the wall time: the only field that is not a result
@@ -88,7 +108,7 @@ def main(argv: list[str]) -> int:
     if not args:  # the table covers every lab only on a full run
         ceiling = {n: s["goodput_ceiling_gbps"] for n, s in summaries.items()}
         text = (HERE / "README.template.md").read_text().format(
-            table=table(summaries),
+            table=table(summaries), pfc_table=pfc_table(summaries),
             ceilings="\n".join(f"- {n}: {c:.1f} Gb/s" for n, c in ceiling.items()))
         keep(HERE / "README.md", text.encode())
     if check:

@@ -220,6 +220,27 @@ BAD: list[tuple[str, str | bytes, str]] = [
     ("matrix-negative-size", matrix("Nodes 4\nConnections 1\n0->1 start 0 size -100\n"),
      "workload.text: line 3: 'size' must be a non-negative number"),
     ("matrix-control-bytes", matrix("\x01\x02 hello\n"), "TOML syntax error: Illegal character"),
+    # -------------------------------------------------- PFC and DCQCN (issue 15)
+    ("pfc-headroom-too-small", fabric("pfc_headroom_bytes = 20000"),
+     "fabric: pfc_headroom_bytes (20000) cannot hold what still arrives after an XOFF: "
+     "at least 30418 bytes"),
+    ("pfc-xon-above-xoff", fabric("pfc_xoff_bytes = 100000\npfc_xon_bytes = 150000"),
+     "fabric: pfc_xon_bytes (150000) must be below pfc_xoff_bytes (100000)"),
+    ("pfc-xon-equals-xoff", fabric("pfc_xoff_bytes = 100000\npfc_xon_bytes = 100000"),
+     "fabric: pfc_xon_bytes (100000) must be below pfc_xoff_bytes (100000)"),
+    ("pfc-priority-range", fabric("pfc_priority = 8"),
+     "fabric: pfc_priority (8) is an 802.1p priority: 0..7"),
+    ("pfc-on-a-fabric-without-the-class", fabric("pfc = false").replace(
+        "timeout_exp = 4", "timeout_exp = 4\npfc = true"),
+     "transport.rc.pfc: the fabric has no lossless class (fabric.pfc = false)"),
+    ("rc-cc-unknown", rc('cc = "hpcc"'), "transport.rc.cc: RcConfig: cc must be one of dcqcn, window"),
+    ("dcqcn-gd-range", rc("rpg_gd = 12"), "transport.rc.rpg_gd: DcqcnConfig: rpg_gd must be 10 or 11"),
+    ("dcqcn-g-range", rc("dce_tcp_g = 1024"),
+     "transport.rc.dce_tcp_g: DcqcnConfig: dce_tcp_g must be in 0..1023"),
+    ("nic-stall-on-a-switch", faults('kind = "nic_stall"\ntarget = "p0.t0.0"\nat_us = 10\n'),
+     "fault.0.target: nic_stall needs a host (h3)"),
+    ("mixed-not-boolean", run_key("duration_us = 200\nmixed = 1"),
+     "run.mixed: expected true or false, got integer 1"),
 ]
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from itertools import pairwise
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mrc.packet import (
     ACK,
@@ -32,6 +34,7 @@ from mrc.packet import (
     Packet,
 )
 from mrc.sim.rc_connection import (
+    DCQCN_WINDOW_PKTS,
     RcConnection,
     bdp_packets,
     ecmp_t1,
@@ -478,7 +481,7 @@ def test_ecn_echo_cuts_the_window_at_most_once_per_window() -> None:
             return "ce"
         return None
 
-    cfg = RcConfig(window_pkts=32, min_window_pkts=2, timeout_exp=4)
+    cfg = RcConfig(window_pkts=32, min_window_pkts=2, timeout_exp=4, cc="window")
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=fate)
     lp.post(SRC, req, 1, 600 * 4096)
@@ -492,7 +495,7 @@ def test_ecn_echo_cuts_the_window_at_most_once_per_window() -> None:
 
 def test_ecn_cut_guard_direct() -> None:
     """Driven by hand: a cut, no second cut until data sent after it is acknowledged."""
-    req, _ = pair(RcConfig(window_pkts=32, min_window_pkts=2))
+    req, _ = pair(RcConfig(window_pkts=32, min_window_pkts=2, cc="window"))
     req.post_write(0, 1, 100 * 4096)
     sent = [req.poll(0, 1) for _ in range(40)]
     assert sum(p is not None for p in sent) == 32  # window-limited
@@ -664,7 +667,103 @@ def test_pair_under_one_t0_and_config_for_fabric() -> None:
     req, resp = rc_qp_pair(SPEC, 0, 1, 5, 3)  # hosts 0 and 1 share T0 0
     assert req.t1 == 0 and req.address == address_for(SPEC, 0, 1, 3, 0)
     assert resp.address == address_for(SPEC, 1, 0, 3, 0)
-    cfg = rc_config_for(SPEC)
+    cfg = rc_config_for(SPEC, cc="window")
     assert cfg.mtu == SPEC.mtu_bytes
     assert 15 < bdp_packets(SPEC) < 40
     assert cfg.window_pkts == math.ceil(bdp_packets(SPEC)) + cfg.ack_every + 2
+    # as deployed: DCQCN's rate limits (the window is only a cap), on the lossless priority
+    cfg = rc_config_for(SPEC)
+    assert cfg.cc == "dcqcn" and cfg.window_pkts == DCQCN_WINDOW_PKTS
+    assert cfg.priority == SPEC.pfc_priority and cfg.line_rate_gbps == SPEC.link_gbps
+    assert rc_config_for(SPEC.with_(pfc=False)).priority == 0
+
+
+# ====================================================================== the ACK stall (issue 15)
+def _ce_fate(seed: int, p_mark: float) -> Fate:
+    """CE-mark DATA packets at random (the fabric loses nothing)."""
+    rng = random.Random(seed)
+
+    def fate(pkt: Packet, now: int) -> str | None:
+        return "ce" if pkt.kind == DATA and rng.random() < p_mark else None
+
+    return fate
+
+
+def test_window_cut_below_the_ack_batch_is_acknowledged_by_the_timer() -> None:
+    """The stall of issue 15: ECN cuts shrink the window below ``ack_every`` after the last
+    packets left without an ACK request, so the responder's batch never fills. Without the
+    coalescing timer the requester waits for its local ACK timeout although every packet
+    arrived; with it (the default) the transfer never times out."""
+    base = dict(window_pkts=21, ack_every=2, timeout_exp=10, min_window_pkts=1, cc="window")
+    stalled_req, stalled_resp = pair(RcConfig(**base, ack_timer_us=None))
+    lp = loop_with(stalled_req, stalled_resp, fate=_ce_fate(15 * 7, 0.261))
+    lp.post(SRC, stalled_req, 1, 300 * 4096)
+    lp.run()
+    assert stalled_req.stats.timeouts >= 1 and stalled_resp.stats.dropped_oos == 0
+    assert stalled_resp.stats.acks_on_timer == 0
+
+    req, resp = pair(RcConfig(**base))
+    assert req.config.ack_timer_ps == 4 * US
+    lp = loop_with(req, resp, fate=_ce_fate(15 * 7, 0.261))
+    lp.post(SRC, req, 1, 300 * 4096)
+    lp.run()
+    (done,) = lp.events(EVENT_MESSAGE_COMPLETED, DST)
+    assert req.stats.timeouts == 0 and req.stats.retx_sent == 0
+    assert resp.stats.acks_on_timer >= 1
+    assert done.time_ps < req.config.timeout_ps  # type: ignore[operator]
+
+
+def test_small_window_asks_for_an_ack_on_every_packet() -> None:
+    req, _ = pair(RcConfig(window_pkts=6, ack_every=8, min_window_pkts=1))
+    req.post_write(0, 1, 20 * 4096)
+    sent = [req.poll(0, 1) for _ in range(6)]
+    assert all(p is not None and p.flags & FLAG_ACK_REQ for p in sent)
+    req, _ = pair(RcConfig(window_pkts=16, ack_every=8))
+    req.post_write(0, 1, 20 * 4096)
+    sent = [req.poll(0, 1) for _ in range(16)]
+    asks = [i for i, p in enumerate(sent) if p is not None and p.flags & FLAG_ACK_REQ]
+    assert asks == [15]  # only the packet that fills the window
+
+
+def test_coalescing_timer_fires_once_per_unacknowledged_run() -> None:
+    """Driven by hand: one packet, no request: the ACK leaves exactly ack_timer later."""
+    req, resp = pair(RcConfig(window_pkts=16, ack_every=8, ack_timer_us=3.0))
+    req.post_write(0, 1, 3 * 4096)
+    first = req.poll(0, 1)
+    assert first is not None and not first.flags & FLAG_ACK_REQ
+    resp.receive(5 * US, first)
+    assert resp.next_timer() == 8 * US and not resp.take_control()
+    resp.handle_timer(8 * US - 1)
+    assert not resp.take_control()
+    resp.handle_timer(8 * US)
+    (ack,) = resp.take_control()
+    assert ack.kind == ACK and ack.psn == first.psn and resp.stats.acks_on_timer == 1
+    assert resp.next_timer() is None
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(cc=st.sampled_from(["window", "dcqcn"]), window=st.integers(2, 48), ack_every=st.integers(1, 16),
+       p_mark=st.sampled_from([0.0, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6]),
+       seed=st.integers(0, 2**16), delay_us=st.integers(1, 20),
+       sizes=st.lists(st.tuples(st.integers(1, 200), st.integers(0, 4095)), min_size=1,
+                      max_size=4))
+def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ack_every: int,
+                                                         p_mark: float, seed: int,
+                                                         delay_us: int,
+                                                         sizes: list[tuple[int, int]]
+                                                         ) -> None:
+    """Property: whatever the window, ACK batch, CE marks and message sizes, a QP whose
+    packets all arrive never waits for its local ACK timeout: no timeout, no retry, no
+    resend, every message placed once."""
+    cfg = RcConfig(window_pkts=window, ack_every=ack_every, min_window_pkts=1,
+                   timeout_exp=14, cc=cc)
+    req, resp = pair(cfg)
+    lp = loop_with(req, resp, delay_ps=delay_us * US, fate=_ce_fate(seed, p_mark))
+    for i, (pkts, short) in enumerate(sizes):
+        lp.post(SRC, req, i, max(1, pkts * 4096 - short))
+    lp.run()
+    assert req.stats.timeouts == 0 and req.stats.retx_sent == 0
+    assert [e.detail["msg_id"] for e in lp.events(EVENT_MESSAGE_COMPLETED, DST)] == \
+        list(range(len(sizes)))
+    assert req.outstanding == 0 and req.pending_messages == 0

@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from mrc.packet import ACK_BYTES, DATA_HEADER_BYTES, MIN_TRIM_BYTES
+from mrc.packet import ACK_BYTES, DATA_HEADER_BYTES, MIN_TRIM_BYTES, PAUSE_BYTES
 from topology import usid
 
 #: Ethernet bytes on the wire that are not part of the IPv6 packet:
 #: preamble+SFD 8, MAC header 14, FCS 4, inter-frame gap 12.
 ETHERNET_OVERHEAD_BYTES = 38
+#: Bit times in one PFC pause quantum (IEEE 802.1Qbb, as for 802.3x PAUSE).
+PAUSE_QUANTUM_BITS = 512
 
 
 class FabricError(ValueError):
@@ -45,6 +47,20 @@ class FabricSpec:
     ecn_threshold_bytes: int = 128 * 1024
     mtu_bytes: int = 4096  # payload bytes per DATA packet
     switch_radix: int | None = None  # when set, both tiers must fit in this many ports
+    # PFC (IEEE 802.1Qbb) on one lossless priority; the mechanism is mrc.sim.pfc
+    pfc: bool = True  # switches and NICs run PFC on pfc_priority (RoCE's lossless class)
+    pfc_priority: int = 3  # the 802.1p priority of the lossless class
+    pfc_xoff_bytes: int | None = None  # default: 2 x ecn_threshold_bytes, >= 16 packets
+    pfc_xon_bytes: int | None = None  # default: pfc_xoff_bytes // 2
+    pfc_headroom_bytes: int | None = None  # default: pfc_min_headroom_bytes()
+    pfc_quanta: int = 0xFFFF  # pause time an XOFF asks for, in 512-bit-time quanta
+    pfc_watchdog_us: float = 0.0  # SONiC's PFC watchdog detection time; 0 = off
+    pfc_watchdog_restore_us: float | None = None  # default: pfc_watchdog_us
+    # ECN of the lossless queue, DCQCN's congestion point (RED, as the DCQCN paper sets it:
+    # no mark up to kmin, probability rising to pmax at kmax, every packet above kmax)
+    lossless_ecn_kmin_bytes: int = 5_000
+    lossless_ecn_kmax_bytes: int = 200_000
+    lossless_ecn_pmax: float = 0.01
     name: str = field(default="custom", compare=False)
 
     def __post_init__(self) -> None:
@@ -53,6 +69,15 @@ class FabricSpec:
         if self.trim_threshold_bytes is None:
             object.__setattr__(self, "trim_threshold_bytes", self.buffer_bytes)
         self._validate()
+        derived = {"pfc_xoff_bytes": lambda: max(16 * self.packet_bytes(self.mtu_bytes),
+                                                 2 * self.ecn_threshold_bytes),
+                   "pfc_xon_bytes": lambda: self.pfc_xoff_bytes // 2,  # type: ignore[operator]
+                   "pfc_headroom_bytes": self.pfc_min_headroom_bytes,
+                   "pfc_watchdog_restore_us": lambda: self.pfc_watchdog_us}
+        for name, default in derived.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, default())
+        self._validate_pfc()
 
     # ----------------------------------------------------------------- validation
     def _validate(self) -> None:
@@ -111,6 +136,70 @@ class FabricSpec:
                 raise FabricError(
                     f"a T1 needs {self.t0_per_plane} ports (one per T0) but switch_radix is "
                     f"{self.switch_radix}")
+
+    def _validate_pfc(self) -> None:
+        for name in ("pfc_priority", "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_headroom_bytes",
+                     "pfc_quanta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FabricError(f"{name} must be an integer, got {value!r}")
+        for name in ("pfc_watchdog_us", "pfc_watchdog_restore_us"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise FabricError(f"{name} must be a number >= 0, got {value!r}")
+        if not isinstance(self.pfc, bool):
+            raise FabricError(f"pfc must be true or false, got {self.pfc!r}")
+        if not 0 <= self.pfc_priority <= 7:
+            raise FabricError(f"pfc_priority ({self.pfc_priority}) is an 802.1p priority: 0..7")
+        kmin, kmax, pmax = (self.lossless_ecn_kmin_bytes, self.lossless_ecn_kmax_bytes,
+                            self.lossless_ecn_pmax)
+        for name, value in (("lossless_ecn_kmin_bytes", kmin), ("lossless_ecn_kmax_bytes", kmax)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FabricError(f"{name} must be an integer >= 0, got {value!r}")
+        if kmax < kmin:
+            raise FabricError(f"lossless_ecn_kmax_bytes ({kmax}) must not be below "
+                              f"lossless_ecn_kmin_bytes ({kmin})")
+        if isinstance(pmax, bool) or not isinstance(pmax, int | float) or not 0 <= pmax <= 1:
+            raise FabricError(f"lossless_ecn_pmax must be a probability in [0, 1], got {pmax!r}")
+        if not 1 <= self.pfc_quanta <= 0xFFFF:
+            raise FabricError(f"pfc_quanta ({self.pfc_quanta}) must be in 1..65535")
+        if not self.pfc:
+            return
+        xoff, xon = self.pfc_xoff_bytes, self.pfc_xon_bytes
+        headroom = self.pfc_headroom_bytes
+        assert xoff is not None and xon is not None and headroom is not None
+        if xoff <= 0:
+            raise FabricError(f"pfc_xoff_bytes must be positive, got {xoff}")
+        if not 0 <= xon < xoff:
+            raise FabricError(
+                f"pfc_xon_bytes ({xon}) must be below pfc_xoff_bytes ({xoff}): a port "
+                "would resume while its ingress is still above the pause threshold")
+        need = self.pfc_min_headroom_bytes()
+        if headroom < need:
+            raise FabricError(
+                f"pfc_headroom_bytes ({headroom}) cannot hold what still arrives after an "
+                f"XOFF: at least {need} bytes at {self.link_gbps:g} Gb/s (2 x link delay "
+                "+ switch latency + 3 MTU frames + one PAUSE frame)")
+        if self.pfc_watchdog_us and not self.pfc_watchdog_restore_us:
+            raise FabricError("pfc_watchdog_restore_us must be positive when the watchdog "
+                              "is on")
+
+    def pfc_min_headroom_bytes(self) -> int:
+        """Bytes that can still reach an ingress after it decided to send XOFF: the PAUSE
+        waits for at most one frame on the reverse port, serializes, propagates; the
+        upstream finishes the frame it is sending; what it sent before the PAUSE arrived
+        is still on the wire and in the far switch's pipeline (propagation + latency); the
+        first of those packets may have started a frame earlier. At line rate, rounded up
+        (wire bytes, so the IPv6 bytes the ingress counts are over-covered)."""
+        frame = self.serialization_ps(self.packet_bytes(self.mtu_bytes))
+        pause = self.serialization_ps(PAUSE_BYTES)
+        span_ps = 2 * self.link_delay_ps + self.switch_latency_ps + 3 * frame + pause
+        return -(-span_ps * self.link_bps // 8_000_000_000_000)
+
+    @property
+    def pause_quantum_ps(self) -> int:
+        """One PFC pause quantum (512 bit times) at the link rate, in ps (rounded up)."""
+        return -(-PAUSE_QUANTUM_BITS * 1_000_000_000_000 // self.link_bps)
 
     # ----------------------------------------------------------------- derived numbers
     @property

@@ -38,10 +38,36 @@ _DOCS: dict[str, tuple[str | None, str]] = {
     "ecn_threshold_bytes": ("bytes", "queue depth at which packets are ECN-marked"),
     "mtu_bytes": ("bytes", "payload bytes per DATA packet"),
     "switch_radix": (None, "ports per switch; when set, both tiers must fit"),
+    "pfc": (None, "PFC (802.1Qbb) on the lossless priority: RC's data is never dropped "
+            "for buffer space, ports pause instead (see mrc.sim.pfc)"),
+    "pfc_priority": (None, "802.1p priority of the lossless class (0..7)"),
+    "pfc_xoff_bytes": ("bytes", "lossless bytes buffered from one ingress port above which "
+                       "it is paused (XOFF)"),
+    "pfc_xon_bytes": ("bytes", "lossless bytes from one ingress port at or below which it "
+                      "is resumed (XON); below pfc_xoff_bytes"),
+    "pfc_headroom_bytes": ("bytes", "room above XOFF for what arrives before the pause "
+                           "takes effect; at least 2 x link delay + switch latency + 3 MTU "
+                           "frames + a PAUSE frame at line rate"),
+    "pfc_quanta": (None, "pause time an XOFF asks for, in quanta of 512 bit times "
+                   "(refreshed every half of it while still congested)"),
+    "pfc_watchdog_us": ("us", "PFC watchdog detection time: a port paused this long drops "
+                        "its lossless queue and ignores PAUSE (SONiC); 0 = off"),
+    "pfc_watchdog_restore_us": ("us", "the watchdog restores a stormed port after this long "
+                                "without PAUSE frames"),
+    "lossless_ecn_kmin_bytes": ("bytes", "lossless queue (DCQCN's congestion point): no ECN "
+                                "mark below this many bytes queued"),
+    "lossless_ecn_kmax_bytes": ("bytes", "lossless queue: marking probability reaches "
+                                "lossless_ecn_pmax here; every departing packet is marked "
+                                "above"),
+    "lossless_ecn_pmax": (None, "lossless queue: marking probability at kmax (RED)"),
 }
 #: Defaults FabricSpec derives from other keys (its None defaults).
 _DERIVED = {"t1_per_plane": "hosts_per_t0 (non-oversubscribed)",
-            "trim_threshold_bytes": "buffer_bytes (trim when full)", "switch_radix": "no limit"}
+            "trim_threshold_bytes": "buffer_bytes (trim when full)", "switch_radix": "no limit",
+            "pfc_xoff_bytes": "2 x ecn_threshold_bytes (so DCQCN's marks come before pauses), "
+                              "at least 16 full-MTU packets", "pfc_xon_bytes": "pfc_xoff_bytes / 2",
+            "pfc_headroom_bytes": "the least that holds a pause's in-flight bytes",
+            "pfc_watchdog_restore_us": "pfc_watchdog_us"}
 
 
 def _fields() -> tuple[Field, ...]:

@@ -19,7 +19,7 @@ from topology import names
 from topology.spec import FabricSpec
 
 FAULT_KINDS = ("link_down", "link_up", "link_flap", "switch_down", "switch_up", "switch_reboot",
-               "port_down", "port_up", "loss", "degrade", "drain", "ev_deny")
+               "port_down", "port_up", "loss", "degrade", "drain", "ev_deny", "nic_stall")
 KIND = Field("kind", "string", "what happens", choices=FAULT_KINDS)
 TARGET = Field("target", "string", "the element it happens to: a name or a selector "
                "(topology.names)")
@@ -60,6 +60,7 @@ FIELDS: dict[str, tuple[Field, ...]] = {
         Field("duration_us", "number", "how long the deny lasts (then the EVs are allowed "
               "again)", unit="us", gt=0, default=Derived("to the end of the run")),
     ),
+    "nic_stall": (*_COMMON, _WINDOW),
 }
 #: kind -> the keys it takes beyond kind, target and at_us.
 FAULT_KEYS: dict[str, tuple[str, ...]] = {
@@ -75,6 +76,7 @@ FAULT_TARGETS: dict[str, tuple[str, ...]] = {
     "loss": (names.LINK,), "degrade": (names.LINK,),
     "drain": (names.T1,),
     "ev_deny": (),  # "all" or a connection "hA->hB": not a fabric element
+    "nic_stall": (names.HOST,),
 }
 _KIND_WORDS = {names.HOST: "host", names.NIC_PORT: "NIC port", names.T0: "T0 switch",
                names.T1: "T1 switch", names.LINK: "link"}
@@ -83,6 +85,7 @@ _TARGET_WORDS = {
     (names.T0, names.T1): "a switch (p0.t0.1, p0.t1.2; selector h3.p0.t0)",
     (names.NIC_PORT,): "a NIC port (h3.p0)",
     (names.T1,): "a T1 switch (p0.t1.2): a drain denies the EVs that cross it",
+    (names.HOST,): "a host (h3): its NIC stops draining what it receives",
 }
 
 
@@ -134,7 +137,7 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
                            "the link comes back up between flaps", f"{prefix}.down_us")
         params = {"period_us": period, "down_us": down, "count": count}
         until = at + (count - 1) * period + down
-    elif "duration_us" in fields:  # a window: switch_reboot, loss, degrade, drain
+    elif "duration_us" in fields:  # a window: switch_reboot, loss, degrade, drain, nic_stall
         for k in ("probability", "rate_fraction"):
             if k in fields:
                 params[k] = fields[k].read(body, prefix)

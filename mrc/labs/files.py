@@ -56,15 +56,19 @@ def parse_toml(text: str, source: str | None) -> dict[str, Any]:
 
 
 def _bundled_dir() -> Any:
-    """``labs/`` of the source checkout ``mrc`` is imported from, else the installed
-    ``mrc.bundled_labs`` package (an editable install maps that name to the checkout it was
-    installed from, which need not be the one running: a second worktree reads its own)."""
+    """``labs/`` of the source checkout ``mrc`` was imported from, else the installed
+    ``mrc.bundled_labs`` package. (A checkout wins: an editable install maps
+    ``mrc.bundled_labs`` to the folder it was installed from, which is another checkout's
+    when this one is put first on ``sys.path``.)"""
     from importlib.resources import files
 
     checkout = Path(__file__).resolve().parents[2] / "labs"
-    if checkout.is_dir():
+    if (checkout / "__init__.py").is_file():
         return checkout
-    return files("mrc.bundled_labs")
+    try:
+        return files("mrc.bundled_labs")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "labs"
 
 
 def _is_sweep(text: str) -> bool:

@@ -34,10 +34,10 @@ FAULT_COLORS = {
 }
 _FAMILY = {"link_down": "down", "switch_down": "down", "port_down": "down",
            "switch_reboot": "down", "link_flap": "flap", "loss": "loss", "degrade": "degrade",
-           "drain": "drain"}
+           "drain": "drain", "nic_stall": "down"}
 _SHORT = {"link_down": "link down", "switch_down": "switch down", "port_down": "port down",
           "switch_reboot": "reboot", "link_flap": "flap", "loss": "loss",
-          "degrade": "degraded", "drain": "drain"}
+          "degrade": "degraded", "drain": "drain", "nic_stall": "NIC stalled"}
 
 
 def _spans(fault: Mapping[str, Any], end_us: float) -> list[tuple[float, float]]:
@@ -85,17 +85,21 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
 
     bad = timeseries[timeseries["metric"] == "assumed_bad_evs"]
     show_bad = not bad.empty and float(bad["value"].max()) > 0
+    paused = timeseries[timeseries["metric"] == "paused_ports"]  # PFC fabrics only
+    show_paused = not paused.empty and float(paused["value"].max()) > 0
     timed = None
     if iterations is not None and not iterations.empty:
         timed = iterations[iterations["time_us"].notna()]
         timed = timed if not timed.empty else None
-    ratios = [3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_bad else [])
+    ratios = ([3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_bad else [])
+              + ([1.0] if show_paused else []))
     fig = _figure(figsize=(10, 5.2 + 1.1 * (len(ratios) - 1)))
     axes = fig.subplots(len(ratios), 1, sharex=True, squeeze=False,
                         gridspec_kw={"height_ratios": ratios})
     ax = axes[0][0]
     ax_iter = axes[1][0] if timed is not None else None
-    ax_bad = axes[-1][0] if show_bad else None
+    ax_bad = axes[1 + (timed is not None)][0] if show_bad else None
+    ax_paused = axes[-1][0] if show_paused else None
 
     names = list(transports) or list(dict.fromkeys(good["transport"]))
     ymax = 0.0
@@ -132,6 +136,13 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
                 bv = b["value"].to_numpy(dtype=float)
                 ax_bad.step(np.append(bt, bt[-1] + bin_us) / scale, np.append(bv, bv[-1]),
                             where="post", color=color, lw=1.3, label=name)
+        if ax_paused is not None:
+            pz = paused[paused["transport"] == name].sort_values("time_us")
+            if not pz.empty and float(pz["value"].max()) > 0:
+                pt = pz["time_us"].to_numpy(dtype=float)
+                pv = pz["value"].to_numpy(dtype=float)
+                ax_paused.step(np.append(pt, pt[-1] + bin_us) / scale, np.append(pv, pv[-1]),
+                               where="post", color=color, lw=1.3, label=name)
 
     ceiling = summary.get("goodput_ceiling_gbps")
     if ceiling:
@@ -148,7 +159,7 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         color = FAULT_COLORS[_FAMILY[fault["kind"]]]
         spans = _spans(fault, end_us)
         for a, b in spans:
-            for axis in (ax, ax_iter, ax_bad):
+            for axis in (ax, ax_iter, ax_bad, ax_paused):
                 if axis is not None:
                     axis.axvspan(a / scale, max(b, a + bin_us * 0.05) / scale, color=color,
                                  alpha=0.13, lw=0)
@@ -174,6 +185,11 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         ax_bad.grid(True, alpha=0.25)
         ax_bad.set_ylim(bottom=0)
         ax_bad.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    if ax_paused is not None:
+        ax_paused.set_ylabel("PFC-paused\nports", fontsize=9)
+        ax_paused.grid(True, alpha=0.25)
+        ax_paused.set_ylim(bottom=0)
+        ax_paused.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     head = title or str(summary.get("lab", "lab"))
     seed = summary.get("seed")
     head += f"  (seed {seed}, {summary.get('runtime', 'sim')})" if seed is not None else ""

@@ -22,6 +22,9 @@ FIELDS = (
     Field("grace_us", "number", "write_bw: time after the end for the messages in flight to "
           "finish (finite workloads end the run when they are done)", unit="us", minimum=0,
           default=Derived("duration_us")),
+    Field("mixed", "boolean", "run every transport at once on one fabric, each on its own "
+          "traffic class, instead of one after the other on identical fabrics",
+          default=False),
 )
 _F = field_map(FIELDS)
 
@@ -57,4 +60,5 @@ def run(table: Any) -> RunSpec:
     check_bin(bin_us, duration)
     seed = _F["seed"].read(table, "run")
     grace = _F["grace_us"].read(table, "run", default=duration)
-    return RunSpec(duration_us=duration, bin_us=bin_us, seed=seed, grace_us=grace)
+    mixed = _F["mixed"].read(table, "run")
+    return RunSpec(duration_us=duration, bin_us=bin_us, seed=seed, grace_us=grace, mixed=mixed)

@@ -254,6 +254,8 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     lab = prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
     if runtime != RUNTIME:
+        if lab.run.mixed:
+            raise LabError("mixed runs need the simulator (--runtime sim)", "run.mixed")
         session: RuntimeSession
         if runtime == "live":
             from mrc.labs.live_run import LiveRun
@@ -269,6 +271,9 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
                 runs.append(run_transport(lab, spec, runtime_factory, progress=progress))
         result = assemble(lab, runs, wall_s=time.perf_counter() - wall0, runtime=runtime)
         session.annotate(result.summary, {run.name: run.totals for run in runs})
+    elif lab.run.mixed:
+        runs = run_mixed(lab, specs, progress=progress)
+        result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
     else:
         factory = stack_factory or sim_stack_factory
         runs = []
@@ -319,6 +324,8 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
     stack = factory(lab.fabric, lab.run.seed, bin_ps, spec.name)
+    if hasattr(stack, "enable_series"):  # queue depth and per-connection goodput series
+        stack.enable_series()
     sim = stack.sim
     job = make_job(stack, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
     for variable, why in spec.ignored_env:  # accepted from [transport.NAME.env], not modelled
@@ -336,6 +343,60 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     sim_end_ps = sim.now
     end_ps = min(sim_end_ps, duration_ps)
     return _collect(lab, spec, stack, job, end_ps, sim_end_ps)
+
+
+def run_mixed(lab: Lab, specs: Sequence[TransportSpec], *,
+              progress: bool = False) -> list[TransportRun]:
+    """Every transport through the lab at once on one fabric (``[run] mixed = true``, see
+    :mod:`mrc.sim.mixed`): a job per transport on its view of one stack, the faults once."""
+    from mrc.sim.mixed import MixedStack
+
+    bin_ps = int(round(lab.run.bin_us * PS_PER_US))
+    duration_ps = int(round(lab.run.duration_us * PS_PER_US))
+    stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs])
+    stack.enable_series()
+    views = [stack.view(spec.name) for spec in specs]
+    jobs = [make_job(view, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
+            for view, spec in zip(views, specs, strict=True)]
+    for job in jobs:
+        job.start()
+    install(stack, lab)
+    sim = stack.sim
+    desc = f"{lab.name} [{'+'.join(s.name for s in specs)}]"
+    _advance(sim, _AllJobs(jobs), duration_ps, bin_ps, progress, desc)  # type: ignore[arg-type]
+    if not all(job.finite for job in jobs):
+        for job in jobs:
+            job.stop_posting()
+        grace_end = duration_ps + int(round(lab.run.grace_us * PS_PER_US))
+        while any(j.outstanding and not j.failed for j in jobs) and sim.now < grace_end:
+            sim.run(grace_end)
+            for job in jobs:
+                job.poll(sim.now)
+    for job in jobs:
+        job.poll(sim.now)
+    end_ps = min(sim.now, duration_ps)
+    return [_collect(lab, spec, view, job, end_ps, sim.now)
+            for spec, view, job in zip(specs, views, jobs, strict=True)]
+
+
+class _AllJobs:
+    """Several jobs advanced as one: finished (or failed) when every one is."""
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self.jobs = list(jobs)
+        self.finite = all(job.finite for job in jobs)
+
+    @property
+    def finished(self) -> bool:
+        return all(job.finished or job.failed for job in self.jobs)
+
+    @property
+    def failed(self) -> bool:
+        return False
+
+    def poll(self, now: int) -> None:
+        for job in self.jobs:
+            job.poll(now)
 
 
 def _advance(sim: Any, job: Job, duration_ps: int, bin_ps: int, progress: bool,
@@ -456,6 +517,21 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         entry["sim_end_us"] = summ._r(r.sim_end_us)
         if r.cqe_latency_us is not None:
             entry["cqe_latency_us"] = {k: summ._r(v) for k, v in r.cqe_latency_us.items()}
+        entry["cnps_sent"] = int(r.totals.get("cnps_sent", 0) or 0)
+        pfc = summ.pfc_stats(r.totals)
+        if pfc is not None:
+            entry["pfc"] = pfc
+        queue = summ.queue_stats(r.timeseries, r.name, bin_us=lab.run.bin_us, end_us=r.end_us)
+        if queue is not None:
+            entry["queue"] = queue
+        fairness = summ.flow_fairness(r.timeseries, r.name, bin_us=lab.run.bin_us,
+                                      end_us=r.end_us)
+        if fairness is not None:
+            entry["fairness"] = fairness
+        per_flow = summ.flow_goodput(r.timeseries, r.name, bin_us=lab.run.bin_us,
+                                     end_us=r.end_us, faults=windows)
+        if per_flow is not None:
+            entry["flow_goodput_gbps"] = per_flow
         if flows is not None:
             entry["flows"] = summ.flow_stats(flows[flows["transport"] == r.name])
         if table is not None:

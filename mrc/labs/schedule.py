@@ -22,7 +22,8 @@ class FaultAction:
 
     time_us: float
     action: str  # link_down link_up switch_down switch_up port_down port_up loss_start
-    #              loss_end degrade_start degrade_end drain_start drain_end
+    #              loss_end degrade_start degrade_end drain_start drain_end stall_start
+    #              stall_end
     target: str
     fault: int  # index of the [[fault]] entry
     params: dict[str, Any] = field(default_factory=dict)
@@ -34,7 +35,8 @@ _WINDOW_ACTIONS = {"switch_reboot": ("switch_down", "switch_up"),
                    "loss": ("loss_start", "loss_end"),
                    "degrade": ("degrade_start", "degrade_end"),
                    "drain": ("drain_start", "drain_end"),
-                   "ev_deny": ("ev_deny_start", "ev_deny_end")}
+                   "ev_deny": ("ev_deny_start", "ev_deny_end"),
+                   "nic_stall": ("stall_start", "stall_end")}
 
 
 def expand(fault: FaultSpec) -> Iterator[FaultAction]:
@@ -71,13 +73,15 @@ _TRANSITIONS: dict[str, tuple[str, bool]] = {
     "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
     "drain_start": ("drain", True), "drain_end": ("drain", False),
     "ev_deny_start": ("ev_deny", True), "ev_deny_end": ("ev_deny", False),
+    "stall_start": ("stall", True), "stall_end": ("stall", False),
 }
 _STATE_WORDS = {("down", True): "already down", ("down", False): "not down",
                 ("loss", True): "already lossy", ("loss", False): "not lossy",
                 ("degrade", True): "already degraded", ("degrade", False): "not degraded",
                 ("drain", True): "already drained", ("drain", False): "not drained",
                 ("ev_deny", True): "already under an EV deny",
-                ("ev_deny", False): "not under an EV deny"}
+                ("ev_deny", False): "not under an EV deny",
+                ("stall", True): "already stalled", ("stall", False): "not stalled"}
 
 
 def check_fault_consistency(faults: tuple[FaultSpec, ...]) -> None:

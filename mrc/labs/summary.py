@@ -297,3 +297,108 @@ def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.D
         path.write_text(json.dumps(lab, indent=2, default=str) + "\n", encoding="utf-8")
         written.append(path)
     return written
+
+
+# ====================================================================== PFC, DCQCN, fairness
+def pfc_stats(totals: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The PFC block of a transport's summary (None on a fabric without PFC): PAUSE frames
+    sent and received, time ports spent paused (summed over ports), ports ever paused, the
+    most paused ports, watchdog storms, and the drops of the lossless machinery
+    (``lossless_overflow_drops`` must stay 0: they would be a headroom bug)."""
+    if "pause_frames_sent" not in totals:
+        return None
+    keys = ("pause_frames_sent", "pause_frames_received", "ports_paused", "watchdog_storms",
+            "lossless_overflow_drops", "watchdog_drops", "stalled_host_drops")
+    out: dict[str, Any] = {k: int(totals.get(k, 0) or 0) for k in keys}
+    out["paused_us"] = _r(totals.get("paused_us", 0.0))
+    out["most_paused_ports"] = [{"port": p["port"], "paused_us": _r(p["paused_us"])}
+                                for p in totals.get("most_paused_ports", [])]
+    return out
+
+
+def _metric(timeseries: pd.DataFrame, transport: str, metric: str) -> pd.Series:
+    return goodput_series(timeseries, transport, metric)
+
+
+def flow_fairness(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
+                  end_us: float, tolerance: float = 0.1,
+                  window_us: float = 100.0) -> dict[str, Any] | None:
+    """How evenly a few connections shared the fabric (the ``flow_gbps:*`` series, kept for
+    jobs of at most 16 connections; None with fewer than two).
+
+    Goodput is averaged over windows of ``window_us`` (at least one bin): a rate-based
+    congestion control is a sawtooth, and a 10 us bin holds a few dozen packets.
+    ``fair_share_gbps``: the mean over the run of the connections' mean goodput.
+    ``converged_us``: start of the first window from which every later window has each
+    connection within ``tolerance`` of that window's mean over the connections (null if that
+    never holds to the end). ``jain_index``: Jain's fairness index of the connections' mean
+    goodputs from ``converged_us`` on (or over the run)."""
+    rows = timeseries[(timeseries["transport"] == transport)
+                      & timeseries["metric"].str.startswith("flow_gbps:")]
+    if rows.empty:
+        return None
+    table = rows.pivot_table(index="time_us", columns="metric", values="value",
+                             aggfunc="first").sort_index()
+    if table.shape[1] < 2:
+        return None
+    starts = table.index.to_numpy(dtype=float)
+    table = table[starts + bin_us / 2 <= end_us + 1e-9]
+    if not len(table):
+        return None
+    span = max(1, int(round(window_us / bin_us)))
+    windows = table.rolling(span).mean().iloc[span - 1:]
+    windows.index = table.index[:len(windows)]
+    values = windows.to_numpy(dtype=float)
+    if not len(values):
+        return None
+    mean = values.mean(axis=1)
+    ok = np.all(np.abs(values - mean[:, None]) <= tolerance * mean[:, None], axis=1) & (mean > 0)
+    converged = None
+    for i in range(len(ok) - 1, -1, -1):
+        if not ok[i]:
+            break
+        converged = float(windows.index[i])
+    whole = table.to_numpy(dtype=float)
+    steady = whole if converged is None else whole[table.index.to_numpy() >= converged]
+    per_flow = steady.mean(axis=0)
+    jain = float(per_flow.sum() ** 2 / (len(per_flow) * (per_flow ** 2).sum())) \
+        if (per_flow ** 2).sum() > 0 else None
+    return {"flows": int(whole.shape[1]), "window_us": _r(span * bin_us),
+            "fair_share_gbps": _r(float(whole.mean())), "converged_us": _r(converged),
+            "jain_index": _r(jain, 4), "min_flow_gbps": _r(float(per_flow.min())),
+            "max_flow_gbps": _r(float(per_flow.max()))}
+
+
+def queue_stats(timeseries: pd.DataFrame, transport: str, *, bin_us: float,
+                end_us: float) -> dict[str, Any] | None:
+    """The deepest data queue of any switch port (sampled at bin ends): peak and mean."""
+    series = _metric(timeseries, transport, "max_queue_bytes")
+    if series.empty:
+        return None
+    series = full_bins(series, bin_us, end_us)
+    if series.empty:
+        return None
+    return {"peak_bytes": int(series.max()), "mean_bytes": int(round(float(series.mean())))}
+
+
+def flow_goodput(timeseries: pd.DataFrame, transport: str, *, bin_us: float, end_us: float,
+                 faults: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Each connection's goodput windows (``before``/``during``/``after``/``min``, Gb/s, as
+    for the transport's total) from the ``flow_gbps:*`` series, keyed by ``src->dst``:
+    what a victim flow or an unrelated job kept while others were congested or stuck."""
+    metrics = sorted(m for m in timeseries["metric"].unique() if str(m).startswith("flow_gbps:"))
+    rows = timeseries[timeseries["transport"] == transport]
+    if not metrics or rows.empty:
+        return None
+    first, last, ongoing = fault_bounds(faults)
+    out: dict[str, Any] = {}
+    for metric in metrics:
+        series = goodput_series(rows, transport, metric)
+        if series.empty:
+            continue
+        stats = goodput_stats(series, bin_us=bin_us, end_us=end_us, first_fault_us=first,
+                              last_end_us=last, ongoing=ongoing)
+        bins = full_bins(series, bin_us, end_us)
+        stats["mean"] = _r(float(bins.mean())) if not bins.empty else None
+        out[metric[len("flow_gbps:"):]] = stats
+    return out or None

@@ -48,7 +48,8 @@ from mrc.packet import PSN_MASK, PSN_MOD
 from mrc.sim import transport_params as tparams
 from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
 from mrc.transport.mrc.config import SPRAY_POLICIES, MrcConfig
-from mrc.transport.rc.config import RcConfig
+from mrc.transport.rc.config import CC_KINDS, RcConfig
+from mrc.transport.rc.dcqcn import DcqcnConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -56,7 +57,8 @@ _UNITS = {"_us": "us", "_bytes": "bytes", "_pkts": "packets", "_gbps": "Gb/s"}
 
 
 def _field(config: type, name: str, doc: str, *, range: Range | None = None,
-           default: Any = None, report_on_table: bool = False) -> Field:
+           default: Any = None, report_on_table: bool = False,
+           unit: str | None = None) -> Field:
     """The lab key of config field ``name``: its type and default read from the config, its
     unit from its name; a ``*_ps`` field is written in microseconds as ``*_us`` (a time,
     so never negative)."""
@@ -71,7 +73,8 @@ def _field(config: type, name: str, doc: str, *, range: Range | None = None,
     if name.endswith("_ps"):
         return Field(name[:-3] + "_us", "number", doc, default=default, unit="us", minimum=0,
                      range=range, config_name=name, scale=PS_PER_US)
-    unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
+    if unit is None:
+        unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
     return Field(name, type_word(hint), doc, default=default, unit=unit, range=range,
                  report_on_table=report_on_table)
 
@@ -95,6 +98,51 @@ def _positive(name: str, *, show: bool = False) -> Range:
 def _rc(name: str, doc: str, problem: str, **bounds: Any) -> Field:
     """An RcConfig key with a range; ``problem`` is RcConfig's own wording of it."""
     return _field(RcConfig, name, doc, range=Range(f"RcConfig: {problem}", **bounds))
+
+
+def _dcqcn(name: str, unit: str | None, doc: str, problem: str | None = None,
+           **bounds: Any) -> Field:
+    """A DCQCN knob (NVIDIA's name and unit) with DcqcnConfig's own range wording."""
+    rng = Range(f"DcqcnConfig: {problem}", **bounds) if problem else None
+    return _field(DcqcnConfig, name, doc, range=rng, unit=unit)
+
+
+#: DCQCN's knobs in the [transport.NAME] table of an RC transport (cc = "dcqcn")
+DCQCN_FIELDS: tuple[Field, ...] = (
+    _dcqcn("rpg_time_reset", "us", "time between timer-driven rate increases",
+           "rpg_time_reset must be positive", gt=0),
+    _dcqcn("rpg_byte_reset", "bytes", "bytes sent between byte-counter rate increases",
+           "rpg_byte_reset must be at least 1", minimum=1),
+    _dcqcn("rpg_threshold", None, "increase events of a counter spent in fast recovery",
+           "rpg_threshold must be at least 1", minimum=1),
+    _dcqcn("rpg_ai_rate", "Mb/s", "additive increase of the target rate",
+           "rpg_ai_rate must not be negative", minimum=0),
+    _dcqcn("rpg_hai_rate", "Mb/s", "hyper increase of the target rate",
+           "rpg_hai_rate must not be negative", minimum=0),
+    _dcqcn("rpg_gd", None, "rate cut = alpha x 2^(10 - rpg_gd) of the rate (11: alpha/2)",
+           "rpg_gd must be 10 or 11", minimum=10, maximum=11),
+    _dcqcn("rpg_min_dec_fac", "%", "one cut keeps at least this share of the rate",
+           "rpg_min_dec_fac must be in 0..100", minimum=0, maximum=100),
+    _dcqcn("rpg_min_rate", "Mb/s", "the rate never goes below this",
+           "rpg_min_rate must be positive", gt=0),
+    _dcqcn("rpg_max_rate", "Mb/s", "the rate never goes above this; 0: the line rate",
+           "rpg_max_rate must not be negative", minimum=0),
+    _dcqcn("rate_to_set_on_first_cnp", "Mb/s", "both rates on a flow's first CNP; 0: cut "
+           "from the line rate as usual", "rate_to_set_on_first_cnp must not be negative",
+           minimum=0),
+    _dcqcn("rate_reduce_monitor_period", "us", "least time between two rate cuts",
+           "rate_reduce_monitor_period must not be negative", minimum=0),
+    _dcqcn("clamp_tgt_rate", None, "every cut sets the target rate to the current rate"),
+    _dcqcn("clamp_tgt_rate_after_time_inc", None, "a cut sets the target rate to the current "
+           "rate if the timer raised the rate since the last cut"),
+    _dcqcn("dce_tcp_g", "1/1024", "alpha's weight g: alpha = g x alpha (+ 1 - g after a CNP)",
+           "dce_tcp_g must be in 0..1023", minimum=0, maximum=1023),
+    _dcqcn("dce_tcp_rtt", "us", "alpha update period", "dce_tcp_rtt must be positive", gt=0),
+    _dcqcn("initial_alpha_value", "1/1024", "alpha on a flow's first CNP",
+           "initial_alpha_value must be in 0..1023", minimum=0, maximum=1023),
+    _dcqcn("min_time_between_cnps", "us", "notification point: least time between two CNPs "
+           "of one QP", "min_time_between_cnps must not be negative", minimum=0),
+)
 
 
 # ---------------------------------------------------------------------- MRC's cc table
@@ -282,14 +330,28 @@ RC_FIELDS: tuple[Field | Rule, ...] = (
           "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or over the next QP of each plane", default=True),
     Field("env", "table", "NCCL plugin variables verbatim (NCCL_IB_*; see docs/nccl-env.md)",
           default={}),
+    Field("pfc", "boolean", "DATA on the fabric's lossless priority (PFC); false: best "
+          "effort, where buffer overflow loses it", default=Derived("the fabric's pfc")),
+    Rule(("pfc",), "a lossless RC needs a fabric with PFC",
+         lambda v, spec: not v["pfc"] or spec.pfc,
+         lambda v, spec: "the fabric has no lossless class (fabric.pfc = false); turn PFC on "
+                         "in [fabric] or run RC lossy (pfc = false)"),
+    _field(RcConfig, "cc", "congestion control: dcqcn (rate limiter driven by CNPs, as "
+           "deployed) or window (AIMD of the window on ECN echoes)",
+           range=Range(f"RcConfig: cc must be one of {', '.join(CC_KINDS)}, got {{value!r}}",
+                       choices=CC_KINDS)),
     _rc("ack_every", "responder ACK coalescing: one ACK per this many packets",
         "ack_every must be at least 1", minimum=1),
+    _field(RcConfig, "ack_timer_us", "responder ACK coalescing timer: an accepted packet "
+           "waits at most this long for its ACK",
+           range=Range("RcConfig: ack_timer_us must be positive or None", gt=0)),
     Rule(("min_window_pkts", "window_pkts"), "the smallest window fits in the window",
          lambda v, spec: 1 <= v["min_window_pkts"] <= v["window_pkts"],
          lambda v, spec: "RcConfig: need 1 <= min_window_pkts <= window_pkts"),
     _field(RcConfig, "window_pkts", "packets in flight at most",
            range=Range("RcConfig: window_pkts must stay far below 2^24 PSNs", lt=PSN_MOD // 4),
-           default=Derived("one bandwidth-delay product + ack_every + 2")),
+           default=Derived("cc = window: one bandwidth-delay product + ack_every + 2; "
+                           "cc = dcqcn: 1024 (a cap; the rate limits)")),
     _rc("timeout_exp", "local ACK timeout 4.096 us x 2^n (NCCL_IB_TIMEOUT); 0: never",
         "timeout_exp is a 5-bit verbs field (0..31)", minimum=0, maximum=31),
     _rc("retry_cnt", "timeouts before the QP errors (NCCL_IB_RETRY_CNT)",
@@ -308,6 +370,7 @@ RC_FIELDS: tuple[Field | Rule, ...] = (
         minimum=0, maximum=PSN_MASK),
     _field(RcConfig, "min_window_pkts", "smallest window"),
     _field(RcConfig, "key_seed", "seed of the verifiable-payload keys"),
+    *DCQCN_FIELDS,
 )
 
 #: kind -> its table, in the order its ranges and rules are checked.
@@ -327,7 +390,8 @@ def _config_defaults(config: type, fields: tuple[Field | Rule, ...]) -> dict[str
 
 _DEFAULTS = {"mrc": _config_defaults(MrcConfig, MRC_FIELDS),
              "cc": _config_defaults(CcConfig, CC_FIELDS),
-             "rc": _config_defaults(RcConfig, RC_FIELDS)}
+             "rc": {**_config_defaults(RcConfig, RC_FIELDS),
+                    **_config_defaults(DcqcnConfig, DCQCN_FIELDS)}}
 
 
 def transports(table: Any, spec: FabricSpec) -> dict[str, TransportSpec]:
@@ -370,6 +434,7 @@ def check_transport(tname: str, body: Any, spec: FabricSpec) -> TransportSpec:
     defaults: dict[str, Any] = dict(_DEFAULTS[kind])
     if kind == "rc":
         defaults["window_pkts"] = lambda: _rc_window(spec, checked, prefix)
+        defaults["pfc"] = spec.pfc
     check_ranges(table, checked, prefix, _values(table, checked, defaults), spec,
                  sub_values=lambda f, sub: _values(f.fields or (), sub, _DEFAULTS["cc"]))
     _build(kind, spec, checked, prefix)
@@ -384,8 +449,8 @@ def _values(table: tuple[Field | Rule, ...], given: Mapping[str, Any],
 
 
 def _rc_window(spec: FabricSpec, checked: Mapping[str, Any], prefix: str) -> int:
-    """RC's default window, as the transport derives it from the fabric (and ack_every)."""
-    given = {"ack_every": checked["ack_every"]} if "ack_every" in checked else {}
+    """RC's default window, as the transport derives it from the fabric (ack_every, cc)."""
+    given = {k: checked[k] for k in ("ack_every", "cc") if k in checked}
     return _build("rc", spec, given, prefix)[0].window_pkts  # type: ignore[no-any-return]
 
 

@@ -76,6 +76,8 @@ class Connection:
     def __init__(self, stack: Stack, kind: str, src: int, dst: int) -> None:
         self.stack = stack
         self.kind = kind
+        #: the lab transport it belongs to (several share one stack in a mixed run)
+        self.transport = getattr(stack, "opening_transport", None) or stack.transport_name
         self.src = src
         self.dst = dst
         self.failed = False
@@ -109,6 +111,11 @@ class Connection:
         raise NotImplementedError
 
     def qps(self) -> list[Any]:
+        raise NotImplementedError
+
+    @property
+    def bytes_placed(self) -> int:
+        """Unique payload bytes placed at the destination so far."""
         raise NotImplementedError
 
     def _chunk_placed(self, now: int, msg_id: int, ok: bool) -> None:
@@ -246,6 +253,10 @@ class MrcConnection(Connection):
     def qps(self) -> list[MrcQp]:
         return [qp for pair in self.pairs for qp in pair]
 
+    @property
+    def bytes_placed(self) -> int:
+        return sum(int(receiver.bytes_placed) for _, receiver in self.pairs)
+
 
 class RcConnectionAdapter(Connection):
     """NCCL-style RC: ``qps_per_plane`` QPs on every plane, each pinned to one ECMP path."""
@@ -297,3 +308,7 @@ class RcConnectionAdapter(Connection):
 
     def qps(self) -> list[Any]:
         return [*self.conn.requesters, *self.conn.responders]
+
+    @property
+    def bytes_placed(self) -> int:
+        return self.conn.bytes_placed

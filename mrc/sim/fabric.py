@@ -14,6 +14,8 @@ from mrc.sim.engine import Simulator
 from mrc.sim.host import Host, NicPort
 from mrc.sim.link import Link
 from mrc.sim.network import Network
+from mrc.sim.pfc import wire_pfc
+from mrc.sim.pfc_ports import PfcNicPort, PfcPort
 from mrc.sim.ports import OutPort
 from mrc.sim.switch import Switch
 from topology import names, tables
@@ -52,6 +54,9 @@ def build_network(sim: Simulator, spec: FabricSpec, *,
             "shape, or raise max_links if you have the memory and patience.")
     net = Network(sim, spec)
     latency = spec.switch_latency_ps
+    # a PFC fabric gets the PFC ports (mrc.sim.pfc); without PFC, the plain ones, unchanged
+    port_cls: type[OutPort] = PfcPort if spec.pfc else OutPort
+    nic_cls: type[NicPort] = PfcNicPort if spec.pfc else NicPort
     net.hosts = [Host(net, h, names.host_name(h)) for h in range(spec.hosts)]
     for plane in range(spec.planes):
         t0s = [Switch(net, names.t0_name(plane, i), plane, 0, i)
@@ -64,25 +69,27 @@ def build_network(sim: Simulator, spec: FabricSpec, *,
         for host in net.hosts:  # host order = T0 downlink order (port j = host % hosts_per_t0)
             t0 = t0s[spec.t0_of(host.index)]
             nic_name = names.nic_port_name(host.index, plane)
-            nic = NicPort(net, f"{nic_name}->{t0.name}", host, t0, plane,
+            nic = nic_cls(net, f"{nic_name}->{t0.name}", host, t0, plane,
                           far_latency_ps=latency)
-            down = OutPort(net, f"{t0.name}->{nic_name}", t0, host, plane, far_latency_ps=0)
+            down = port_cls(net, f"{t0.name}->{nic_name}", t0, host, plane, far_latency_ps=0)
             _add_link(net, names.host_link_name(host.index, plane, t0.index), plane, nic, down)
             net.nic_ports[nic_name] = nic
             host.ports.append(nic)
             t0.downlinks.append(down)
         for t0 in t0s:
             for t1 in t1s:
-                up = OutPort(net, f"{t0.name}->{t1.name}", t0, t1, plane,
-                             far_latency_ps=latency)
-                down = OutPort(net, f"{t1.name}->{t0.name}", t1, t0, plane,
-                               far_latency_ps=latency)
+                up = port_cls(net, f"{t0.name}->{t1.name}", t0, t1, plane,
+                              far_latency_ps=latency)
+                down = port_cls(net, f"{t1.name}->{t0.name}", t1, t0, plane,
+                                far_latency_ps=latency)
                 _add_link(net, names.fabric_link_name(plane, t0.index, t1.index), plane, up,
                           down)
                 t0.uplinks.append(up)
                 t1.downlinks.append(down)
         for sw in (*t0s, *t1s):
             sw.build_tables(tables.switch_table(spec, plane, sw.tier, sw.index).rules)
+    if spec.pfc:
+        wire_pfc(net)
     return net
 
 

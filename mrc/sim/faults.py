@@ -20,6 +20,9 @@ Semantics, chosen to match what hardware does:
   ``sim.rng``), on both directions or one.
 * ``degrade``: later packets serialize at ``fraction`` of the nominal rate.
 * ``restore``: undo every fault on the element (up, no loss, full rate).
+* ``nic_stall`` / ``nic_resume``: a stuck host: its NIC stops draining its receive queue (and
+  starts again). On a PFC fabric the NIC holds what arrives on the lossless class and keeps
+  its T0 paused (``mrc.sim.pfc``), and drops everything else; without PFC it drops all.
 """
 
 from __future__ import annotations
@@ -186,6 +189,37 @@ def nic_port_up(net: Network, port: Target, plane: int | None = None) -> FaultRe
                    held_by=sorted(link.causes))
 
 
+def _as_host(net: Network, target: Target) -> Host:
+    found = _resolve(net, target)
+    if not isinstance(found, Host):
+        raise TypeError(f"{target!r} is not a host")
+    return found
+
+
+def nic_stall(net: Network, host: Target) -> FaultRecord:
+    """The host's NIC stops draining its receive queue (a stuck host)."""
+    h = _as_host(net, host)
+    return _set_stall(net, h, True, "nic_stall")
+
+
+def nic_resume(net: Network, host: Target) -> FaultRecord:
+    """The stuck host drains again: what its NIC held is delivered now."""
+    h = _as_host(net, host)
+    return _set_stall(net, h, False, "nic_resume")
+
+
+def _set_stall(net: Network, h: Host, stalled: bool, action: str) -> FaultRecord:
+    delivered = 0
+    if not net.spec.pfc:
+        h.set_rx_stalled(stalled)  # no PFC: the host loses everything itself
+        return _record(net, action, h.name)
+    for nic in h.ports:
+        link = nic.link
+        assert link is not None
+        delivered += link.down_port.set_rx_stall(stalled)  # type: ignore[attr-defined]
+    return _record(net, action, h.name, held_delivered=delivered)
+
+
 def set_loss(net: Network, link: Target, p: float, direction: str | None = None) -> FaultRecord:
     """Lose each packet put on the wire with probability ``p`` (0 clears it)."""
     name, ports = _ports(net, link, direction)
@@ -253,6 +287,8 @@ FAULTS: dict[str, Callable[..., FaultRecord]] = {
     "set_loss": set_loss,
     "degrade": degrade,
     "restore": restore,
+    "nic_stall": nic_stall,
+    "nic_resume": nic_resume,
 }
 
 
@@ -270,6 +306,8 @@ SCHEDULE_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]
     "loss_end": ("set_loss", lambda p: {"p": 0.0}),
     "degrade_start": ("degrade", lambda p: {"fraction": p["rate_fraction"]}),
     "degrade_end": ("degrade", lambda p: {"fraction": 1.0}),
+    "stall_start": ("nic_stall", lambda p: {}),
+    "stall_end": ("nic_resume", lambda p: {}),
 }
 
 

@@ -62,6 +62,21 @@ class Host:
         for port in self.ports:
             port.kick()
 
+    def set_rx_stalled(self, stalled: bool) -> None:
+        """A stuck host: its NIC stops draining the receive queue, so what arrives is lost
+        (on a PFC fabric the T0's port to it holds its lossless class and the NIC pauses the
+        T0 instead: ``mrc.sim.pfc.PfcPort.set_rx_stall``)."""
+        agent = self.agent
+        if stalled:
+            self._on_receive = self._drop_stalled
+        else:
+            self._on_receive = agent.on_receive if agent is not None else None
+
+    def _drop_stalled(self, now: int, pkt: Packet) -> None:
+        self.drops["rx_stalled"] = self.drops.get("rx_stalled", 0) + 1
+        if self.net.observer is not None:
+            self.net.observer(now, self.name, pkt, "rx_stalled")
+
     def receive(self, pkt: Packet) -> None:
         if pkt.da & _CARRIER_MASK or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
@@ -88,7 +103,7 @@ class NicPort(OutPort):
     Unlike switch ports it keeps a transmit-done event per packet: the agent must be asked at
     the moment the wire frees up, with its state at that moment."""
 
-    __slots__ = ("host", "_tx_done_cb")
+    __slots__ = ("host", "_tx_done_cb", "paused_priority")
 
     def __init__(self, net: Network, name: str, host: Host, dst: Switch, plane: int, *,
                  far_latency_ps: int) -> None:
@@ -96,6 +111,9 @@ class NicPort(OutPort):
         self.host = host
         self.header_limit = 1 << 62
         self._tx_done_cb = self._tx_done
+        #: the priority PFC has paused on this port (-1: none; see mrc.sim.pfc): the NIC
+        #: driver does not poll QPs of that priority
+        self.paused_priority = -1
 
     def send(self, pkt: Packet) -> None:
         """Queue a control packet; transmits at once when the port is idle."""

@@ -18,13 +18,15 @@ through the network on the per-packet path):
   host's agent (:class:`HostAgent`) whenever its wire goes idle.
 * :mod:`mrc.sim.switch`: ``Switch``, uSID shift-and-forward from static tables.
 * :mod:`mrc.sim.link`: ``Link``, both directions of a link and why it is held down.
+* :mod:`mrc.sim.pfc`: on a fabric with PFC, the ports of the lossless class (ingress
+  accounting, PAUSE frames, per-priority stop, watchdog) that replace the plain ones.
 * here: ``Network`` (lookup by name, statistics, hooks), the drop reasons, the hook types and
   the ``HostAgent`` protocol. :func:`mrc.sim.fabric.build_network` wires it all together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from mrc.packet import Packet
@@ -43,8 +45,12 @@ if TYPE_CHECKING:
 #: ``link_down``: queued at or on the wire of a port when it went down; ``loss``: random loss;
 #: ``no_route``: a switch found no entry for the active uSID; ``misdelivered``: a host received
 #: a packet whose carrier was not consumed or whose inner destination is another host.
+#: PFC (:mod:`mrc.sim.pfc`): ``lossless_overflow``: a lossless packet found its ingress
+#: headroom full (a bug of the headroom sizing: counted so a test can prove it never happens);
+#: ``pfc_watchdog``: a lossless queue the PFC watchdog declared stormed dropped it;
+#: ``rx_stalled``: a host whose NIC stopped draining its receive queue could not take it.
 DROP_REASONS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered")
+                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled")
 
 #: ``tap(now, port_name, pkt)``: sees every packet that crossed a link, as the far element
 #: takes it (``now`` = that moment, so calls come in global time order; the packet is as it was
@@ -53,6 +59,8 @@ Tap = Callable[[int, str, Packet], None]
 #: ``observer(now, where, pkt, event)``: ``event`` is ``"trim"``, ``"ecn"`` or a drop reason;
 #: ``where`` is a port, switch or host name.
 Observer = Callable[[int, str, Packet, str], None]
+#: ``pause_hook(now, delta)``: a port's lossless egress became paused (+1) or resumed (-1).
+PauseHook = Callable[[int, int], None]
 
 
 class HostAgent(Protocol):
@@ -96,6 +104,8 @@ class Network:
         self.fault_log: list[object] = []
         #: Called on every drop, trim and ECN mark; None costs nothing on the hot path.
         self.observer: Observer | None = None
+        #: Told when a port's lossless egress is paused or resumed (PFC fabrics only).
+        self.pause_hook: PauseHook | None = None
         self._tap: Tap | None = None
 
     # ------------------------------------------------------------------ hooks
@@ -182,4 +192,24 @@ class Network:
             for reason, count in drops.items():
                 out[f"drop_{reason}"] += count
         out["drops"] = sum(out[f"drop_{reason}"] for reason in DROP_REASONS)
+        if self.spec.pfc:
+            out.update(pfc_totals(self.ports.values()))
         return out
+
+
+def pfc_totals(ports: Iterable[OutPort]) -> dict[str, int]:
+    """Fabric-wide PFC counters: PAUSE frames sent and received, time ports spent paused
+    (summed over ports, in ps), ports ever paused, watchdog storms."""
+    out = {"pause_frames_sent": 0, "pause_frames_received": 0, "paused_ps": 0,
+           "ports_paused": 0, "watchdog_storms": 0}
+    for port in ports:
+        row = getattr(port, "pfc_counters", None)
+        if row is None:
+            continue
+        sent, received, paused_ps, storms = row()
+        out["pause_frames_sent"] += sent
+        out["pause_frames_received"] += received
+        out["paused_ps"] += paused_ps
+        out["ports_paused"] += received > 0
+        out["watchdog_storms"] += storms
+    return out

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
-from mrc.packet import FLAG_RETX, PROBE, Packet
+from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
 from mrc.transport.base import QueuePair, TransportEvent
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
@@ -140,6 +140,9 @@ class NicDriver(Generic[P]):
         self.counters: dict[str, int] = dict.fromkeys(counters, 0)
         #: Why the first packet a QP refused was refused (``strict=False`` only).
         self.first_rejection: str | None = None
+        #: QPN -> the recorder of its transport, when several transports share the fabric
+        #: (mixed runs: ``mrc.sim.mixed``); empty otherwise, and the sinks count everything.
+        self.recorders: dict[int, Any] = {}
 
     # ----------------------------------------------------------------- setup
     def add(self, qp: QueuePair, planes: Iterable[int]) -> None:
@@ -170,12 +173,16 @@ class NicDriver(Generic[P]):
     # ----------------------------------------------------------------- the ports' side
     def pull(self, now: int, plane: int) -> Packet | None:
         """The port of ``plane`` is idle: the next data packet of its QPs, or None."""
-        found = poll_round_robin(self._senders[plane], self._rr, now, plane)
+        senders = self._senders[plane]
+        paused = getattr(self.ports[plane], "paused_priority", -1)
+        if paused >= 0:  # PFC paused this port's lossless priority: its QPs wait
+            senders = [qp for qp in senders if getattr(qp, "priority", 0) != paused]
+        found = poll_round_robin(senders, self._rr, now, plane)
         if found is None:
             return None
         qp, pkt = found
         if pkt.flags & FLAG_RETX:
-            self._count("retransmissions", now)
+            self._counter(qp.qpn)("retransmissions", now)
         control = qp.take_control()
         if control:
             self._send_polled(control, now)
@@ -208,7 +215,11 @@ class NicDriver(Generic[P]):
                 self.first_rejection = f"{type(exc).__name__}: {exc}"
         placed = qp.bytes_placed - before
         if placed:
-            self._placed(now, pkt.plane, placed)
+            rec = self.recorders.get(pkt.qpn) if self.recorders else None
+            if rec is not None:
+                rec.placed(now, pkt.plane, placed)
+            else:
+                self._placed(now, pkt.plane, placed)
         self._service(qp, now)
         self._kick(qp, now)
 
@@ -317,8 +328,17 @@ class NicDriver(Generic[P]):
         ports = self.ports
         for pkt in control:
             if pkt.kind == PROBE:
-                self._count("probes", now)
+                self._counter(pkt.qpn)("probes", now)
+            elif pkt.kind == CNP:
+                self._counter(pkt.qpn)("cnps", now)
             ports[pkt.plane].send(pkt)
+
+    def _counter(self, qpn: int) -> CountSink:
+        if self.recorders:
+            rec = self.recorders.get(qpn)
+            if rec is not None:
+                return rec.count  # type: ignore[no-any-return]
+        return self._count
 
     def _send_later(self, control: list[Packet]) -> None:
         self._send_control(control, self.sched.now)

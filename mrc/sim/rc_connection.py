@@ -10,7 +10,9 @@ gives each QP its paths and sizes its config:
   ranking doubles as the re-convergence order of ``RcConfig.reroute_after_us``: when a T1
   goes away only the flows on it move, each to its own next choice.
 * ``rc_qp_pair``: both ends of one QP, with the addresses toward each other.
-* ``rc_config_for`` / ``bdp_packets``: a window of one bandwidth-delay product of the fabric.
+* ``rc_config_for`` / ``bdp_packets``: the config for a fabric: under ``cc = "window"`` a
+  window of one bandwidth-delay product; under DCQCN (the default) the rate limits, and the
+  window is only a cap on packets in flight (``DCQCN_WINDOW_PKTS``), as a RoCE NIC's.
 * ``RcConnection``: a ``StripedConnection`` with ``qps_per_plane`` such QPs per plane.
 """
 
@@ -82,12 +84,25 @@ def bdp_packets(spec: FabricSpec) -> float:
     return spec.base_rtt_ps() * spec.link_bps / 1e12 / wire_bits
 
 
+#: Packets in flight at most under DCQCN: a cap, not a congestion window (a RoCE NIC limits
+#: a QP's rate, not its window; 1024 x 4 KB is 4 MB, some 40 BDPs of the lab fabrics).
+DCQCN_WINDOW_PKTS = 1024
+
+
 def rc_config_for(spec: FabricSpec, **overrides: Any) -> RcConfig:
-    """An ``RcConfig`` for ``spec``: its MTU and a window of one BDP plus the ACK coalescing
-    slack (so a healthy QP runs at line rate without queueing). Overrides win."""
+    """An ``RcConfig`` for ``spec``: its MTU; under ``cc = "window"`` a window of one BDP plus
+    the ACK coalescing slack (so a healthy QP runs at line rate without queueing), under
+    DCQCN the cap ``DCQCN_WINDOW_PKTS``; the port's rate and framing for DCQCN's pacing; the
+    lossless priority when the fabric runs PFC (RC as deployed). Overrides win."""
     ack_every = int(overrides.get("ack_every", RcConfig().ack_every))
-    window = math.ceil(bdp_packets(spec)) + ack_every + 2
-    params: dict[str, Any] = {"mtu": spec.mtu_bytes, "window_pkts": window}
+    if overrides.get("cc", RcConfig().cc) == "dcqcn":
+        window = DCQCN_WINDOW_PKTS
+    else:
+        window = math.ceil(bdp_packets(spec)) + ack_every + 2
+    params: dict[str, Any] = {"mtu": spec.mtu_bytes, "window_pkts": window,
+                              "line_rate_gbps": spec.link_gbps,
+                              "frame_overhead_bytes": ETHERNET_OVERHEAD_BYTES,
+                              "priority": spec.pfc_priority if spec.pfc else 0}
     params.update(overrides)
     return RcConfig(**params)
 

@@ -47,7 +47,9 @@ FIRST_QPN = 2
 _UNLOGGED = (EVENT_MESSAGE_COMPLETED, EVENT_SEND_COMPLETED)
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered")
+                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled")
+#: Per-connection goodput series are kept for jobs of at most this many connections.
+MAX_FLOW_SERIES = 16
 
 
 #: How a stack makes a connection of one kind: ``factory(stack, src, dst, params)``.
@@ -80,6 +82,7 @@ class Stack:
     #: The connection class of each transport kind (the live stack's carry real bytes).
     connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
         "mrc": MrcConnection, "rc": RcConnectionAdapter}
+    _series = False  # enable_series() was called
 
     def __init__(self, spec: FabricSpec, seed: int, transport_name: str, *, sim: Clockwork,
                  net: Network | None, recorder: Recorder) -> None:
@@ -199,6 +202,54 @@ class Stack:
         elif event in _DROP_EVENTS:
             self.recorder.count("drops", now)
 
+    def _paused_ports(self, now: int, delta: int) -> None:
+        self.recorder.paused_ports_changed(now, delta)
+
+    # ----------------------------------------------------------------- series
+    def enable_series(self) -> None:
+        """Sample, at every bin's end, the deepest data queue of any switch port and (for
+        jobs of at most ``MAX_FLOW_SERIES`` connections) each connection's bytes placed: the
+        ``max_queue_bytes`` and ``flow_gbps:<src>-><dst>`` series. Sampling stops while
+        nothing else is scheduled, so a quiet simulator still runs dry."""
+        if self._series or not hasattr(self.sim, "heap") or self.net is None:
+            return  # already on, or a live/kernel run (no heap of its own, or no network)
+        self._series = True
+        self._switch_ports = [p for sw in self.net.switches.values() for p in sw.ports]
+        self.sim.at(self.recorder.bin_ps, self._sample, None)
+
+    def _flow_labels(self) -> list[tuple[str, Connection]]:
+        out: list[tuple[str, Connection]] = []
+        seen: dict[str, int] = {}
+        for conn in self.connections:
+            label = f"h{conn.src}->h{conn.dst}"
+            n = seen.get(label, 0)
+            seen[label] = n + 1
+            out.append((label if not n else f"{label}#{n}", conn))
+        return out
+
+    def _recorders_of(self, conn: Connection) -> Recorder:
+        return self.recorder
+
+    def _sample(self, _: Any) -> None:
+        now = self.sim.now
+        deepest = 0
+        for port in self._switch_ports:
+            depth = port._qb + getattr(port, "_lqb", 0)
+            if depth > deepest:
+                deepest = depth
+        for rec in self._all_recorders():
+            rec.sample("max_queue_bytes", now, deepest)
+        if len(self.connections) <= MAX_FLOW_SERIES:
+            for label, conn in self._flow_labels():
+                self._recorders_of(conn).sample("flow_bytes:" + label, now,
+                                                conn.bytes_placed)
+        heap = getattr(self.sim, "heap", None)
+        if heap:
+            self.sim.at(now + self.recorder.bin_ps, self._sample, None)
+
+    def _all_recorders(self) -> list[Recorder]:
+        return [self.recorder]
+
     # ----------------------------------------------------------------- results
     def events(self) -> pd.DataFrame:
         rows = sorted(self._rows, key=lambda r: r[0])  # stable: same-time rows keep order
@@ -226,7 +277,7 @@ class Stack:
 
         trims, drops = self.fabric_counts()
         mrc = [qp for qp in qps if isinstance(qp, MrcQp)]
-        return {
+        out = {
             "bytes_delivered": self.recorder.bytes_delivered,
             "retransmitted_packets": stat("retransmissions") + stat("retx_sent"),
             "trimmed_packets": trims,
@@ -236,6 +287,32 @@ class Stack:
             "paths_reintegrated": sum(qp.stats.reintegrated for qp in mrc),
             "messages_verified": sum(c.messages_ok for c in self.connections),
             "messages_corrupt": sum(c.messages_corrupt for c in self.connections),
+            "cnps_sent": stat("cnps_sent"),
+            "cnps_received": stat("cnps_received"),
+        }
+        out.update(self.fabric_pfc())
+        return out
+
+    def fabric_pfc(self) -> dict[str, Any]:
+        """PFC counters of the whole fabric and the lossless-class drops (empty without PFC):
+        see ``mrc.sim.network.pfc_totals`` and ``mrc.sim.pfc``."""
+        if not self.spec.pfc or self.net is None:
+            return {}
+        net = self.net.totals()
+        paused = [(p.pfc_counters()[2], p.name)  # type: ignore[union-attr, attr-defined]
+                  for p in self.net.ports.values()]
+        top = sorted((row for row in paused if row[0] > 0), reverse=True)[:5]
+        return {
+            "pause_frames_sent": net["pause_frames_sent"],
+            "pause_frames_received": net["pause_frames_received"],
+            "paused_us": net["paused_ps"] / PS_PER_US,
+            "ports_paused": net["ports_paused"],
+            "watchdog_storms": net["watchdog_storms"],
+            "lossless_overflow_drops": net["drop_lossless_overflow"],
+            "watchdog_drops": net["drop_pfc_watchdog"],
+            "stalled_host_drops": net["drop_rx_stalled"],
+            "most_paused_ports": [{"port": name, "paused_us": ps / PS_PER_US}
+                                  for ps, name in top],
         }
 
     def goodput_ceiling_gbps(self, ports: int | None = None) -> float:
@@ -258,3 +335,6 @@ class SimStack(Stack):
         self.net: Network = net
         self.nics = [Nic(sim, host, self.recorder, self._on_qp_event) for host in net.hosts]
         net.observer = self._observe
+        if spec.pfc:
+            self.recorder.pfc = True
+            net.pause_hook = self._paused_ports

@@ -23,12 +23,14 @@ from mrc.sim.rc_connection import rc_config_for
 from mrc.transport.mrc.cc import CcConfig
 from mrc.transport.mrc.config import MrcConfig
 from mrc.transport.rc.config import RcConfig
+from mrc.transport.rc.dcqcn import DcqcnConfig
 from mrc.units import PS_PER_US
 from topology import evs as fabric_evs
 from topology.spec import FabricSpec
 
-#: RC keys that configure the connection rather than each QP.
-RC_CONNECTION_KEYS = ("qps_per_plane", "split_data_on_qps")
+#: RC keys that configure the connection rather than each QP, or its place in the fabric:
+#: ``pfc`` puts its DATA on the fabric's lossless priority (default: when the fabric has PFC).
+RC_CONNECTION_KEYS = ("qps_per_plane", "split_data_on_qps", "pfc")
 #: MRC keys that configure the connection rather than each QP.
 MRC_CONNECTION_KEYS = ("qps_per_connection", "split_data_on_qps")
 #: MRC's nested tables (besides ``cc``): checked by their own functions.
@@ -38,6 +40,8 @@ EV_PROFILE_KEYS = ("mode", "field_widths", "min_vals", "max_vals", "masks", "evs
                    "event_mask")
 #: Keys the driver fills from the fabric; a lab may not set them.
 _FROM_FABRIC = {"mtu", "mtu_bytes"}
+#: ...and RC's: its port's rate and framing (DCQCN's pacing), its priority (from ``pfc``)
+_RC_FROM_FABRIC = {"line_rate_gbps", "frame_overhead_bytes", "priority"}
 
 
 class ParamError(ValueError):
@@ -48,7 +52,11 @@ def _accepted(cls: type) -> dict[str, str]:
     """Lab key -> config field for a config dataclass."""
     out = {}
     for f in dataclasses.fields(cls):
-        if f.name in _FROM_FABRIC or f.name == "cc":
+        if f.name in _FROM_FABRIC or f.name == "dcqcn":
+            continue
+        if cls is RcConfig and f.name in _RC_FROM_FABRIC:
+            continue
+        if cls is not RcConfig and f.name == "cc":  # MRC's cc is a table of its own
             continue
         key = f.name[:-3] + "_us" if f.name.endswith("_ps") else f.name
         out[key] = f.name
@@ -57,7 +65,9 @@ def _accepted(cls: type) -> dict[str, str]:
 
 MRC_KEYS = {**_accepted(MrcConfig), **{k: k for k in MRC_CONNECTION_KEYS}}
 CC_KEYS = _accepted(CcConfig)
-RC_KEYS = {**_accepted(RcConfig), **{k: k for k in RC_CONNECTION_KEYS}}
+#: DCQCN's knobs sit flat in the RC table under NVIDIA's names (``rpg_ai_rate``...)
+DCQCN_KEYS = {f.name: f.name for f in dataclasses.fields(DcqcnConfig)}
+RC_KEYS = {**_accepted(RcConfig), **{k: k for k in RC_CONNECTION_KEYS}, **DCQCN_KEYS}
 
 
 def accepted_keys(kind: str) -> list[str]:
@@ -226,7 +236,17 @@ def rc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "transp
     fields = _convert(params, RC_KEYS, where)
     qps_per_plane = _count(fields.pop("qps_per_plane", 1), f"{where}.qps_per_plane")
     split = _flag(fields.pop("split_data_on_qps", True), f"{where}.split_data_on_qps")
+    pfc = fields.pop("pfc", None)
+    if pfc is None:
+        pfc = spec.pfc
+    if not isinstance(pfc, bool):
+        raise ParamError(f"{where}.pfc: expected true or false, got {pfc!r}")
+    if pfc and not spec.pfc:
+        raise ParamError(f"{where}.pfc: the fabric has no lossless class (fabric.pfc = false); "
+                         "turn PFC on in [fabric] or run RC lossy (pfc = false)")
+    dcqcn = {k: fields.pop(k) for k in list(fields) if k in DCQCN_KEYS}
     try:
-        return rc_config_for(spec, **fields), qps_per_plane, split
+        return rc_config_for(spec, priority=spec.pfc_priority if pfc else 0,
+                             dcqcn=DcqcnConfig(**dcqcn), **fields), qps_per_plane, split
     except (TypeError, ValueError) as exc:
         raise ParamError(f"{where}: {exc}") from None

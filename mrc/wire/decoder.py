@@ -18,6 +18,7 @@ from typing import Final, NamedTuple
 
 from mrc.packet import (
     ACK,
+    CNP,
     DATA,
     ENVELOPE_BYTES,
     FLAG_ACK_REQ,
@@ -35,6 +36,7 @@ from mrc.packet import (
 from mrc.wire.checksum import CRC_LRH, CRC_RESIDUE, ICRC_MASK, MASKED_BYTES, sum16, sum16_many
 from mrc.wire.layout import (
     ACK_FULL_BYTES,
+    CNP_FULL_BYTES,
     DATA_HDR_BYTES,
     DATA_IMM_HDR_BYTES,
     ENDS_ACK,
@@ -54,6 +56,7 @@ from mrc.wire.layout import (
     OFF_EXT,
     OFF_INNER,
     OP_ACKNOWLEDGE,
+    OP_CNP,
     OP_MRC_PROBE,
     OP_MRC_PROBE_REPLY,
     OP_RDMA_WRITE_ONLY,
@@ -213,6 +216,13 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
                      plane=plane)
         pkt.hop_limit = hlim
         return pkt
+    if opcode == OP_CNP:
+        if n != CNP_FULL_BYTES:
+            raise DecodeError("CNP of the wrong length")
+        _verify(data, n, iplen, udp_sum)
+        _check_tail(FLAG_ACK_REQ if abit else 0, abit, csum)
+        return Packet(CNP, src, dst, qpn, psn, da=da, ecn=tc & 3, trimmed=trimmed, size=n,
+                      plane=plane)
     raise DecodeError(f"BTH opcode {opcode:#04x} is not an MRC opcode")
 
 

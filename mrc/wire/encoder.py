@@ -21,6 +21,7 @@ import numpy as np
 
 from mrc.packet import (
     ACK,
+    CNP,
     DATA,
     DEFAULT_DSCP,
     ECN_CE,
@@ -42,6 +43,7 @@ from mrc.wire.layout import (
     DATA_HDR_BYTES,
     DATA_IMM_HDR_BYTES,
     HDR_ACK,
+    HDR_CNP,
     HDR_DATA,
     HDR_DATA_IMM,
     HDR_PROBE,
@@ -57,6 +59,7 @@ from mrc.wire.layout import (
     OFF_INNER,
     OFF_UDP_CSUM,
     OP_ACKNOWLEDGE,
+    OP_CNP,
     OP_MRC_PROBE,
     OP_MRC_PROBE_REPLY,
     OP_RDMA_WRITE_ONLY,
@@ -85,6 +88,7 @@ _pack_data: Final = HDR_DATA.pack
 _pack_data_imm: Final = HDR_DATA_IMM.pack
 _pack_ack: Final = HDR_ACK.pack
 _pack_probe: Final = HDR_PROBE.pack
+_pack_cnp: Final = HDR_CNP.pack
 
 
 def flow_label(ev: int) -> int:
@@ -214,6 +218,12 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
                 sport, ROCE_UDP_PORT, iplen, 0,
                 OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, qpn,
                 bth_psn, ev, p.ts, flags, 0)
+        elif kind == CNP:
+            iplen = HDR_CNP.size - 80 + ICRC_BYTES
+            hdr = _pack_cnp(
+                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
+                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
+                sport, ROCE_UDP_PORT, iplen, 0, OP_CNP, 0, PKEY_DEFAULT, qpn, bth_psn)
         else:
             raise ValueError(f"unknown packet kind {kind!r}")
 

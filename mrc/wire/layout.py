@@ -13,6 +13,8 @@ from typing import Final
 
 from mrc.packet import (
     ACK,
+    CNP,
+    CNP_RESERVED_BYTES,
     DATA,
     DEFAULT_HOP_LIMIT,
     ENVELOPE_BYTES,
@@ -30,6 +32,7 @@ OP_RDMA_WRITE_ONLY_IMM: Final = 0x0B
 OP_ACKNOWLEDGE: Final = 0x11
 OP_MRC_PROBE: Final = 0xC0
 OP_MRC_PROBE_REPLY: Final = 0xC1
+OP_CNP: Final = 0x81  # RoCEv2 congestion notification packet (DCQCN)
 
 SYNDROME_ACK: Final = 0x1F  # ACK, credit count 31 = "invalid" (no end-to-end credits)
 SYNDROME_NAK_SEQ: Final = 0x60  # NAK, code 0: PSN sequence error (RC go-back-N)
@@ -57,6 +60,7 @@ WIRE_FIELDS: Final[dict[int, tuple[str, ...]]] = {
     PROBE: ("kind", "src", "dst", "qpn", "psn", "ev", "flags", "ts", "da", "ecn", "trimmed",
             "size", "hop_limit"),
 }
+WIRE_FIELDS[CNP] = ("kind", "src", "dst", "qpn", "psn", "da", "ecn", "trimmed", "size")
 WIRE_FIELDS[NACK] = WIRE_FIELDS[ACK]
 WIRE_FIELDS[PROBE_REPLY] = WIRE_FIELDS[PROBE]
 
@@ -90,6 +94,7 @@ HDR_DATA = struct.Struct(ENV_FMT + RETH_DETH_FMT)
 HDR_DATA_IMM = struct.Struct(ENV_FMT + RETH_IMM_DETH_FMT)
 HDR_ACK = struct.Struct(ENV_FMT + AETH_MRC_FMT)
 HDR_PROBE = struct.Struct(ENV_FMT + PETH_FMT)
+HDR_CNP = struct.Struct(ENV_FMT + f"{CNP_RESERVED_BYTES}x")  # BTH, 16 reserved bytes
 EXT_DATA = struct.Struct(">" + RETH_DETH_FMT)
 EXT_DATA_IMM = struct.Struct(">" + RETH_IMM_DETH_FMT)
 EXT_ACK = struct.Struct(">" + AETH_MRC_FMT)
@@ -98,6 +103,7 @@ DATA_HDR_BYTES: Final = HDR_DATA.size  # 140
 DATA_IMM_HDR_BYTES: Final = HDR_DATA_IMM.size  # 144
 ACK_FULL_BYTES: Final = HDR_ACK.size + ICRC_BYTES  # every ACK/NACK has this length
 PROBE_FULL_BYTES: Final = HDR_PROBE.size + ICRC_BYTES
+CNP_FULL_BYTES: Final = HDR_CNP.size + ICRC_BYTES
 
 
 def _field_ends(fmt: str) -> tuple[int, ...]:

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mrc.packet import PSN_MASK, PSN_MOD
+from mrc.transport.rc.dcqcn import DcqcnConfig
 
 #: The verbs local ACK timeout unit: 4.096 us, in picoseconds.
 LOCAL_ACK_UNIT_PS = 4_096_000
+#: Congestion controls: ``dcqcn`` (a rate limiter driven by CNPs, as deployed) or ``window``
+#: (AIMD of the outstanding window on ECN echoes, the lab's earlier model).
+CC_KINDS = ("dcqcn", "window")
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,10 +21,16 @@ class RcConfig:
     mtu: int = 4096  # payload bytes per DATA packet
     window_pkts: int = 64  # max outstanding packets; ~ one BDP (see rc_config_for)
     min_window_pkts: int = 2
-    ack_every: int = 8  # responder ACK coalescing
+    ack_every: int = 8  # responder ACK coalescing: one ACK per this many packets...
+    ack_timer_us: float | None = 4.0  # ...or this long after the first unacknowledged one
     timeout_exp: int = 20  # local ACK timeout 4.096 us x 2^n; NCCL_IB_TIMEOUT default 20
     retry_cnt: int = 7  # NCCL_IB_RETRY_CNT default 7
     reroute_after_us: float | None = None  # dynamic-routing model; None = static SRv6 routing
+    cc: str = "dcqcn"  # congestion control (CC_KINDS)
+    dcqcn: DcqcnConfig = DcqcnConfig()  # cc = "dcqcn": its knobs (mrc.transport.rc.dcqcn)
+    priority: int = 0  # 802.1p priority of the DATA packets (the fabric's lossless one for PFC)
+    line_rate_gbps: float = 100.0  # the port's rate: DCQCN's ceiling (the fabric fills it)
+    frame_overhead_bytes: int = 38  # wire bytes per packet beyond the IPv6 ones (pacing)
     ecn_decrease: float = 0.5  # window multiplier on an ECN echo
     additive_increase_pkts: float = 1.0  # window growth per window acknowledged
     cnp_interval_us: float = 4.0  # least time between immediate CE-triggered ACKs
@@ -34,6 +44,12 @@ class RcConfig:
              "need 1 <= min_window_pkts <= window_pkts"),
             (self.window_pkts < PSN_MOD // 4, "window_pkts must stay far below 2^24 PSNs"),
             (self.ack_every >= 1, "ack_every must be at least 1"),
+            (self.cc in CC_KINDS, f"cc must be one of {', '.join(CC_KINDS)}, got {self.cc!r}"),
+            (0 <= self.priority <= 7, "priority is an 802.1p priority (0..7)"),
+            (self.line_rate_gbps > 0, "line_rate_gbps must be positive"),
+            (self.frame_overhead_bytes >= 0, "frame_overhead_bytes must not be negative"),
+            (self.ack_timer_us is None or self.ack_timer_us > 0,
+             "ack_timer_us must be positive or None"),
             (0 <= self.timeout_exp <= 31, "timeout_exp is a 5-bit verbs field (0..31)"),
             (0 <= self.retry_cnt <= 7, "retry_cnt is a 3-bit verbs field (0..7)"),
             (self.reroute_after_us is None or self.reroute_after_us > 0,
@@ -64,6 +80,12 @@ class RcConfig:
         return None if r is None else int(round(r * 1_000_000))
 
     @property
+    def ack_timer_ps(self) -> int | None:
+        """The responder's ACK coalescing timer in ps (None: ACK only by count or request)."""
+        a = self.ack_timer_us
+        return None if a is None else max(1, int(round(a * 1_000_000)))
+
+    @property
     def cnp_interval_ps(self) -> int:
         return int(round(self.cnp_interval_us * 1_000_000))
 
@@ -76,14 +98,17 @@ class RcStats:
     retx_sent: int = 0  # resent DATA packets (go-back-N and timeout resends)
     payload_bytes_sent: int = 0
     acks_sent: int = 0
+    acks_on_timer: int = 0  # ACKs the coalescing timer sent (the batch did not fill)
     naks_sent: int = 0
     acks_received: int = 0
     naks_received: int = 0
     timeouts: int = 0  # local ACK timer expiries without progress (retries + fatal one)
     retries: int = 0
     reroutes: int = 0
-    ecn_cuts: int = 0
+    ecn_cuts: int = 0  # window cuts (cc = "window") or DCQCN rate cuts
     ce_received: int = 0
+    cnps_sent: int = 0  # DCQCN notification point
+    cnps_received: int = 0
     dropped_oos: int = 0  # out-of-sequence DATA dropped by the responder
     dropped_trimmed: int = 0  # trimmed packets dropped (RC cannot use them)
     duplicates: int = 0  # DATA below the expected PSN (already placed)

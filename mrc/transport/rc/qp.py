@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from mrc.packet import ACK, DATA, FLAG_SEQ_ERR, NACK, Packet
+from mrc.packet import ACK, CNP, DATA, FLAG_SEQ_ERR, NACK, Packet
 from mrc.transport.base import EVENT_QP_ERROR, TransportEvent
 from mrc.transport.rc.config import RcConfig, RcStats
 from mrc.transport.rc.requester import RcRequester
@@ -84,12 +84,16 @@ class RcQp:
             self.responder.on_data(now, pkt)
         elif kind == ACK or (kind == NACK and pkt.flags & FLAG_SEQ_ERR):
             self.requester.on_ack(now, pkt)
+        elif kind == CNP:
+            self.requester.on_cnp(now)
         # PROBE / trim NACKs are MRC's; an RC QP ignores them
 
     def handle_timer(self, now: int) -> None:
-        """Local ACK timer and (optional) re-convergence deadline."""
+        """Local ACK timer, (optional) re-convergence deadline, ACK coalescing timer."""
         if not self.failed:
             self.requester.handle_timer(now)
+            if not self.failed:
+                self.responder.on_timer(now)
 
     def take_control(self) -> list[Packet]:
         """ACKs and NAKs produced since the last call (each names its plane)."""
@@ -102,7 +106,11 @@ class RcQp:
     def next_timer(self) -> int | None:
         if self.failed:
             return None
-        return self.requester.next_timer()
+        deadline = self.requester.next_timer()
+        due = self.responder.ack_due
+        if due is not None and (deadline is None or due < deadline):
+            return due
+        return deadline
 
     # ================================================================ other API
     def abort(self, now: int, reason: str) -> None:
@@ -116,11 +124,19 @@ class RcQp:
         self._ctrl = []
 
     @property
+    def priority(self) -> int:
+        """The 802.1p priority of this QP's DATA (a NIC port paused on it skips the QP)."""
+        return self.config.priority
+
+    @property
     def poll_timer_floor_ps(self) -> int:
         """The soonest deadline a ``poll`` can create, relative to its ``now``: a first send
-        after idle starts the local ACK timer (and the re-convergence clock). Drivers need
-        not re-read ``next_timer`` after a poll while a wake-up is armed before that."""
+        after idle starts the local ACK timer (and the re-convergence clock); under DCQCN a
+        poll may set the pacing deadline at once (0). Drivers need not re-read
+        ``next_timer`` after a poll while a wake-up is armed before that."""
         req = self.requester
+        if req.rp is not None:
+            return 0
         spans = [t for t in (req.timeout_ps, req.reroute_ps) if t is not None]
         return min(spans) if spans else 1 << 62
 

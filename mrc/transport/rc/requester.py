@@ -2,9 +2,11 @@
 
 * **Segmentation, pulled.** A posted WRITE is only a sequence range; ``poll`` cuts the next
   MTU-sized segment when the port asks, so nothing is queued per packet.
-* **ACK requests.** The requester sets the ACK-request bit on the last packet of every message
-  and on the packet that fills the window, so a tail never waits for a timeout (the responder
-  otherwise coalesces its ACKs).
+* **ACK requests.** The requester sets the ACK-request bit on the last packet of every message,
+  on the packet that fills the window, and on every packet while the window is smaller than
+  the responder's ACK batch (``ack_every``): a batch that can never fill would otherwise leave
+  the window waiting. A window cut *after* its packets left can still strand a short tail
+  without a request; the responder's coalescing timer (:mod:`.responder`) acknowledges it.
 * **Go-back-N.** A sequence-error NAK acknowledges everything before its PSN and rewinds the
   send point to it: everything from there is resent.
 * **Local ACK timeout** = 4.096 us x 2^timeout_exp (verbs: exponent 0 = wait forever). The
@@ -15,13 +17,16 @@
   expiry moves the QP to the error state, i.e. exactly at
   ``last_progress + (retry_cnt + 1) x timeout`` (IBV_WC_RETRY_EXC_ERR). Nothing is sent after
   that; NCCL aborts the job.
-* **Congestion response (documented simplification).** Real RoCE NICs run DCQCN (a rate
-  limiter driven by CNPs). Here: a window of at most ``window_pkts`` outstanding packets
-  (set it to about one bandwidth-delay product) and AIMD on ECN: the responder echoes a CE
-  mark on its next ACK (see :mod:`.responder`); the requester cuts the window by
-  ``ecn_decrease`` at most once per window of data (no new cut until the data sent before
-  the previous cut is acknowledged) and grows it by ``additive_increase_pkts`` per window
-  acknowledged, never above ``window_pkts`` nor below ``min_window_pkts``.
+* **Congestion response.** At most ``window_pkts`` packets are outstanding (about one
+  bandwidth-delay product). ``cc = "dcqcn"`` (the default, as RoCE NICs run): the
+  reaction point of :mod:`.dcqcn` sets a rate and the requester paces its DATA at it (the
+  start of each packet at least wire bytes x 8 / rate after the previous one; at the line
+  rate the port alone paces); CNPs from the responder cut it. ``cc = "window"`` (the lab's
+  earlier model): AIMD of the window on ECN: the responder echoes a CE mark on its next ACK
+  (see :mod:`.responder`); the requester cuts the window by ``ecn_decrease`` at most once
+  per window of data (no new cut until the data sent before the previous cut is
+  acknowledged) and grows it by ``additive_increase_pkts`` per window acknowledged, never
+  above ``window_pkts`` nor below ``min_window_pkts``.
 * **Optional re-convergence model** (``reroute_after_us``, off by default). Static SRv6
   source routing, the post's fabric, never moves a path, so RC stays on a broken one. With a
   dynamic routing protocol the network would re-hash a flow whose T1 died; the QP models
@@ -54,6 +59,7 @@ from mrc.packet import (
 )
 from mrc.transport.base import EVENT_REROUTE, EVENT_RETRY, EVENT_SEND_COMPLETED
 from mrc.transport.memory import message_key, segment_digest
+from mrc.transport.rc.dcqcn import DcqcnRp
 
 if TYPE_CHECKING:
     from mrc.transport.rc.qp import RcQp
@@ -89,7 +95,8 @@ class RcRequester:
         "paths", "order", "t1", "addr", "ev",
         "msgs", "_msg_ids", "_cur", "una", "_nxt", "max_sent", "_tail",
         "cwnd", "_wnd", "_cut_guard", "anchor", "_retries", "_reroute_anchor",
-        "timeout_ps", "reroute_ps", "_mtu", "_psn0",
+        "timeout_ps", "reroute_ps", "_mtu", "_psn0", "_ack_every",
+        "rp", "_next_tx", "_paced", "_tx_start", "_tx_wire", "_ovh", "_prio",
     )
 
     def __init__(self, qp: RcQp, paths: Mapping[int, int], t1: int | None) -> None:
@@ -110,6 +117,7 @@ class RcRequester:
         self.ev = make_ev(self.plane, self.t1)
         self._mtu = cfg.mtu
         self._psn0 = cfg.initial_psn
+        self._ack_every = cfg.ack_every
         self.timeout_ps = cfg.timeout_ps
         self.reroute_ps = cfg.reroute_after_ps
         self.msgs: deque[_SendMsg] = deque()
@@ -125,6 +133,16 @@ class RcRequester:
         self.anchor = 0  # when the local ACK timer last restarted
         self._retries = 0
         self._reroute_anchor = 0
+        #: DCQCN's reaction point (None for cc = "window"); DATA starts no earlier than
+        #: ``_next_tx`` while its rate is below the line
+        self.rp = (DcqcnRp(cfg.dcqcn, cfg.line_rate_gbps * 1e9) if cfg.cc == "dcqcn"
+                   else None)
+        self._next_tx = 0
+        self._paced = False  # the rate limiter is closed until _next_tx: a wake-up is due
+        self._tx_start = 0  # start and wire bytes of the last paced packet: the next may
+        self._tx_wire = 0  # go wire bytes x 8 / rate later, at whatever the rate is by then
+        self._ovh = cfg.frame_overhead_bytes
+        self._prio = cfg.priority
 
     # ------------------------------------------------------------------ posting and sending
     def post_write(self, now: int, msg_id: int, length: int, payload: bytes | None) -> None:
@@ -147,6 +165,9 @@ class RcRequester:
         seq = self._nxt
         if plane != self.plane or seq >= self._tail or seq - self.una >= self._wnd:
             return None
+        if now < self._next_tx:
+            self._paced = True  # the rate limiter holds it back (next_timer says until when)
+            return None
         msgs = self.msgs
         m = msgs[self._cur]
         while seq >= m.end:
@@ -160,8 +181,9 @@ class RcRequester:
         flags = 0
         if offset + length == m.length:
             flags = FLAG_LAST | FLAG_ACK_REQ
-        elif seq + 1 - self.una >= self._wnd:
-            flags = FLAG_ACK_REQ  # this packet fills the window: ask for an ACK now
+        elif seq + 1 - self.una >= self._wnd or self._wnd < self._ack_every:
+            # this packet fills the window, or the window cannot fill an ACK batch
+            flags = FLAG_ACK_REQ
         stats = self.stats
         if seq < self.max_sent:
             flags |= FLAG_RETX
@@ -177,13 +199,21 @@ class RcRequester:
         stats.data_sent += 1
         stats.payload_bytes_sent += length
         payload = m.payload
+        size = DATA_HEADER_BYTES + length
+        rp = self.rp
+        if rp is not None and rp.limited:
+            self._tx_start = self._next_tx if self._next_tx > now else now
+            self._tx_wire = wire = size + self._ovh
+            self._paced = True  # the driver must wake us when the limiter reopens
+            rp.on_sent(wire)
+            self._repace()
         return Packet(
             DATA, self.host, self.peer, self.qpn, (self._psn0 + seq) & PSN_MASK,
             ev=self.ev, msg_id=m.msg_id, offset=offset, length=length, msg_len=m.length,
-            flags=flags, ts=m.posted_ps, da=self.addr, plane=self.plane,
-            size=DATA_HEADER_BYTES + length,
+            flags=flags, ts=m.posted_ps, da=self.addr, plane=self.plane, size=size,
             digest=segment_digest(m.key, offset, length),
             payload=None if payload is None else payload[offset:offset + length],
+            prio=self._prio,
         )
 
     # ------------------------------------------------------------------ acknowledgements
@@ -236,6 +266,30 @@ class RcRequester:
         if popped:
             self._cur = max(0, self._cur - popped)
 
+    def on_cnp(self, now: int) -> None:
+        """A CNP (DCQCN's congestion notification) for this QP arrived."""
+        self.stats.cnps_received += 1
+        rp = self.rp
+        if rp is None:
+            return  # cc = "window" reacts to ECN echoes on ACKs instead
+        was_limited = rp.limited
+        if rp.on_cnp(now):
+            self.stats.ecn_cuts += 1
+            if not was_limited:  # pacing starts now
+                self._tx_start = now
+                self._tx_wire = 0
+            self._repace()
+
+    def _repace(self) -> None:
+        """The rate changed: the next packet may start one packet time (at the new rate)
+        after the last one started."""
+        rp = self.rp
+        assert rp is not None
+        if rp.limited:
+            self._next_tx = self._tx_start + int(self._tx_wire * rp.ps_per_byte)
+        else:
+            self._next_tx = 0
+
     def _on_ecn(self) -> None:
         if self.una < self._cut_guard:
             return  # already cut for data sent before the last cut: once per window
@@ -252,6 +306,13 @@ class RcRequester:
 
     # ------------------------------------------------------------------ timers
     def handle_timer(self, now: int) -> None:
+        rp = self.rp
+        if rp is not None:
+            if rp.next_increase is not None and now >= rp.next_increase:
+                rp.on_timer(now)
+                self._repace()
+            if self._paced and now >= self._next_tx:
+                self._paced = False  # the limiter opened: the driver polls when its port is free
         if self.max_sent <= self.una:
             return
         rr = self.reroute_ps
@@ -275,10 +336,21 @@ class RcRequester:
         self._rewind(self.una)
 
     def next_timer(self) -> int | None:
+        deadline: int | None = None
+        rp = self.rp
+        if rp is not None:
+            deadline = rp.next_increase
+            if self._paced:  # held back by the rate: wake the driver when it may send
+                nxt = self._next_tx
+                if deadline is None or nxt < deadline:
+                    deadline = nxt
         if self.max_sent <= self.una:
-            return None
+            return deadline
         t = self.timeout_ps
-        deadline = None if t is None else self.anchor + (self._retries + 1) * t
+        if t is not None:
+            a = self.anchor + (self._retries + 1) * t
+            if deadline is None or a < deadline:
+                deadline = a
         rr = self.reroute_ps
         if rr is not None and len(self.order) > 1:
             r = self._reroute_anchor + rr

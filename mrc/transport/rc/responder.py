@@ -6,11 +6,17 @@
   "episode" ends when the expected packet arrives, or when the PSNs of arriving packets go
   backwards (the requester rewound and its resent copy of the expected packet was lost
   again): only then is a new NAK due. Old (duplicate) packets are re-ACKed.
-* **ACK coalescing.** The responder ACKs every ``ack_every`` accepted packets and at once on
-  a packet with the ACK-request bit (the requester sets it where waiting would stall it).
-* **ECN echo.** A CE mark is echoed on the next ACK or NAK; a CE mark may also trigger an
-  immediate ACK, which acts as the CNP, at most one per ``cnp_interval_us`` unless an ACK is
-  due anyway.
+* **ACK coalescing.** The responder ACKs every ``ack_every`` accepted packets, at once on a
+  packet with the ACK-request bit (the requester sets it where waiting would stall it), and
+  when its coalescing timer runs out: ``ack_timer_us`` after the first packet it has not yet
+  acknowledged, as RoCE NICs bound the delay of a coalesced ACK. The timer is what keeps a
+  requester whose window was cut below the batch *after* its last packets left (none of them
+  asked) from waiting for its local ACK timeout on a fabric that delivered everything.
+* **ECN.** ``cc = "dcqcn"``: the responder is DCQCN's notification point: a CE-marked DATA
+  packet (in sequence or not) makes it send a CNP to the sender, at most one per QP per
+  ``min_time_between_cnps``. ``cc = "window"``: a CE mark is echoed on the next ACK or NAK;
+  it may also trigger an immediate ACK, which acts as the CNP, at most one per
+  ``cnp_interval_us`` unless an ACK is due anyway.
 * **Replies follow the data.** ACK/NAK go back along the reverse of the path the
   acknowledged packet took: the T1 named by its EV.
 """
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING
 from mrc.ev import ev_t1
 from mrc.packet import (
     ACK,
+    CNP,
     ECN_CE,
     FLAG_ACK_REQ,
     FLAG_ECN_ECHO,
@@ -50,6 +57,7 @@ class RcResponder:
         "qp", "requester", "stats", "qpn", "host", "peer", "plane",
         "_mtu", "_ack_every", "_cnp_ps", "_epsn", "_rx", "_rx_posted", "_unacked",
         "_in_gap", "_gap_last", "_dup_last", "_ce_pending", "_last_cnp",
+        "_ack_timer_ps", "ack_due", "_last_ev", "_np_ps",
     )
 
     def __init__(self, qp: RcQp, requester: RcRequester) -> None:
@@ -73,9 +81,20 @@ class RcResponder:
         self._dup_last: int | None = None
         self._ce_pending = False
         self._last_cnp: int | None = None
+        self._ack_timer_ps = cfg.ack_timer_ps
+        #: when the coalescing timer fires (None: nothing waits for an ACK)
+        self.ack_due: int | None = None
+        self._last_ev = 0
+        #: DCQCN notification point: least time between CNPs (None: cc = "window")
+        self._np_ps = cfg.dcqcn.cnp_interval_ps if cfg.cc == "dcqcn" else None
 
     def on_data(self, now: int, pkt: Packet) -> None:
         stats = self.stats
+        if pkt.ecn == ECN_CE and self._np_ps is not None:
+            stats.ce_received += 1
+            last = self._last_cnp
+            if last is None or now - last >= self._np_ps:
+                self._send_cnp(now, pkt.ev)
         d = psn_diff(pkt.psn, self._epsn)
         if d == 0:
             rx = self._rx
@@ -105,13 +124,17 @@ class RcResponder:
                     detail["data"] = data
                 qp._emit(now, EVENT_MESSAGE_COMPLETED, detail)
             cnp = False
-            if pkt.ecn == ECN_CE:
+            if pkt.ecn == ECN_CE and self._np_ps is None:
                 stats.ce_received += 1
                 self._ce_pending = True
                 last = self._last_cnp
                 cnp = last is None or now - last >= self._cnp_ps
             if self._unacked >= self._ack_every or pkt.flags & FLAG_ACK_REQ or cnp:
                 self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
+            else:
+                self._last_ev = pkt.ev
+                if self.ack_due is None and self._ack_timer_ps is not None:
+                    self.ack_due = now + self._ack_timer_ps
         elif d > 0:
             stats.dropped_oos += 1
             if not self._in_gap or psn_diff(pkt.psn, self._gap_last) <= 0:
@@ -127,6 +150,24 @@ class RcResponder:
                 self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
             self._dup_last = pkt.psn
 
+    def on_timer(self, now: int) -> None:
+        """The coalescing timer: acknowledge what has waited since ``ack_due`` was armed."""
+        due = self.ack_due
+        if due is None or now < due:
+            return
+        if self._unacked:
+            self.stats.acks_on_timer += 1
+            self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, self._last_ev)
+        self.ack_due = None
+
+    def _send_cnp(self, now: int, ev: int) -> None:
+        self._last_cnp = now
+        self.stats.cnps_sent += 1
+        req = self.requester
+        da = req.paths.get(ev_t1(ev), req.addr)
+        self.qp._ctrl.append(Packet(CNP, self.host, self.peer, self.qpn, 0, ev=ev, da=da,
+                                    plane=self.plane))
+
     def _send_ack(self, now: int, kind: int, psn: int, ev: int) -> None:
         flags = FLAG_SEQ_ERR if kind == NACK else 0
         if self._ce_pending:
@@ -138,6 +179,7 @@ class RcResponder:
         else:
             self.stats.acks_sent += 1
         self._unacked = 0
+        self.ack_due = None
         # reply along the reverse of the path the acknowledged packet took
         req = self.requester
         da = req.paths.get(ev_t1(ev), req.addr)

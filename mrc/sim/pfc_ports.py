@@ -1,0 +1,485 @@
+"""The ports of a PFC fabric: ``PfcPort`` (a switch's output port with its three queues) and
+``PfcNicPort`` (a NIC's port that obeys PAUSE). The mechanism, its model and its timing are
+described in :mod:`mrc.sim.pfc`, which holds what both share (PAUSE frames, ingress
+accounting, being paused, the watchdog).
+"""
+
+# mypy: disable-error-code="misc"
+# (the pause state is set through the PauseState mixin, whose __slots__ are declared here)
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappush
+from typing import TYPE_CHECKING, Any
+
+from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
+from mrc.sim.host import NicPort
+from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
+from mrc.sim.ports import LOST_EPOCH, OutPort
+from mrc.units import PS_PER_US
+from topology import usid
+from topology.spec import ETHERNET_OVERHEAD_BYTES
+
+if TYPE_CHECKING:
+    from mrc.sim.host import Host
+    from mrc.sim.network import Network
+    from mrc.sim.switch import Switch
+
+_ETH = ETHERNET_OVERHEAD_BYTES
+_BLOCK_MASK = usid.BLOCK_MASK
+_CARRIER_MASK = usid.CARRIER_MASK
+
+
+class PfcPort(PauseState, OutPort):
+    """A switch output port on a PFC fabric: header, lossless and best-effort queues (see the
+    module doc). The lossless queue holds ``(packet, ingress)`` pairs: whose bytes to release
+    when the packet leaves."""
+
+    __slots__ = (*PAUSE_SLOTS, "lq", "_lqb", "peak_lqbytes", "_turn", "_clock_at",
+                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope")
+
+    def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
+                 plane: int, *, far_latency_ps: int) -> None:
+        super().__init__(net, name, src, dst, plane, far_latency_ps=far_latency_ps)
+        self._init_pause(net.spec)
+        self.lq: deque[tuple[Packet, PfcIngress | None]] = deque()
+        self._lqb = 0
+        self.peak_lqbytes = 0
+        self._turn = False  # the lossless queue's turn when both data queues have packets
+        self._clock_at = -1  # time of the pending transmit clock (-1: none)
+        self._clock_cb = self._clock
+        self._pause_cb = self._pause_arrive
+        self.rx_stalled = False  # host-facing ports: the host stopped draining (a fault)
+        self.held: deque[Packet] = deque()  # what a stalled host holds in its receive buffer
+        spec = net.spec
+        # WRED-style ECN on the lossless queue (DCQCN's congestion point): no mark up to
+        # kmin, probability rising linearly to pmax at kmax, every packet beyond
+        self._kmin = spec.lossless_ecn_kmin_bytes
+        self._kmax = spec.lossless_ecn_kmax_bytes
+        span = self._kmax - self._kmin
+        self._pslope = spec.lossless_ecn_pmax / span if span > 0 else 0.0
+
+    def __repr__(self) -> str:
+        state = "up" if self.up else "DOWN"
+        paused = " PAUSED" if self.paused else ""
+        return (f"<PfcPort {self.name} {state}{paused} q={self.qbytes}B "
+                f"lq={self._lqb}B hq={self.hqbytes}B>")
+
+    # ------------------------------------------------------------------ hot path
+    def send(self, pkt: Packet) -> None:
+        """A packet injected at this port (tests, tools): no ingress to account it to."""
+        self.send_from(pkt, None)
+
+    def send_from(self, pkt: Packet, src: PfcIngress | None) -> None:
+        """Admit ``pkt`` that came in through ``src``: transmit now if idle (and its class
+        may go), else queue it by class (see the module doc)."""
+        if not self.up:
+            self._drop(pkt, "down")
+            return
+        now = self.sim.now
+        kind = pkt.kind
+        lossless = kind == DATA and pkt.prio == self.pfc_prio
+        if self.busy_until <= now:
+            if self.hq or self.q or self.lq:
+                self._drain(now)
+            if self.busy_until <= now and not (lossless and (self.paused or self.storm)):
+                size = pkt.size
+                ppb = self._ppb
+                end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+                self.busy_until = end
+                pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
+                self.tx_packets += 1
+                self.tx_bytes += size
+                heappush(self._heap, (end + self._flight, self._seq(), self._arrive, pkt))
+                return
+        size = pkt.size
+        if lossless:
+            if self.storm:
+                self._drop(pkt, "pfc_watchdog")
+                return
+            if src is not None and not src.charge(size):
+                self._drop(pkt, "lossless_overflow")
+                return
+            lqb = self._lqb
+            lqb += size
+            self._lqb = lqb
+            if lqb > self.peak_lqbytes:
+                self.peak_lqbytes = lqb
+            self.lq.append((pkt, src))
+            if not self.paused and self._clock_at != self.busy_until:
+                self._arm_clock()
+        elif kind == DATA and not pkt.trimmed:
+            qb = self._qb
+            if qb + size <= self._admit_limit:
+                if qb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
+                    self._mark(pkt, now)
+                qb += size
+                self._qb = qb
+                if qb > self.peak_qbytes:
+                    self.peak_qbytes = qb
+                self.q.append(pkt)
+            elif self.trimming:
+                self._trim(pkt, now)
+                self._enqueue_header(pkt)
+            else:
+                self._drop(pkt, "buffer")
+        else:
+            self._enqueue_header(pkt)
+
+    def _drain(self, now: int) -> None:
+        """``OutPort._drain`` with three queues: header first (a PAUSE frame leaves on its own
+        arrival callback), then the data queues in turn, the lossless one only when not
+        paused. A lossless departure releases its ingress bytes; the transmit clock makes
+        sure that happens at the departure's own time."""
+        hq = self.hq
+        q = self.q
+        lq = self.lq
+        t = self.busy_until
+        heap = self._heap
+        seq = self._seq
+        arrive = self._arrive
+        flight = self._flight
+        ppb = self._ppb
+        epoch = self.epoch
+        paused = self.paused
+        turn = self._turn
+        while t <= now:
+            if hq:
+                pkt = hq.popleft()
+                size = pkt.size
+                self._hqb -= size
+                if pkt.kind == PAUSE:
+                    t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
+                    pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
+                    heappush(heap, (t + self.delay_ps, seq(), self._pause_cb, pkt))
+                    continue
+            elif lq and not paused and (turn or not q):
+                pkt, src = lq.popleft()
+                size = pkt.size
+                lqb = self._lqb = self._lqb - size
+                turn = False
+                if lqb > self._kmin and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE and (
+                        lqb >= self._kmax
+                        or self._rng.random() < (lqb - self._kmin) * self._pslope):
+                    self._mark(pkt, t)
+                if src is not None:
+                    src.release(size)
+            elif q:
+                pkt = q.popleft()
+                size = pkt.size
+                self._qb -= size
+                turn = True
+            else:
+                break
+            t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
+            pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
+            self.tx_packets += 1
+            self.tx_bytes += size
+            heappush(heap, (t + flight, seq(), arrive, pkt))
+        self.busy_until = t
+        self._turn = turn
+
+    def _arm_clock(self) -> None:
+        t = self.busy_until
+        self._clock_at = t
+        heappush(self._heap, (t, self._seq(), self._clock_cb, None))
+
+    def _clock(self, _: Any) -> None:
+        """The transmit clock: start what is due now, and tick again at the next departure
+        while lossless packets wait and may go."""
+        now = self.sim.now
+        if self._clock_at != now:
+            return  # superseded
+        self._clock_at = -1
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)
+        if self.lq and not self.paused and self.busy_until > now:
+            self._arm_clock()
+
+    def arrive(self, pkt: Packet) -> None:
+        """``OutPort.arrive`` (a host at the far end), with the stalled-host case."""
+        if pkt.hop_epoch != self.epoch:
+            self._lost(pkt)
+            return
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)
+        self.delivered += 1
+        if self._tap is not None:
+            self._tap(now, self.name, pkt)
+        if self.rx_stalled:
+            self._stalled_rx(pkt)
+            return
+        self._deliver(pkt)
+
+    def _arrive_switch(self, pkt: Packet) -> None:
+        """``OutPort._arrive_switch`` (keep them in step), telling the egress port which
+        ingress the packet came through (``send_from``) for the lossless accounting."""
+        if pkt.hop_epoch != self.epoch:
+            self._lost(pkt)
+            return
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)
+        self.delivered += 1
+        if self._tap is not None:
+            self._tap(now, self.name, pkt)
+        da = pkt.da
+        if da >> 96 != self._far_block:
+            self._far._no_route(pkt)  # type: ignore[union-attr]
+            return
+        active = (da >> 80) & 0xFFFF
+        own = self._far_usid
+        while active == own:
+            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
+            active = (da >> 80) & 0xFFFF
+        port = self._far_next.get(active)
+        if port is None:
+            port = self._far_ua.get(active)
+            if port is None:
+                self._far._no_route(pkt)  # type: ignore[union-attr]
+                return
+            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
+        pkt.da = da
+        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
+        port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
+
+    def _lost(self, pkt: Packet) -> None:
+        now = self.sim.now
+        if pkt.hop_epoch == LOST_EPOCH:
+            self._drop(pkt, "loss")
+            if self.busy_until <= now and (self.hq or self.q or self.lq):
+                self._drain(now)
+        else:
+            self._drop(pkt, "link_down")
+
+    # ------------------------------------------------------------------ PAUSE
+    def send_pause(self, frame: PauseFrame) -> None:
+        """Send a PFC frame now: ahead of every queued packet, after the frame in flight."""
+        if not self.up:
+            return
+        now = self.sim.now
+        self.pause_sent += 1
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)
+        if self.busy_until <= now:
+            size = frame.size
+            ppb = self._ppb
+            end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+            self.busy_until = end
+            frame.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
+            heappush(self._heap, (end + self.delay_ps, self._seq(), self._pause_cb, frame))
+            return
+        self.hq.appendleft(frame)
+        self._hqb += frame.size
+        if self._clock_at != self.busy_until:
+            self._arm_clock()  # the frame starts when the one in flight ends: exactly then
+
+    def _pause_begin(self, now: int) -> None:
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)  # departures that began before the PAUSE arrived
+        self.paused = True
+
+    def _pause_end(self, now: int) -> None:
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)  # best effort that went while paused
+        self.paused = False
+        if self.busy_until < now:
+            self.busy_until = now  # idle until now: the lossless queue starts now
+        if self.lq:
+            if self.busy_until <= now:
+                self._drain(now)
+            if self.lq and self.busy_until > now:
+                self._arm_clock()
+
+    def _flush_lossless(self, reason: str) -> int:
+        """Drop every queued lossless packet (watchdog, link down), releasing its bytes."""
+        lq = self.lq
+        n = 0
+        self.sync()
+        while lq:
+            pkt, src = lq.popleft()
+            if src is not None:
+                src.release(pkt.size)
+            self._drop(pkt, reason)
+            n += 1
+        self._lqb = 0
+        return n
+
+    # ------------------------------------------------------------------ stalled host
+    def set_rx_stall(self, stalled: bool) -> int:
+        """The host at the far end stops (True) or resumes (False) draining its receive
+        queue. Resuming delivers what it held, in order, now. Returns packets delivered."""
+        if stalled:
+            self.rx_stalled = True
+            return 0
+        self.rx_stalled = False
+        held = self.held
+        n = 0
+        while held:
+            pkt = held.popleft()
+            self.ingress.release(pkt.size)
+            self._deliver(pkt)
+            n += 1
+        return n
+
+    def _stalled_rx(self, pkt: Packet) -> None:
+        if pkt.kind == DATA and pkt.prio == self.pfc_prio and self.ingress.charge(pkt.size):
+            self.held.append(pkt)
+            return
+        self._drop(pkt, "rx_stalled")
+
+    # ------------------------------------------------------------------ slow path
+    def sync(self) -> None:
+        now = self.sim.now
+        if self.busy_until <= now and (self.hq or self.q or self.lq):
+            self._drain(now)
+
+    def backlog(self) -> tuple[int, int, int, int]:
+        """``(data bytes, data packets, header bytes, header packets)`` waiting now (both
+        data queues), replaying the scheduler on copies: reading never perturbs a run."""
+        now = self.sim.now
+        hq = list(self.hq)
+        q = list(self.q)
+        lq = [p for p, _ in self.lq]
+        t = self.busy_until
+        turn = self._turn
+        i = j = k = 0
+        while t <= now:
+            if i < len(hq):
+                pkt = hq[i]
+                i += 1
+            elif k < len(lq) and not self.paused and (turn or j >= len(q)):
+                pkt = lq[k]
+                k += 1
+                turn = False
+            elif j < len(q):
+                pkt = q[j]
+                j += 1
+                turn = True
+            else:
+                break
+            t += self.serialization_ps(pkt.size)
+        data = q[j:] + lq[k:]
+        header = hq[i:]
+        return (sum(p.size for p in data), len(data), sum(p.size for p in header),
+                len(header))
+
+    def set_down(self) -> int:
+        self.sync()
+        lost = self._flush_lossless("link_down")
+        self._stop_pause()
+        self.ingress.reset()
+        frames = [p for p in self.hq if p.kind == PAUSE]
+        for frame in frames:  # MAC control frames die with the link, uncounted
+            self.hq.remove(frame)
+            self._hqb -= frame.size
+        lost += super().set_down()
+        self._clock_at = -1
+        return lost
+
+    def stats(self) -> dict[str, object]:
+        row = super().stats()
+        sent, received, paused_ps, storms = self.pfc_counters()
+        row.update({"lossless_queue_bytes": self._lqb, "peak_lossless_queue_bytes":
+                    self.peak_lqbytes, "pause_sent": sent, "pause_received": received,
+                    "paused_us": paused_ps / PS_PER_US, "ingress_peak_bytes":
+                    self.ingress.peak, "watchdog_storms": storms})
+        return row
+
+
+class PfcNicPort(PauseState, NicPort):
+    """A NIC port on a PFC fabric: it stops polling the QPs of its paused priority (the NIC
+    driver reads ``paused_priority``) and sends the PAUSE frames of its host's receive side
+    ahead of everything it has queued. An agent that hands it a packet of the paused priority
+    anyway (a plain traffic source) has that packet parked until the pause ends, and is not
+    asked for more meanwhile: the wire never carries it while paused."""
+
+    __slots__ = (*PAUSE_SLOTS, "_parked")
+
+    def __init__(self, net: Network, name: str, host: Host, dst: Switch, plane: int, *,
+                 far_latency_ps: int) -> None:
+        super().__init__(net, name, host, dst, plane, far_latency_ps=far_latency_ps)
+        self._init_pause(net.spec)
+        self._pause_cb = self._pause_arrive
+        self._parked: Packet | None = None
+
+    def _pause_begin(self, now: int) -> None:
+        self.paused = True
+        self.paused_priority = self.pfc_prio
+
+    def _pause_end(self, now: int) -> None:
+        self.paused = False
+        self.paused_priority = -1
+        self.kick()
+
+    def _flush_lossless(self, reason: str) -> int:
+        return 0  # a NIC holds no lossless queue: its QPs keep their own data
+
+    def send_pause(self, frame: PauseFrame) -> None:
+        if not self.up:
+            return
+        self.pause_sent += 1
+        self.hq.appendleft(frame)
+        self._hqb += frame.size
+        if not self._pending:
+            self._next(self.sim.now)
+
+    def _next(self, now: int) -> None:
+        """``NicPort._next`` (keep them in step), with PAUSE frames on their own callback."""
+        self._pending = True
+        hq = self.hq
+        pkt: Packet | None
+        if hq:
+            pkt = hq.popleft()
+            self._hqb -= pkt.size
+        elif self._parked is not None and not self.paused:
+            pkt = self._parked
+            self._parked = None
+        else:
+            agent = self.host.agent
+            pkt = None
+            if agent is not None and self._parked is None:
+                pkt = agent.pull(now, self.plane)
+                if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
+                    self._parked = pkt  # the agent ignored the pause: hold it back
+                    pkt = None
+            if pkt is None:
+                if hq:
+                    pkt = hq.popleft()
+                    self._hqb -= pkt.size
+                else:
+                    self._pending = False
+                    return
+        size = pkt.size
+        ppb = self._ppb
+        end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+        self.busy_until = end
+        epoch = self.epoch
+        pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
+        heap = self._heap
+        seq = self._seq
+        if pkt.kind == PAUSE:
+            heappush(heap, (end + self.delay_ps, seq(), self._pause_cb, pkt))
+        else:
+            self.tx_packets += 1
+            self.tx_bytes += size
+            heappush(heap, (end + self._flight, seq(), self._arrive, pkt))
+        heappush(heap, (end, seq(), self._tx_done_cb, epoch))
+
+    def set_down(self) -> int:
+        self._stop_pause()
+        self.paused_priority = -1
+        if self._parked is not None:
+            self._drop(self._parked, "down")
+            self._parked = None
+        self.ingress.reset()
+        return super().set_down()
+
+    def stats(self) -> dict[str, object]:
+        row = super().stats()
+        sent, received, paused_ps, storms = self.pfc_counters()
+        row.update({"pause_sent": sent, "pause_received": received,
+                    "paused_us": paused_ps / PS_PER_US,
+                    "ingress_peak_bytes": self.ingress.peak})
+        return row
