@@ -303,7 +303,7 @@ def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.D
 def pfc_stats(totals: Mapping[str, Any]) -> dict[str, Any] | None:
     """The PFC block of a transport's summary (None on a fabric without PFC): PAUSE frames
     sent and received, time ports spent paused (summed over ports), ports ever paused, the
-    most paused ports, watchdog storms, and the drops of the lossless machinery
+    paused time of every port ever paused (longest first), watchdog storms, and the drops of the lossless machinery
     (``lossless_overflow_drops`` must stay 0: they would be a headroom bug)."""
     if "pause_frames_sent" not in totals:
         return None
@@ -311,8 +311,8 @@ def pfc_stats(totals: Mapping[str, Any]) -> dict[str, Any] | None:
             "lossless_overflow_drops", "watchdog_drops", "stalled_host_drops")
     out: dict[str, Any] = {k: int(totals.get(k, 0) or 0) for k in keys}
     out["paused_us"] = _r(totals.get("paused_us", 0.0))
-    out["most_paused_ports"] = [{"port": p["port"], "paused_us": _r(p["paused_us"])}
-                                for p in totals.get("most_paused_ports", [])]
+    out["paused_by_port"] = [{"port": p["port"], "paused_us": _r(p["paused_us"])}
+                             for p in totals.get("paused_by_port", [])]
     return out
 
 

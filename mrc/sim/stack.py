@@ -301,7 +301,8 @@ class Stack:
         net = self.net.totals()
         paused = [(p.pfc_counters()[2], p.name)  # type: ignore[union-attr, attr-defined]
                   for p in self.net.ports.values()]
-        top = sorted((row for row in paused if row[0] > 0), reverse=True)[:5]
+        # every port that was ever paused, longest first (a port never paused is left out)
+        ranked = sorted((row for row in paused if row[0] > 0), key=lambda r: (-r[0], r[1]))
         return {
             "pause_frames_sent": net["pause_frames_sent"],
             "pause_frames_received": net["pause_frames_received"],
@@ -311,8 +312,8 @@ class Stack:
             "lossless_overflow_drops": net["drop_lossless_overflow"],
             "watchdog_drops": net["drop_pfc_watchdog"],
             "stalled_host_drops": net["drop_rx_stalled"],
-            "most_paused_ports": [{"port": name, "paused_us": ps / PS_PER_US}
-                                  for ps, name in top],
+            "paused_by_port": [{"port": name, "paused_us": ps / PS_PER_US}
+                               for ps, name in ranked],
         }
 
     def goodput_ceiling_gbps(self, ports: int | None = None) -> float:
