@@ -41,6 +41,7 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
         from mrc.labs.sweep_exec import default_workers, run_sweep
         from mrc.labs.sweep_file import load_sweep
         from mrc.labs.sweep_run import read_marker
+        from mrc.labs.sweep_table import check_metric
 
         if (metric is None) != (by is None):
             raise LabError("--plot METRIC and --by PARAM go together",
@@ -52,6 +53,8 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
         if by is not None and by not in spec.params:
             raise LabError(f"{by!r} is not a swept parameter; swept: {', '.join(spec.params)}",
                            "--by")
+        if metric is not None:  # before any run: a typo must not cost the sweep
+            check_metric(spec, metric)
         out_dir = Path(out) if out else Path("mrc-lab-out") / spec.name
         if dry_run:
             for run in spec.runs:

@@ -17,6 +17,8 @@ from typing import Any
 import pandas as pd
 
 from mrc.labs.errors import LabError
+from mrc.labs.outdir import replace_file
+from mrc.labs.summary import TOP_FIELDS, TRANSPORT_FIELDS
 from mrc.labs.sweep_model import Sweep, SweepRun
 
 TABLE_CSV = "runs.csv"
@@ -88,16 +90,21 @@ def build_table(sweep: Sweep, records: Mapping[str, Mapping[str, Any]]) -> pd.Da
 
 
 def write_table(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """runs.csv always; runs.parquet too when pyarrow is installed (it is optional)."""
+    """runs.csv always; runs.parquet too when pyarrow is installed (it is optional). Each
+    file is replaced atomically: a reader never sees half a table."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / TABLE_CSV]
-    table.to_csv(written[0], index=False, float_format="%.9g")
+    replace_file(written[0], table.to_csv(index=False, float_format="%.9g"))
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         return written
     try:
-        table.to_parquet(out_dir / TABLE_PARQUET, index=False)
+        import io
+
+        buffer = io.BytesIO()
+        table.to_parquet(buffer, index=False)
+        replace_file(out_dir / TABLE_PARQUET, buffer.getvalue())
         written.append(out_dir / TABLE_PARQUET)
     except Exception as exc:  # noqa: BLE001 (the CSV is the table; parquet is a convenience)
         print(f"mrc-lab: warning: runs.parquet not written: {error_line(exc)}", file=sys.stderr)
@@ -127,6 +134,30 @@ def overview(table: pd.DataFrame) -> str:
                      f"{med('recovery_us'):>13}{med('goodput_gbps_min'):>10}")
     lines.append("detect_us, recovery_us, min_gbps: medians over the runs that have a value")
     return "\n".join(lines)
+
+
+#: Summary fields that hold text or tables, not numbers: nothing to plot.
+TEXT_FIELDS = frozenset({"kind", "outcome", "failure_reason", "recovery", "collective", "live",
+                         "lab", "runtime", "faults", "workload", "goodput_sum"})
+
+
+def plottable_columns(sweep: Sweep) -> list[str]:
+    """The numeric columns the runs table of ``sweep`` will have, known before any run: the
+    swept parameters, ``job_failed``, and every numeric summary field (flattened with ``_``;
+    a lab-wide field whose name a transport's field also uses gets ``lab_`` in front)."""
+    own = [k.replace(".", "_") for k in TRANSPORT_FIELDS if k.split(".")[0] not in TEXT_FIELDS]
+    top = [k if k not in own else f"lab_{k}" for k in TOP_FIELDS if k not in TEXT_FIELDS]
+    return list(dict.fromkeys([*sweep.params, "job_failed", *own, *top]))
+
+
+def check_metric(sweep: Sweep, metric: str) -> str:
+    """METRIC as a runs-table column, checked before anything runs (``--plot``)."""
+    known = plottable_columns(sweep)
+    for candidate in (metric, metric.replace(".", "_")):
+        if candidate in known:
+            return candidate
+    raise LabError(f"{metric!r} is not a numeric column of the runs table; plottable: "
+                   f"{', '.join(known)}", "--plot")
 
 
 def metric_column(table: pd.DataFrame, metric: str) -> str:

@@ -48,13 +48,24 @@ from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
 _UNITS = {"_us": "us", "_bytes": "bytes", "_pkts": "packets", "_gbps": "Gb/s"}
+#: Upper bounds (issue 16: every number has one, or a reason why it needs none). Times: a
+#: timer of more than 1,000 s is longer than any run (run.duration_us has the same bound).
+MAX_TIME_US = 1e9
+#: A NIC rate cc can size a window for: 256 planes of the fastest link (topology.spec).
+MAX_CC_LINE_RATE_GBPS = 256 * 100_000.0
+MAX_PI_GAIN = 1e6  # far beyond any useful gain; 1e300 overflows the window arithmetic
+MAX_QPS_PER_PLANE = 256  # NCCL uses a handful; QPNs of a run stay far inside 24 bits
+#: What a number without a stated maximum says: the code runs with any value (the slow
+#: test in tests/test_lab_bounds.py runs every such key at 2**62 and 1e300).
+ANY_VALUE = "none needed: any value runs"
 
 
 def _field(config: type, name: str, doc: str, *, range: Range | None = None,
-           default: Any = None, report_on_table: bool = False) -> Field:
+           default: Any = None, report_on_table: bool = False,
+           maximum: float | None = None, limit: str | None = None) -> Field:
     """The lab key of config field ``name``: its type and default read from the config, its
     unit from its name; a ``*_ps`` field is written in microseconds as ``*_us`` (a time,
-    so never negative)."""
+    so never negative), and a time is at most :data:`MAX_TIME_US`."""
     spec = {f.name: f for f in dataclasses.fields(config)}[name]
     hint = typing.get_type_hints(config)[name]
     if default is None:  # the config's own default; None there means "derived"
@@ -65,10 +76,17 @@ def _field(config: type, name: str, doc: str, *, range: Range | None = None,
             default = default / PS_PER_US
     if name.endswith("_ps"):
         return Field(name[:-3] + "_us", "number", doc, default=default, unit="us", minimum=0,
-                     range=range, config_name=name, scale=PS_PER_US)
+                     maximum=MAX_TIME_US, range=range, config_name=name, scale=PS_PER_US)
     unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
-    return Field(name, type_word(hint), doc, default=default, unit=unit, range=range,
-                 report_on_table=report_on_table)
+    word = type_word(hint)
+    if maximum is None and name.endswith("_us"):
+        maximum = MAX_TIME_US
+    bounded = maximum is not None or (range is not None and (
+        range.maximum is not None or range.lt is not None or range.choices is not None))
+    return Field(name, word, doc, default=default, unit=unit, range=range,
+                 report_on_table=report_on_table, maximum=maximum,
+                 limit=limit or (None if bounded or word not in ("integer", "number")
+                                 else ANY_VALUE))
 
 
 def _mrc(name: str, doc: str, **kwargs: Any) -> Field:
@@ -98,7 +116,8 @@ CC_FIELDS: tuple[Field | Rule, ...] = (
            "window)", range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
                                   choices=ALGORITHMS), report_on_table=True),
     _cc("line_rate_gbps", "NIC rate the window is sized for",
-           default=Derived("the fabric's NIC rate (planes x link_gbps)")),
+           default=Derived("the fabric's NIC rate (planes x link_gbps)"),
+           maximum=MAX_CC_LINE_RATE_GBPS),
     _cc("base_rtt_ps", "unloaded round trip the window is sized for",
            default=Derived("the fabric's base RTT")),
     Rule(("line_rate_gbps", "base_rtt_us"), "line rate and base RTT are positive",
@@ -123,7 +142,8 @@ CC_FIELDS: tuple[Field | Rule, ...] = (
     _cc("fixed_window_bytes", "the window of algorithm = \"fixed\"",
            range=_positive("fixed_window_bytes", show=True),
            default=Derived("one bandwidth-delay product")),
-    _cc("pi_gain", "proportional increase per acked byte at zero queueing delay"),
+    _cc("pi_gain", "proportional increase per acked byte at zero queueing delay",
+           maximum=MAX_PI_GAIN),
     _cc("fi_bytes", "fair (additive) increase per RTT when the delay is high"),
     _cc("quick_adapt", "after a trim, set the window to what the last interval "
            "delivered"),
@@ -147,7 +167,8 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
            range=Range("rto_exp must be in 0..24, got {value}", minimum=0, maximum=24)),
     _mrc("retry_cnt_exp", "a QP with no live path errors after 2^(n+1) - 1 timeouts; "
            "25 or more: never", range=Range("retry_cnt_exp must be >= 0 or None", minimum=0)),
-    _mrc("ev_count", "EVs (paths) per QP", range=_at_least_one("ev_count")),
+    _mrc("ev_count", "EVs (paths) per QP", range=_at_least_one("ev_count"),
+         limit="256 per plane of the fabric (the rule below)"),
     _mrc("reps_explore_every", "REPS: every n-th packet of a plane explores (round "
            "robin)", range=_at_least_one("reps_explore_every")),
     _mrc("ack_every", "one ACK per this many new packets",
@@ -184,7 +205,7 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
 # ---------------------------------------------------------------------- [transport.rc]
 RC_FIELDS: tuple[Field | Rule, ...] = (
     Field("qps_per_plane", "integer", "QPs per plane of one connection (NCCL_IB_QPS_PER_"
-          "CONNECTION spread over the planes)", default=1,
+          "CONNECTION spread over the planes)", default=1, maximum=MAX_QPS_PER_PLANE,
           range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
     _rc("ack_every", "responder ACK coalescing: one ACK per this many packets",
         "ack_every must be at least 1", minimum=1),

@@ -156,7 +156,7 @@ class LiveHost:
         self.counters: dict[str, int] = dict.fromkeys(
             ("tx_datagrams", "tx_bytes", "rx_datagrams", "rx_bytes", "rx_malformed",
              "rx_unknown_source", "rx_misdelivered", "rx_unknown_qpn", "rx_rejected",
-             "tx_errors", "tx_nic_down"), 0)
+             "tx_errors", "tx_nic_down", "tx_lost_ps"), 0)
         self.first_rejection: str | None = None
         #: Datagrams the kernel dropped on this host's socket (read when it closes).
         self.kernel_drops: int | None = None
@@ -339,7 +339,10 @@ class LiveHost:
             if t < now:
                 t = now  # idle: start now
         elif t < now - self.burst_ps:
-            t = now - self.burst_ps  # woke very late: catch up, but no unbounded burst
+            # woke very late: catch up, but no unbounded burst; the sending time skipped is
+            # modelled capacity the wall clock took away (the labs layer judges the pace by it)
+            self.counters["tx_lost_ps"] += now - self.burst_ps - t
+            t = now - self.burst_ps
         port.busy = False
         plane = port.plane
         port.free_at = t

@@ -44,6 +44,7 @@ from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
 from mrc.live.host import LiveHost
 from mrc.packet import data_bytes
 from mrc.pcap import PcapWriter
+from mrc.sim.qpn import first_qpn
 from mrc.sim.recorder import Recorder
 from mrc.sim.stack import ConnectionFactory, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
@@ -286,7 +287,7 @@ class LiveStack(SimStack):
         self.connections = []
         self._owner = {}
         self._rows = []
-        self._next_qpn = 1
+        self._next_qpn = first_qpn(seed)  # seeded, as in the simulator's stack
         self.closed = False
         self.loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
         self.loop.set_exception_handler(self._loop_error)
@@ -326,8 +327,8 @@ class LiveStack(SimStack):
     def _nic_link(self, host: int, plane: int, up: bool, bps: int) -> None:
         self.nics[host].set_link(plane, up, bps)
 
-    def _fabric_event(self, now: int, event: str) -> None:
-        self._observe(now, "", None, event)
+    def _fabric_event(self, now: int, event: str, pkt: Any = None) -> None:
+        self._observe(now, "", pkt, event)  # the packet's kind splits the drops
 
     def _count(self, name: str, now: int) -> None:
         self.recorder.count(name, now)

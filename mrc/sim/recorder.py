@@ -4,13 +4,34 @@ counters a lab plots next to it.
 Goodput is *unique* payload bytes placed in receivers' memory (duplicates from
 retransmission never count), binned at the time of placement. Everything is integer
 bytes/packets per bin; rates are computed only when the table is produced.
+
+Drops are split by what was lost, because the causes mean different things: ``drops_data``
+(DATA packets: payload that must be sent again), ``drops_control`` (ACK/NACK) and
+``drops_probe`` (MRC's PROBE and PROBE_REPLY: an MRC sender keeps probing the paths it
+believes broken, so a dead plane costs it probes, not data). The network knows the packet's
+kind where it drops it and reports it to the stack's observer, which calls :meth:`dropped`.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from mrc.packet import ACK, DATA, NACK, PROBE, PROBE_REPLY
+from mrc.transport.base import ASSUMED_BAD, DENIED
 from mrc.units import PS_PER_US
+
+#: The drop series, one per cause, and the packet kinds each counts.
+DROP_SERIES = ("drops_data", "drops_control", "drops_probe")
+_DROP_OF_KIND = {DATA: "drops_data", ACK: "drops_control", NACK: "drops_control",
+                 PROBE: "drops_probe", PROBE_REPLY: "drops_probe"}
+#: EV states whose EVs are counted per bin (a gauge each): out of use for the sender.
+GAUGED_STATES = {ASSUMED_BAD: "assumed_bad_evs", DENIED: "denied_evs"}
+
+
+def drop_series(kind: int | None) -> str:
+    """The series a dropped packet of ``kind`` counts in (an unknown kind counts as data:
+    a drop the lab cannot attribute is never hidden among probes)."""
+    return _DROP_OF_KIND.get(kind, "drops_data") if kind is not None else "drops_data"
 
 
 class _Series:
@@ -34,7 +55,7 @@ class _Series:
 class Recorder:
     """Bins counters for one transport. ``bin_ps`` is the width of every bin."""
 
-    COUNTERS = ("retransmissions", "trims", "drops", "probes")
+    COUNTERS = ("retransmissions", "trims", *DROP_SERIES, "probes")
 
     def __init__(self, planes: int, bin_ps: int) -> None:
         if bin_ps <= 0:
@@ -47,9 +68,10 @@ class Recorder:
         self.bytes_delivered = 0
         #: DATA packets that placed new bytes (the benchmark's unit of work)
         self.packets_delivered = 0
-        # assumed-bad EVs is a gauge: remember (time, value) changes, sample per bin later
-        self._bad_now = 0
-        self._bad_changes: list[tuple[int, int]] = []
+        # EVs per gauged state: remember (time, value) changes, sample per bin later
+        self._gauge_now = {metric: 0 for metric in GAUGED_STATES.values()}
+        self._gauge_changes: dict[str, list[tuple[int, int]]] = {
+            metric: [] for metric in GAUGED_STATES.values()}
 
     def placed(self, now: int, plane: int, nbytes: int) -> None:
         """``nbytes`` new payload bytes placed at ``now`` by a packet that came on ``plane``
@@ -69,9 +91,21 @@ class Recorder:
     def count(self, name: str, now: int, amount: int = 1) -> None:
         self.counters[name].add(now // self.bin_ps, amount)
 
-    def bad_evs_changed(self, now: int, delta: int) -> None:
-        self._bad_now += delta
-        self._bad_changes.append((now, self._bad_now))
+    def dropped(self, now: int, kind: int | None) -> None:
+        """The fabric dropped a packet of ``kind`` (``mrc.packet.DATA``, ``ACK``...)."""
+        self.counters[drop_series(kind)].add(now // self.bin_ps, 1)
+
+    def total(self, name: str) -> int:
+        """A counter summed over the whole run (every bin, also past the lab's end)."""
+        return sum(self.counters[name].values)
+
+    def ev_state_changed(self, now: int, old: object, new: object) -> None:
+        """An EV moved from state ``old`` to ``new``: keeps the per-state gauges."""
+        for state, metric in GAUGED_STATES.items():
+            delta = (new == state) - (old == state)
+            if delta:
+                self._gauge_now[metric] += delta
+                self._gauge_changes[metric].append((now, self._gauge_now[metric]))
 
     def timeseries(self, transport: str, end_ps: int) -> pd.DataFrame:
         """Tidy rows ``time_us, transport, metric, value`` for every bin up to ``end_ps``.
@@ -82,9 +116,7 @@ class Recorder:
         nbins = max(1, -(-end_ps // self.bin_ps))
         bin_s = self.bin_ps / 1e12
         rows: list[tuple[float, str, str, float]] = []
-        change_iter = iter(self._bad_changes)
-        pending = next(change_iter, None)
-        bad = 0
+        gauges = [_Gauge(metric, changes) for metric, changes in self._gauge_changes.items()]
         for i in range(nbins):
             start = i * self.bin_ps
             width_s = min(self.bin_ps, end_ps - start) / 1e12 if end_ps > start else bin_s
@@ -95,11 +127,28 @@ class Recorder:
                              series.get(i) * 8 / width_s / 1e9))
             for name, series in self.counters.items():
                 rows.append((t_us, transport, name, float(series.get(i))))
-            # gauge: the largest number of assumed-bad EVs seen during the bin
-            peak = bad
-            while pending is not None and pending[0] < start + self.bin_ps:
-                bad = pending[1]
-                peak = max(peak, bad)
-                pending = next(change_iter, None)
-            rows.append((t_us, transport, "assumed_bad_evs", float(peak)))
+            for gauge in gauges:  # the largest number of EVs in the state during the bin
+                rows.append((t_us, transport, gauge.metric,
+                             float(gauge.peak_until(start + self.bin_ps))))
         return pd.DataFrame(rows, columns=["time_us", "transport", "metric", "value"])
+
+
+class _Gauge:
+    """Walks one gauge's (time, value) changes bin by bin."""
+
+    __slots__ = ("metric", "_changes", "_pending", "_value")
+
+    def __init__(self, metric: str, changes: list[tuple[int, int]]) -> None:
+        self.metric = metric
+        self._changes = iter(changes)
+        self._pending = next(self._changes, None)
+        self._value = 0
+
+    def peak_until(self, end_ps: int) -> int:
+        """The largest value the gauge held from the previous bin's end to ``end_ps``."""
+        peak = self._value
+        while self._pending is not None and self._pending[0] < end_ps:
+            self._value = self._pending[1]
+            peak = max(peak, self._value)
+            self._pending = next(self._changes, None)
+        return peak

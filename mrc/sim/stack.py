@@ -19,10 +19,10 @@ from mrc.sim.engine import Simulator
 from mrc.sim.evset import build_ev_set
 from mrc.sim.fabric import build_network
 from mrc.sim.nic import Nic
+from mrc.sim.qpn import first_qpn
 from mrc.sim.rc_connection import RcConnection
-from mrc.sim.recorder import Recorder
+from mrc.sim.recorder import DROP_SERIES, Recorder
 from mrc.transport.base import (
-    ASSUMED_BAD,
     EVENT_CONNECTION_FAILED,
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
@@ -235,7 +235,7 @@ class SimStack:
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
         self._rows: list[tuple[float, str, str, str]] = []
-        self._next_qpn = 1
+        self._next_qpn = first_qpn(seed)  # seeded, as a NIC's allocation is arbitrary
         self.net.observer = self._observe
 
     # ----------------------------------------------------------------- connections
@@ -299,12 +299,8 @@ class SimStack:
     # ----------------------------------------------------------------- events
     def _on_qp_event(self, event: TransportEvent, qp: QueuePair) -> None:
         detail = event.detail
-        if event.kind == EVENT_EV_STATE:
-            old, new = detail.get("old"), detail.get("new")
-            if new == ASSUMED_BAD and old != ASSUMED_BAD:
-                self.recorder.bad_evs_changed(event.time_ps, +1)
-            elif old == ASSUMED_BAD and new != ASSUMED_BAD:
-                self.recorder.bad_evs_changed(event.time_ps, -1)
+        if event.kind == EVENT_EV_STATE:  # gauges of ASSUMED_BAD and DENIED EVs
+            self.recorder.ev_state_changed(event.time_ps, detail.get("old"), detail.get("new"))
         target = f"h{qp.host}.qp{qp.qpn}"
         if event.kind not in _UNLOGGED:  # completions are logged by the workload
             row_detail = {k: v for k, v in detail.items() if k != "data"}
@@ -322,8 +318,8 @@ class SimStack:
     def _observe(self, now: int, where: str, pkt: Any, event: str) -> None:
         if event == "trim":
             self.recorder.count("trims", now)
-        elif event in _DROP_EVENTS:
-            self.recorder.count("drops", now)
+        elif event in _DROP_EVENTS:  # split by what was lost: data, control, probe
+            self.recorder.dropped(now, pkt.kind if pkt is not None else None)
 
     # ----------------------------------------------------------------- results
     def events(self) -> pd.DataFrame:
@@ -354,6 +350,8 @@ class SimStack:
             "retransmitted_packets": stat("retransmissions") + stat("retx_sent"),
             "trimmed_packets": trims,
             "dropped_packets": drops,
+            "dropped_by_kind": {series.removeprefix("drops_"): self.recorder.total(series)
+                                for series in DROP_SERIES},
             "probes_sent": stat("probes_sent"),
             "paths_marked_bad": sum(qp.stats.paths_marked_bad for qp in mrc),
             "paths_reintegrated": sum(qp.stats.reintegrated for qp in mrc),
