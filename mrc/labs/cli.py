@@ -150,6 +150,10 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
             raise LabError("--dilation, --pcap, --bind and --allow-non-loopback need "
                            "--runtime live", "--runtime")
         prepared = prepare(lab, seed=seed_n, bin_us=bin_x, overrides=overrides)
+        if runtime == "live":  # what the live runtime cannot carry, before any folder
+            from mrc.labs.live_pace import check_live_lab
+
+            check_live_lab(prepared, bind_host)
         if folder is None:
             folder = OutputFolder(default_out(prepared.name, runtime)).open()
         try:

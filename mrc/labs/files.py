@@ -56,14 +56,20 @@ def parse_toml(text: str, source: str | None) -> dict[str, Any]:
 
 
 def _bundled_dir() -> Any:
-    """The installed ``mrc.bundled_labs`` package, or ``labs/`` of a source checkout (when
-    ``mrc`` is imported from the repository itself, the install-time mapping does not apply)."""
+    """``labs/`` of the source checkout this ``mrc`` was imported from, else the installed
+    ``mrc.bundled_labs`` package. The checkout wins: an editable install maps
+    ``mrc.bundled_labs`` to the folder it was installed from, which is another checkout's
+    labs when this one is imported through PYTHONPATH (a worktree)."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "labs").is_dir() and \
+            (root / "mrc" / "labs" / "files.py").is_file():
+        return root / "labs"
     from importlib.resources import files
 
     try:
         return files("mrc.bundled_labs")
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "labs"
+        return root / "labs"
 
 
 def _is_sweep(text: str) -> bool:

@@ -191,27 +191,34 @@ class OutputFolder:
 
     # ----------------------------------------------------------------- opening
     def open(self) -> OutputFolder:
-        """Check the folder, take the lock and create the staging folder (all before a run)."""
+        """Check the folder, take the lock and create the staging folder (all before a run).
+        Signals are held meanwhile, so an interrupt never leaves half of this behind."""
         if self._opened:
             return self
-        self._check_place()
-        self._make_parents()
-        try:
-            if self._lock_wanted:
-                self._lock = FolderLock(self.path, self.option)
-                self._lock.acquire()
-            self._recover()
-            self.previous = self._check_owned()
-            self.staging = self.path.parent / \
-                f".{self.path.name}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
+        with _signals_held():
+            self._check_place()
+            self._make_parents()
             try:
-                self.staging.mkdir()
-            except OSError as exc:
-                raise self._error(f"cannot write in {self.path.parent}: {_why(exc)}") from None
-        except BaseException:
-            self._release()
-            raise
-        self._opened = True
+                if self._lock_wanted:
+                    self._lock = FolderLock(self.path, self.option)
+                    self._lock.acquire()
+                self._recover()
+                self.previous = self._check_owned()
+                staging = self.path.parent / \
+                    f".{self.path.name}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
+                try:
+                    staging.mkdir()
+                except OSError as exc:
+                    raise self._error(f"cannot write in {self.path.parent}: {_why(exc)}") \
+                        from None
+                self.staging = staging
+            except BaseException:
+                self._release()  # first: the lock file lives in the parent
+                for folder in reversed(self._made_parents):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+                raise
+            self._opened = True
         return self
 
     def _check_place(self) -> None:
@@ -382,14 +389,16 @@ class OutputFolder:
 
     # ----------------------------------------------------------------- closing
     def close(self) -> None:
-        """Drop the staging folder if nothing was committed, and release the lock."""
-        if self._opened and not self.committed:
-            shutil.rmtree(self.staging, ignore_errors=True)
-            for folder in reversed(self._made_parents):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()  # only if still empty
-        self._opened = False
-        self._release()
+        """Drop the staging folder if nothing was committed, and release the lock (signals
+        held meanwhile: an interrupt during the clean-up must not leave half of it)."""
+        with _signals_held():
+            self._release()  # first: the lock file lives in the parent
+            if self._opened and not self.committed:
+                shutil.rmtree(self.staging, ignore_errors=True)
+                for folder in reversed(self._made_parents):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # only if still empty
+            self._opened = False
 
     def _release(self) -> None:
         if self._lock is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
-from mrc.labs.summary import OUTCOMES
+from mrc.labs.summary_fields import OUTCOMES
 
 
 def goodput_sum(lab: Lab) -> str:
@@ -43,6 +43,8 @@ def _recovery(t: Mapping[str, Any]) -> str:
         return _num(t.get("recovery_us"))
     if status == "no dip":
         return "0 (no dip)"
+    if status == "no fault":
+        return "-"
     return status or "-"
 
 

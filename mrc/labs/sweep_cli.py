@@ -37,11 +37,8 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
     Each run's own outputs land in DIR/runs/<run id>/; re-running skips completed runs.
     """
     def go() -> int:
-        from mrc.labs.plot import plot_name
-        from mrc.labs.sweep_exec import default_workers, run_sweep
         from mrc.labs.sweep_file import load_sweep
-        from mrc.labs.sweep_run import read_marker
-        from mrc.labs.sweep_table import check_metric
+        from mrc.labs.sweep_metrics import check_metric
 
         if (metric is None) != (by is None):
             raise LabError("--plot METRIC and --by PARAM go together",
@@ -55,6 +52,10 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
                            "--by")
         if metric is not None:  # before any run: a typo must not cost the sweep
             check_metric(spec, metric)
+        from mrc.labs.plot import plot_name
+        from mrc.labs.sweep_exec import default_workers, run_sweep
+        from mrc.labs.sweep_run import read_marker
+
         out_dir = Path(out) if out else Path("mrc-lab-out") / spec.name
         if dry_run:
             for run in spec.runs:

@@ -18,7 +18,6 @@ import pandas as pd
 
 from mrc.labs.errors import LabError
 from mrc.labs.outdir import replace_file
-from mrc.labs.summary import TOP_FIELDS, TRANSPORT_FIELDS
 from mrc.labs.sweep_model import Sweep, SweepRun
 
 TABLE_CSV = "runs.csv"
@@ -134,30 +133,6 @@ def overview(table: pd.DataFrame) -> str:
                      f"{med('recovery_us'):>13}{med('goodput_gbps_min'):>10}")
     lines.append("detect_us, recovery_us, min_gbps: medians over the runs that have a value")
     return "\n".join(lines)
-
-
-#: Summary fields that hold text or tables, not numbers: nothing to plot.
-TEXT_FIELDS = frozenset({"kind", "outcome", "failure_reason", "recovery", "collective", "live",
-                         "lab", "runtime", "faults", "workload", "goodput_sum"})
-
-
-def plottable_columns(sweep: Sweep) -> list[str]:
-    """The numeric columns the runs table of ``sweep`` will have, known before any run: the
-    swept parameters, ``job_failed``, and every numeric summary field (flattened with ``_``;
-    a lab-wide field whose name a transport's field also uses gets ``lab_`` in front)."""
-    own = [k.replace(".", "_") for k in TRANSPORT_FIELDS if k.split(".")[0] not in TEXT_FIELDS]
-    top = [k if k not in own else f"lab_{k}" for k in TOP_FIELDS if k not in TEXT_FIELDS]
-    return list(dict.fromkeys([*sweep.params, "job_failed", *own, *top]))
-
-
-def check_metric(sweep: Sweep, metric: str) -> str:
-    """METRIC as a runs-table column, checked before anything runs (``--plot``)."""
-    known = plottable_columns(sweep)
-    for candidate in (metric, metric.replace(".", "_")):
-        if candidate in known:
-            return candidate
-    raise LabError(f"{metric!r} is not a numeric column of the runs table; plottable: "
-                   f"{', '.join(known)}", "--plot")
 
 
 def metric_column(table: pd.DataFrame, metric: str) -> str:
