@@ -243,3 +243,31 @@ def test_bandwidth_png_from_synthetic_tables(tmp_path: Path) -> None:
     close(fig)
     with Image.open(path) as img:
         assert img.size[0] >= 1000 and img.size[1] >= 600
+
+
+def test_connection_matrix_triggers_start_flows_when_they_fire() -> None:
+    """htsim's triggers at run time: a barrier of two flows starts flow 3 when the second is
+    done; a oneshot on flow 3's completion starts flow 4; a multishot starts its flows one per
+    activation, in file order."""
+    from mrc.labs.runner import run_lab
+
+    text = ("Nodes 8\nConnections 6\nTriggers 3\n"
+            "0->4 id 1 start 0 size 100000 send_done_trigger 10\n"
+            "1->5 id 2 start 2 size 100000 send_done_trigger 10 recv_done_trigger 30\n"
+            "2->6 id 3 trigger 10 size 50000 recv_done_trigger 20\n"
+            "3->7 id 4 trigger 20 size 50000 send_done_trigger 30\n"
+            "4->0 id 5 trigger 30 size 50000\n"
+            "5->1 id 6 trigger 30 size 50000\n"
+            "trigger id 10 barrier count 2\ntrigger id 20 oneshot\ntrigger id 30 multishot\n")
+    result = run_lab({"fabric": {"preset": "lab-small"}, "transport": {"mrc": {}},
+                      "workload": {"kind": "connection_matrix", "text": text},
+                      "run": {"duration_us": 300}}, progress=False)
+    flows = result.flows.set_index("flow_id")
+    end = flows["end_us"]
+    assert flows.loc[3, "start_us"] == pytest.approx(max(end[1], end[2]))
+    assert flows.loc[4, "start_us"] == pytest.approx(end[3])
+    assert flows.loc[5, "start_us"] == pytest.approx(end[2])  # first activation: flow 5
+    assert flows.loc[6, "start_us"] == pytest.approx(end[4])  # second: flow 6
+    assert flows["ok"].all()
+    assert result.summary["transports"]["mrc"]["outcome"] == "completed"
+    assert result.summary["transports"]["mrc"]["flows"]["completed"] == 6

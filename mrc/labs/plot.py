@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 from mrc.labs.errors import LabError
@@ -126,7 +126,7 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         timed = timed if not timed.empty else None
     ratios = [3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_evs else [])
     listed = [f for f in faults if f["kind"] in _FAMILY]
-    table_h = 0.22 * len(listed) + (0.25 if listed else 0)
+    table_h = 0.16 * len(listed) + (0.2 if listed else 0)
     fig = _figure(figsize=(10, 5.2 + 1.1 * (len(ratios) - 1) + table_h))
     axes = fig.subplots(len(ratios), 1, sharex=True, squeeze=False,
                         gridspec_kw={"height_ratios": ratios})
@@ -289,11 +289,12 @@ def plot_busbw(collective: pd.DataFrame, summary: Mapping[str, Any], *,
     for axis in (ax_bw, ax_t):
         axis.set_xscale("log", base=2)
         axis.grid(True, which="both", alpha=0.25)
+    ax_t.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _size_label(x)))
     ax_t.set_yscale("log")
     ax_bw.set_ylabel("busbw (GB/s)")
     ax_t.set_ylabel("time per\niteration (\u00b5s)")
     ax_t.set_xlabel("message size (bytes)")
-    ax_bw.legend(fontsize=8, loc="upper left")
+    ax_bw.legend(fontsize=8, loc="lower right")
     workload = summary.get("workload", "collective")
     ax_bw.set_title(f"{summary.get('lab', 'lab')}: {workload} busbw by size  (seed "
                     f"{summary.get('seed')}, {summary.get('runtime', 'sim')})", fontsize=10,
@@ -302,6 +303,14 @@ def plot_busbw(collective: pd.DataFrame, summary: Mapping[str, Any], *,
     if path is not None:
         fig.savefig(path, dpi=130, metadata={"Software": None})
     return fig
+
+
+def _size_label(size: float) -> str:
+    """nccl-tests' way of writing a size: 64K, 1M, 2G."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g}{unit}"
+    return f"{size:g}"
 
 
 def close(fig: Figure) -> None:
