@@ -87,7 +87,7 @@ def test_shading_is_drawn_once_per_colour() -> None:
     assert spans
     for colour, intervals in spans.items():
         intervals.sort()
-        for (a0, a1), (b0, b1) in zip(intervals, intervals[1:], strict=False):
+        for (_a0, a1), (b0, _b1) in zip(intervals, intervals[1:], strict=False):
             assert a1 < b0, (colour, intervals)  # overlapping windows merged: no dark band
     close(fig)
 
