@@ -61,8 +61,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 from mrc import _accel, wire  # noqa: E402
 from mrc.live import gso  # noqa: E402
 from mrc.live.clock import Clock  # noqa: E402
-from mrc.live.fabric import MAX_DATAGRAM, RX_BATCH, FabricCore, FabricServer  # noqa: E402
-from mrc.live.runner import LiveSim, LiveStack  # noqa: E402
+from mrc.live.fabric import FabricCore  # noqa: E402
+from mrc.live.fabric_server import FabricServer  # noqa: E402
+from mrc.live.stack import LiveSim, LiveStack  # noqa: E402
+from mrc.live.udp import MAX_DATAGRAM, RX_BATCH  # noqa: E402
 from mrc.packet import DATA, Packet, data_bytes  # noqa: E402
 from topology import usid  # noqa: E402
 from topology.paths import address_for  # noqa: E402

@@ -24,3 +24,7 @@ def _register() -> None:
 
 
 _register()
+
+
+if __name__ == "__main__":  # python -m mrc.cli
+    main()

@@ -30,3 +30,15 @@ def test_foundation_modules_import_nothing_of_ours() -> None:
                    if line.startswith(("import ", "from ")) and "__future__" not in line]
         ours = [line for line in imports if " mrc" in line or " topology" in line]
         assert not ours, (name, ours)
+
+
+def test_every_package_ships() -> None:
+    """`pip install .` installs the packages listed in pyproject.toml: a package missing from
+    the list would work from a checkout and be absent from an install."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for top in ("mrc", "topology") for init in (ROOT / top).rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

@@ -14,10 +14,13 @@ import psutil
 import pytest
 
 from mrc import wire
+from mrc.labs.live_run import auto_dilation
 from mrc.live.clock import Clock
-from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
+from mrc.live.fabric import FabricCore
+from mrc.live.fabric_server import FabricServer
 from mrc.live.host import LiveHost
-from mrc.live.runner import LiveRunError, LiveStack, PayloadPool, auto_dilation
+from mrc.live.stack import LiveRunError, LiveStack, PayloadPool
+from mrc.live.udp import check_bind_address
 from mrc.packet import DATA, Packet
 from mrc.sim import transport_params
 from mrc.sim.evset import build_ev_set

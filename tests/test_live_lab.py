@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from mrc import pcap, wire
-from mrc.live.runner import LiveStack, run_live
+from mrc.labs.runner import run_live
+from mrc.live.stack import LiveStack
 from mrc.packet import DATA, PROBE
 from topology import usid
 

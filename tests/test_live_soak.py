@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from mrc import wire
-from mrc.live.runner import LiveStack
+from mrc.live.stack import LiveStack
 from mrc.packet import DATA, Packet
 from topology import usid
 from topology.paths import address_for

@@ -85,3 +85,24 @@ def test_exception_in_callback_keeps_counts_consistent() -> None:
 def test_seeded_rng_is_reproducible() -> None:
     a, b = Simulator(seed=7), Simulator(seed=7)
     assert [a.rng.random() for _ in range(5)] == [b.rng.random() for _ in range(5)]
+
+
+def test_run_until_steps_like_run() -> None:
+    """``run_until`` (the live fabric's step) runs what is due, in the same order and with the
+    same counting as ``run``, advances the clock, and ends early on ``stop``."""
+    sim = Simulator()
+    seen: list[tuple[int, int]] = []
+
+    def event(x: int) -> None:
+        seen.append((sim.now, x))
+        if x == 3:
+            sim.stop()
+
+    for t, x in [(20, 2), (10, 1), (20, 3), (40, 4), (50, 5)]:
+        sim.at(t, event, x)
+    assert sim.run_until(5) == 0 and sim.now == 5
+    assert sim.run_until(30) == 3 and seen == [(10, 1), (20, 2), (20, 3)]
+    assert sim.now == 20 and sim.events_processed == 3  # stopped: the clock stays
+    assert sim.run_until(45) == 1 and sim.now == 45
+    sim.stop()  # outside a step: a no-op, as for run
+    assert sim.run_until(60) == 1 and sim.now == 60 and sim.events_processed == 5

@@ -16,6 +16,7 @@ import click
 from topology.counts import COUNT_KEYS, counts
 from topology.names import UnknownElementError
 from topology.paths import Path, PathError, paths_between
+from topology.seg6 import switch_routes
 from topology.spec import PRESETS, FabricError, FabricSpec, preset
 from topology.usid import UsidError
 
@@ -91,15 +92,24 @@ def _paths_table(found: list[Path]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--paths", nargs=2, metavar="SRC DST", default=None,
               help="List the paths between two hosts (e.g. h0 h300) with their uSID addresses.")
+@click.option("--kernel-routes", "kernel_routes", metavar="SWITCH", default=None,
+              help="Print the Linux routes the kernel runtime installs in SWITCH (e.g. p3.t0.1 "
+                   "or h5.p3.t0), as `ip -6 route` shows them.")
 def fabric(preset_name: str | None, planes: int | None, hosts: int | None,
            hosts_per_t0: int | None, t1_per_plane: int | None, link_gbps: float | None,
-           switch_radix: int | None, as_json: bool, paths: tuple[str, str] | None) -> None:
+           switch_radix: int | None, as_json: bool, paths: tuple[str, str] | None,
+           kernel_routes: str | None = None) -> None:
     """Print a fabric's counts (planes, switches, links, paths, bandwidth), or its paths."""
     try:
         spec = build_spec(preset_name, planes=planes, hosts=hosts, hosts_per_t0=hosts_per_t0,
                           t1_per_plane=t1_per_plane, link_gbps=link_gbps,
                           switch_radix=switch_radix)
-        if paths:
+        if kernel_routes:
+            routes = switch_routes(spec, kernel_routes)
+            text = (json.dumps([{"prefix": r.prefix, "action": r.action, "dev": r.dev,
+                                 "next_hop": r.next_hop, "route": r.text()} for r in routes],
+                               indent=2) if as_json else "\n".join(r.text() for r in routes))
+        elif paths:
             src, dst = (int(h) if h.isdecimal() else h for h in paths)
             found = paths_between(spec, src, dst)
             text = (json.dumps([p.to_dict() for p in found], indent=2) if as_json

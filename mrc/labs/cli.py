@@ -96,15 +96,21 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
 @click.option("--set", "assignments", metavar="KEY=VALUE", multiple=True,
               help="Override any lab key by dotted path, e.g. transport.mrc.ev_count=64.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table.")
-@click.option("--runtime", type=click.Choice(["sim", "live"]), default="sim", show_default=True,
+@click.option("--runtime", type=click.Choice(["sim", "live", "kernel"]), default="sim",
+              show_default=True,
               help="sim: the packet simulator; live: real UDP datagrams through the "
-                   "user-space fabric, in wall-clock time slowed by --dilation.")
+                   "user-space fabric, in wall-clock time slowed by --dilation; kernel: real "
+                   "IPv6 packets through Linux seg6local switches in network namespaces "
+                   "(needs root).")
 @click.option("--dilation", metavar="X",
-              help="Live: modelled time runs X times slower than the wall clock (rates / X, "
-                   "times x X); default: chosen from the workload.")
+              help="Live and kernel: modelled time runs X times slower than the wall clock "
+                   "(rates / X, times x X); default: chosen from the workload.")
 @click.option("--pcap", "pcap", metavar="FILE",
-              help="Live: capture what crosses the fabric (FILE.<transport>.pcap when several "
-                   "transports run).")
+              help="Live and kernel: capture what crosses the fabric (FILE.<transport>.pcap "
+                   "when several transports run).")
+@click.option("--pcap-on", "pcap_on", metavar="LINKS",
+              help="Kernel: comma-separated links or NIC ports to capture on (default: the "
+                   "workload hosts' links).")
 @click.option("--bind", "bind_host", metavar="ADDR", default="127.0.0.1", show_default=True,
               help="Live: address the fabric and hosts bind.")
 @click.option("--allow-non-loopback", is_flag=True,
@@ -112,7 +118,7 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
 def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         bin_us: str | None, assignments: tuple[str, ...], quiet: bool, runtime: str = "sim",
         dilation: str | None = None, pcap: str | None = None, bind_host: str = "127.0.0.1",
-        allow_non_loopback: bool = False) -> None:
+        allow_non_loopback: bool = False, pcap_on: str | None = None) -> None:
     """Run LAB (a .toml path or a bundled lab name) for every transport and compare them.
 
     Writes timeseries.csv, events.csv, summary.json, lab.json, bandwidth.png and
@@ -143,12 +149,20 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         if runtime == "live":
             live = {"dilation": _parse_number(dilation, float, "--dilation"), "pcap": pcap,
                     "bind_host": bind_host, "allow_non_loopback": allow_non_loopback}
-            if pcap is not None:
-                _check_pcap(pcap)
+        elif runtime == "kernel":
+            if allow_non_loopback or bind_host != "127.0.0.1":
+                raise LabError("--bind and --allow-non-loopback need --runtime live",
+                               "--runtime")
+            live = {"scale": _parse_number(dilation, float, "--dilation"), "pcap": pcap,
+                    "capture": pcap_on.split(",") if pcap_on else None}
         elif dilation is not None or pcap is not None or allow_non_loopback or \
                 bind_host != "127.0.0.1":
             raise LabError("--dilation, --pcap, --bind and --allow-non-loopback need "
                            "--runtime live", "--runtime")
+        if pcap_on is not None and runtime != "kernel":
+            raise LabError("--pcap-on needs --runtime kernel", "--runtime")
+        if pcap is not None:
+            _check_pcap(pcap)
         prepared = prepare(lab, seed=seed_n, bin_us=bin_x, overrides=overrides)
         if runtime == "live":  # what the live runtime cannot carry, before any folder
             from mrc.labs.live_pace import check_live_lab
@@ -180,6 +194,13 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
                            f"({info.get('link_gbps_model'):g} Gb/s links ran at "
                            f"{info.get('link_gbps_wall'):g} Gb/s of wall clock); times above "
                            "are modelled")
+            if runtime == "kernel":
+                info = result.summary.get("kernel", {})
+                click.echo(f"kernel: modelled time x{info.get('scale'):g} "
+                           f"({info.get('link_gbps_model'):g} Gb/s links ran at "
+                           f"{info.get('link_mbps_wall'):g} Mb/s through Linux seg6local "
+                           "switches); not modelled: trimming, ECN, propagation delay "
+                           "(summary.json: kernel.limits)")
             from mrc.labs.outdir import MANIFEST
 
             click.echo("\n" + files_line(folder.path, [*files, folder.path / MANIFEST]))

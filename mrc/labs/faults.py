@@ -1,47 +1,26 @@
 """A lab's ``[[fault]]`` schedule turned into timed calls on a running stack.
 
-Faults are data: :func:`mrc.labs.schema.schedule` expands the lab's entries into timed
+Faults are data: :func:`mrc.labs.schedule.schedule` expands the lab's entries into timed
 primitives (a ``link_flap`` becomes its down/up pairs, a ``switch_reboot`` a down and an up,
 windows a start and an end); this module only binds each primitive to the simulator's fault
-functions (:mod:`mrc.sim.faults`) or to the operator API (``stack.deny``/``stack.allow``
-for drains) and logs it as an event row, so events.csv shows every fault next to what the
-transports did about it.
+functions (:mod:`mrc.sim.faults`, which maps a window's start and end to them) or to the
+operator API (``stack.deny``/``stack.allow`` for drains) and logs it as an event row, so
+events.csv shows every fault next to what the transports did about it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from mrc.labs.model import Lab
 from mrc.labs.schedule import FaultAction, schedule
+from mrc.sim import faults as sim_faults
+from mrc.sim.faults import SCHEDULE_ACTIONS
 from mrc.units import PS_PER_US
 from topology import names
 
-#: our action -> (mrc.sim.faults primitive, keyword arguments from the action's params)
-_SIM_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "link_down": ("link_down", lambda p: {}),
-    "link_up": ("link_up", lambda p: {}),
-    "switch_down": ("switch_down", lambda p: {}),
-    "switch_up": ("switch_up", lambda p: {}),
-    "port_down": ("nic_port_down", lambda p: {}),
-    "port_up": ("nic_port_up", lambda p: {}),
-    "loss_start": ("set_loss", lambda p: {"p": p["probability"]}),
-    "loss_end": ("set_loss", lambda p: {"p": 0.0}),
-    "degrade_start": ("degrade", lambda p: {"fraction": p["rate_fraction"]}),
-    "degrade_end": ("degrade", lambda p: {"fraction": 1.0}),
-}
 DRAIN_ACTIONS = ("drain_start", "drain_end")
-ACTIONS = (*_SIM_ACTIONS, *DRAIN_ACTIONS)
-
-
-def primitive(action: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The ``mrc.sim.faults`` primitive a lab-schedule action runs, and its arguments."""
-    try:
-        name, kwargs = _SIM_ACTIONS[action]
-    except KeyError:
-        raise ValueError(f"the fabric does not implement fault {action!r}") from None
-    return name, kwargs(params)
+ACTIONS = (*SCHEDULE_ACTIONS, *DRAIN_ACTIONS)
 
 
 def action_time_ps(action: FaultAction) -> int:
@@ -74,10 +53,12 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
         if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
             detail["evs_changed"] = changed
     else:
-        from mrc.sim import faults as sim_faults
-
-        name, kwargs = primitive(action.action, action.params)
-        # the live runtime's stack has the same network, run by its fabric against the clock
-        effect = sim_faults.apply(stack.net, name, action.target, **kwargs).effect
+        name, kwargs = sim_faults.primitive(action.action, action.params)
+        kernel = getattr(stack, "apply_fault", None)  # the kernel runtime: real interfaces
+        if kernel is not None:
+            effect = kernel(name, action.target, **kwargs)
+        else:
+            # the live runtime's stack has the same network, run by its fabric against the clock
+            effect = sim_faults.apply(stack.net, name, action.target, **kwargs).effect
         detail.update({k: v for k, v in effect.items() if isinstance(v, int | float | str | bool)})
     stack.note_event(now, action.action, action.target, **detail)

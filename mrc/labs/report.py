@@ -65,7 +65,8 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
             f"{_num(g['during']):>8}{_num(kept, '.1f') + ('%' if kept is not None else ''):>7}"
             f"{_num(g['min']):>8}{_num(t.get('detect_us')):>8}{_num(t.get('settle_us')):>8}"
             f"  {_recovery(t):<14}{t['retransmitted_packets']:>6}"
-            f"{drops.get('data', 0):>11}{drops.get('control', 0):>6}{drops.get('probe', 0):>7}"
+            f"{_num(drops.get('data'), 'd'):>11}{_num(drops.get('control'), 'd'):>6}"
+            f"{_num(drops.get('probe'), 'd'):>7}"
             f"{str(t.get('evs_marked_bad', 0)) + '/' + str(t.get('evs_reintegrated', 0)):>14}")
         if t.get("failure_reason"):
             lines.append(f"{'':<12}failed at {_num(t['failed_at_us'])} us: "

@@ -4,7 +4,10 @@
 completely first (a :class:`LabError` before anything runs), then drives one stack per
 transport through the run, and returns a :class:`LabResult` of pandas tables plus the
 summary dict; with ``out`` it also writes the files. The stack is built by a factory
-(``SimStack`` by default), so the live runtime can plug its own stack into the same runner.
+(``SimStack`` by default); a live run (``runtime="live"``, or ``run_live``) plugs in the live
+runtime's stacks (``mrc.labs.live_run``), a kernel run (``runtime="kernel"``, or
+``run_kernel``) the kernel runtime's (``mrc.labs.kernel_run``), and each is otherwise this
+same runner.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -41,6 +45,16 @@ PROGRESS_DELAY_S = 2.0
 RUNTIME = "sim"
 
 StackFactory = Callable[[FabricSpec, int, int, str], Any]
+
+
+class RuntimeSession(Protocol):
+    """What a run on real time supplies (``live_run.LiveRun``, ``kernel_run.KernelRun``):
+    a stack factory per transport, closed after it, and its parts of the summary."""
+
+    def stacks(self, name: str) -> AbstractContextManager[StackFactory]: ...
+
+    def annotate(self, summary: dict[str, Any],
+                 totals: Mapping[str, Mapping[str, Any]]) -> None: ...
 
 
 def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: str) -> Any:
@@ -212,16 +226,19 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     checked and locked before anything runs, and filled as a whole or not at all
     (:mod:`mrc.labs.outdir`).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
-    ``runtime``: ``"sim"`` (the packet simulator) or ``"live"`` (real UDP datagrams through
-    the user-space fabric in dilated wall-clock time, :func:`mrc.live.runner.run_live`, which
-    takes the ``live`` options: dilation, pcap, bind_host, allow_non_loopback...).
+    ``runtime``: ``"sim"`` (the packet simulator), ``"live"`` (real UDP datagrams through
+    the user-space fabric in dilated wall-clock time), which takes the ``live`` options
+    (:class:`mrc.labs.live_run.LiveRun`'s: dilation, pcap, bind_host, allow_non_loopback...),
+    or ``"kernel"`` (real IPv6 packets through Linux seg6local switches in network
+    namespaces, as root), whose options come in the same dict
+    (:class:`mrc.labs.kernel_run.KernelRun`'s: scale, pcap, capture...).
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
     folder = None
     if out is not None:
         folder = out if isinstance(out, OutputFolder) else OutputFolder(out)
-        folder.open()
+        folder.open()  # checked and locked before anything runs
     try:
         result = _run(path_or_spec, seed=seed, transports=transports, bin_us=bin_us,
                       progress=progress, overrides=overrides, stack_factory=stack_factory,
@@ -238,27 +255,64 @@ def _run(path_or_spec: str | Path | Mapping[str, Any] | Lab, *, seed: int | None
          transports: str | Sequence[str] | None, bin_us: float | None, progress: bool,
          overrides: Mapping[str, Any] | None, stack_factory: StackFactory | None,
          runtime: str, live: Mapping[str, Any] | None) -> LabResult:
-    if runtime == "live":
-        from mrc.labs.live_pace import check_live_lab, judge_pace
-        from mrc.live.runner import run_live
-
-        options = dict(live or {})
-        check_live_lab(prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides),
-                       options.get("bind_host", "127.0.0.1"))
-        result = run_live(path_or_spec, seed=seed, transports=transports, bin_us=bin_us,
-                          progress=progress, overrides=overrides, **options)
-        judge_pace(result)  # lag distorts modelled rates: say so, loudly
-        return result  # type: ignore[no-any-return]
-    if runtime != RUNTIME:
-        raise LabError(f"unknown runtime {runtime!r}; known: sim, live", "--runtime")
-    if live:
+    if runtime not in (RUNTIME, "live", "kernel"):
+        raise LabError(f"unknown runtime {runtime!r}; known: sim, live, kernel", "--runtime")
+    if live and runtime == RUNTIME:
         raise LabError("live options need --runtime live", "--runtime")
     wall0 = time.perf_counter()
     lab = prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
+    if runtime != RUNTIME:
+        session: RuntimeSession
+        if runtime == "live":
+            from mrc.labs.live_pace import check_live_lab
+            from mrc.labs.live_run import LiveRun
+
+            check_live_lab(lab, dict(live or {}).get("bind_host", "127.0.0.1"))
+            session = LiveRun(lab, specs, **dict(live or {}))
+        else:
+            from mrc.labs.kernel_run import KernelRun
+
+            session = KernelRun(lab, specs, **dict(live or {}))
+        runs = []
+        for spec in specs:
+            with session.stacks(spec.name) as runtime_factory:
+                runs.append(run_transport(lab, spec, runtime_factory, progress=progress))
+        result = assemble(lab, runs, wall_s=time.perf_counter() - wall0, runtime=runtime)
+        session.annotate(result.summary, {run.name: run.totals for run in runs})
+        if runtime == "live":
+            from mrc.labs.live_pace import judge_pace
+
+            judge_pace(result)  # lag distorts modelled rates: say so, loudly
+        return result
     factory = stack_factory or sim_stack_factory
     runs = [run_transport(lab, spec, factory, progress=progress) for spec in specs]
     return assemble(lab, runs, wall_s=time.perf_counter() - wall0)
+
+
+def run_live(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
+             out: str | Path | None = None, seed: int | None = None,
+             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
+             progress: bool = True, overrides: Mapping[str, Any] | None = None,
+             **live: Any) -> LabResult:
+    """Run a lab in the live runtime (``run_lab(..., runtime="live", live=live)``): the same
+    tables and files as a simulated run, with ``runtime: "live"`` and a ``live`` section
+    (dilation, wall and modelled units, fabric and host counters)."""
+    return run_lab(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
+                   progress=progress, overrides=overrides, runtime="live", live=live)
+
+
+def run_kernel(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
+               out: str | Path | None = None, seed: int | None = None,
+               transports: str | Sequence[str] | None = None, bin_us: float | None = None,
+               progress: bool = True, overrides: Mapping[str, Any] | None = None,
+               **kernel: Any) -> LabResult:
+    """Run a lab on the Linux kernel's SRv6 data plane (``run_lab(..., runtime="kernel",
+    live=kernel)``): the same tables and files as a simulated run, with ``runtime:
+    "kernel"`` and a ``kernel`` section (scale, limits, build and teardown times, fault
+    timing, kernel counters)."""
+    return run_lab(path_or_spec, out=out, seed=seed, transports=transports, bin_us=bin_us,
+                   progress=progress, overrides=overrides, runtime="kernel", live=kernel)
 
 
 def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,

@@ -269,7 +269,12 @@ def transport_summary(*, kind: str, outcome: str, failed_at_us: float | None,
                               "next_event_us": next_event, "before_gbps": stats["before"],
                               "failed": failed}
     status, back_us = recovery(goodput, **window)
-    by_kind = totals.get("dropped_by_kind") or {}
+    by_kind = totals.get("dropped_by_kind")
+    if by_kind is None:  # the runtime's fabric cannot say what it dropped (kernel)
+        dropped: dict[str, int | None] = {cause: None for cause in DROP_CAUSES}
+        dropped["unattributed"] = count("dropped_packets")
+    else:
+        dropped = {cause: int(by_kind.get(cause, 0) or 0) for cause in DROP_CAUSES}
     before, during = stats["before"], stats["during"]
     return {
         "kind": kind,
@@ -285,7 +290,7 @@ def transport_summary(*, kind: str, outcome: str, failed_at_us: float | None,
         "recovery": status,
         "retransmitted_packets": count("retransmitted_packets"),
         "trimmed_packets": count("trimmed_packets"),
-        "dropped_packets": {cause: int(by_kind.get(cause, 0) or 0) for cause in DROP_CAUSES},
+        "dropped_packets": dropped,
         "probes_sent": count("probes_sent"),
         "evs_marked_bad": count("paths_marked_bad"),
         "evs_reintegrated": count("paths_reintegrated"),

@@ -44,6 +44,8 @@ TRANSPORT_FIELDS: dict[str, str] = {
     "dropped_packets.control": "ACK and NACK packets the fabric dropped",
     "dropped_packets.probe": "MRC PROBE and PROBE_REPLY packets the fabric dropped (probes "
                              "of paths already believed broken)",
+    "dropped_packets.unattributed": "kernel runs: drops the kernel counted without saying "
+                                    "what they were (data, control and probe are then null)",
     "probes_sent": "MRC probes sent (of EVs ASSUMED_BAD, until K answers reintegrate them)",
     "evs_marked_bad": "EV state changes GOOD to ASSUMED_BAD, both ends of every QP (an EV "
                       "marked bad twice counts twice; several EVs can share a path)",
@@ -57,9 +59,11 @@ TRANSPORT_FIELDS: dict[str, str] = {
     "flows.max_fct_us": "the longest flow completion time",
     "collective": "per size: time_us, algbw_GBps, busbw_GBps, busbw_pct_ceiling, status "
                   "(collective workloads only)",
-    "messages_verified": "live runs: messages whose SHA-256 matched at the receiver",
-    "messages_corrupt": "live runs: messages whose SHA-256 did not match",
+    "messages_verified": "live and kernel runs: messages whose SHA-256 matched at the "
+                         "receiver",
+    "messages_corrupt": "live and kernel runs: messages whose SHA-256 did not match",
     "live": "live runs: what the live machinery did (wall time, fabric and host counters)",
+    "kernel": "kernel runs: what the kernel fabric did (counters, fault timing)",
 }
 #: Every top-level field of summary.json (beyond ``transports``): what it means.
 TOP_FIELDS: dict[str, str] = {
@@ -77,4 +81,5 @@ TOP_FIELDS: dict[str, str] = {
     "ceiling_nics": "how many NICs the goodput ceiling counts",
     "goodput_sum": "what the goodput figures add up (which directions and receivers)",
     "live": "live runs: dilation, wall and modelled units, and whether the runtime kept pace",
+    "kernel": "kernel runs: scale, units, limits of the kernel fabric",
 }

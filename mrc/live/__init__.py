@@ -1,13 +1,13 @@
 """The live runtime: the same sans-IO transports moving real packets through real sockets.
 
 * :mod:`mrc.live.clock`: one time-dilation factor maps modelled picoseconds to wall seconds.
-* :mod:`mrc.live.fabric`: the user-space SRv6 fabric on a UDP socket: the simulator's own
-  network (shift-and-forward, link rate, delay, queues with trimming and ECN, faults) run
-  against the clock on the packets' outer headers.
+* :mod:`mrc.live.fabric`: the user-space SRv6 fabric: the simulator's own network
+  (shift-and-forward, link rate, delay, queues with trimming and ECN, faults) on the packets'
+  outer headers; :mod:`mrc.live.fabric_server` runs it on a UDP socket against the clock.
 * :mod:`mrc.live.gso`: Linux UDP segmentation offload, so hosts and fabric send runs of
-  datagrams in one call.
-* :mod:`mrc.live.host`: a host driving unchanged QP objects with asyncio, one asyncio-dgram
-  socket each.
-* :mod:`mrc.live.runner`: ``LiveStack`` for the labs runner and ``run_live`` (what
-  ``mrc-lab run LAB --runtime live`` calls).
+  datagrams in one call; :mod:`mrc.live.udp`: binding, burst reads, kernel drop counts.
+* :mod:`mrc.live.host`: a host driving unchanged QP objects through the simulator's NIC
+  driver (``mrc.sim.nic_driver``) on asyncio, one asyncio-dgram socket each.
+* :mod:`mrc.live.stack`: ``LiveStack``, the stack the labs runner drives (the labs layer's
+  ``live_run`` runs a lab live: what ``mrc-lab run LAB --runtime live`` calls).
 """

@@ -20,12 +20,11 @@ The inner packet, and with it the UDP checksum and ICRC, is never touched.
 
 Why a discrete-event core inside a wall-clock server: queueing needs every port's events in
 time order, and asyncio timers cost far more than heap pushes and fire only to the millisecond.
-So :class:`FabricCore` runs the simulator's event heap in modelled picoseconds (no sockets,
-testable by hand and comparable with the simulator to the picosecond), and
-:class:`FabricServer` feeds it datagrams stamped with the :class:`~mrc.live.clock.Clock`, runs
-every event that is due, sends what reaches a host, and arms one timer for the next event.
-Lateness of the wall clock never changes modelled timestamps; it is measured and reported
-(``lag_*``).
+So :class:`FabricCore` runs the simulator's event engine in modelled picoseconds (no
+sockets, testable by hand and comparable with the simulator to the picosecond), and
+:class:`~mrc.live.fabric_server.FabricServer` feeds it datagrams stamped with the
+:class:`~mrc.live.clock.Clock`, runs every event that is due, sends what reaches a host, and
+arms one timer for the next event.
 
 Faults are the simulator's primitives (``mrc.sim.faults``) applied to that same network. A
 host link going down is seen by the host's NIC (loss of signal): ``nic_link`` tells the host
@@ -34,18 +33,12 @@ driver, as the simulator's NIC port tells its agent; a degraded host link paces 
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import socket
 from collections import deque
 from collections.abc import Callable
-from heapq import heappop, heappush
 from typing import Any
 
 from mrc import wire
-from mrc.labs import faults as lab_faults
-from mrc.live import gso
-from mrc.live.clock import Clock
+from mrc.live.udp import MAX_DATAGRAM
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
 from mrc.sim import faults as sim_faults
 from mrc.sim.engine import Simulator
@@ -58,8 +51,7 @@ from mrc.sim.switch import Switch
 from topology import usid
 from topology.spec import FabricSpec
 
-__all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "FabricServer", "MAX_DATAGRAM",
-           "RX_BATCH", "check_bind_address", "udp_kernel_drops"]
+__all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "write_outer"]
 
 _OFF_BTH = wire.OFF_BTH
 _OFF_DA = wire.OFF_OUTER_DST
@@ -69,11 +61,6 @@ _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
 _KIND_OF_OPCODE = {wire.OP_RDMA_WRITE_ONLY: DATA, wire.OP_RDMA_WRITE_ONLY_IMM: DATA,
                    wire.OP_ACKNOWLEDGE: ACK, wire.OP_MRC_PROBE: PROBE,
                    wire.OP_MRC_PROBE_REPLY: PROBE_REPLY}
-#: Largest datagram accepted (an IPv6 packet cannot be longer without jumbograms).
-MAX_DATAGRAM = 65_535
-#: Datagrams read per wake-up beyond the first (then the loop gets its turn).
-RX_BATCH = 64
-
 #: Why a datagram was refused at the door, before it was a packet in the fabric:
 #: ``malformed``: not an IPv6-in-IPv6 MRC envelope; ``unknown_source``: the datagram came from
 #: an address that is not a registered host; ``spoofed``: the inner source is another host;
@@ -195,7 +182,6 @@ class FabricCore:
         #: Datagrams entering each plane, split DATA / other (for per-plane checks).
         self.ingress_data = [0] * spec.planes
         self.ingress_control = [0] * spec.planes
-        self.events_processed = 0
         self._src_bytes = [usid.host_address(h).to_bytes(16, "big") for h in range(spec.hosts)]
 
     @property
@@ -266,26 +252,9 @@ class FabricCore:
         self.drops[reason] = self.drops.get(reason, 0) + 1
 
     def run_until(self, now: int) -> int:
-        """Process every event due at or before ``now``; returns how many ran."""
-        heap = self.heap
-        sim = self.sim
-        done = 0
-        while heap and heap[0][0] <= now:
-            t, _, fn, arg = heappop(heap)
-            sim.now = t
-            fn(arg)
-            done += 1
-        if now > sim.now:
-            sim.now = now
-        self.events_processed += done
-        return done
-
-    def next_time(self) -> int | None:
-        return self.heap[0][0] if self.heap else None
-
-    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``fn(arg)`` at modelled time ``time_ps`` (in order with packet events)."""
-        heappush(self.heap, (max(time_ps, self.sim.now), self.sim.next_seq(), fn, arg))
+        """Process every event due at or before ``now`` (the engine's ``run_until``); returns
+        how many ran."""
+        return self.sim.run_until(now)
 
     def set_tap(self, tap: Tap | None, *, everywhere: bool = False) -> None:
         """Capture packets as they cross links: the hosts' uplinks and downlinks (what
@@ -335,18 +304,19 @@ class FabricCore:
 
     def apply(self, action: str, target: str, params: dict[str, Any] | None = None
               ) -> dict[str, Any]:
-        """Run one fault now, by its primitive or lab-schedule name (``loss_start`` with
-        ``probability``, ...); returns its effect."""
+        """Run one fault now, by its primitive or fault-schedule name (``loss_start`` with
+        ``probability``, ...: ``mrc.sim.faults.SCHEDULE_ACTIONS``); returns its effect."""
         if action in PRIMITIVES:
             return self.fault(action, target, **(params or {}))
-        primitive, kwargs = lab_faults.primitive(action, params or {})
+        primitive, kwargs = sim_faults.primitive(action, params or {})
         return self.fault(primitive, target, **kwargs)
 
     def schedule(self, time_ps: int, action: str, target: str,
                  params: dict[str, Any] | None = None) -> None:
-        """Apply a fault at modelled time ``time_ps``, in order with the packets."""
+        """Apply a fault at modelled time ``time_ps`` (not before the fabric's now: the engine
+        refuses the past), in order with the packets."""
         self.element(target)  # refuse unknown targets now, not mid-run
-        self.at(time_ps, self._fire, (action, target, params))
+        self.sim.at(time_ps, self._fire, (action, target, params))
 
     def _fire(self, job: tuple[str, str, dict[str, Any] | None]) -> None:
         self.apply(*job)
@@ -359,277 +329,9 @@ class FabricCore:
         """Fabric-wide counters: the network's (ports, switches, hosts) plus the door's."""
         out: dict[str, int] = {"rx_datagrams": self.rx_datagrams,
                                "delivered_datagrams": self.delivered_datagrams,
-                               "events": self.events_processed}
+                               "events": self.sim.events_processed}
         out.update(self.net.totals())
         for reason in REJECT_REASONS:
             out[f"rejected_{reason}"] = self.drops.get(reason, 0)
         out["rejected"] = sum(self.drops.values())
         return out
-
-
-def udp_kernel_drops(sock: socket.socket | None) -> int | None:
-    """Datagrams the kernel dropped on ``sock`` (full receive buffer): losses outside the
-    model, so runs report them. Linux only (``/proc/net/udp*``); None elsewhere."""
-    if sock is None or sock.fileno() < 0:
-        return None
-    try:
-        import os
-
-        inode = str(os.fstat(sock.fileno()).st_ino)
-        for table in ("/proc/net/udp", "/proc/net/udp6"):
-            with open(table, encoding="ascii") as f:
-                next(f, None)
-                for line in f:
-                    cols = line.split()
-                    if len(cols) > 12 and cols[9] == inode:
-                        return int(cols[-1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def check_bind_address(host: str, allow_non_loopback: bool) -> None:
-    """Refuse to listen beyond this machine unless the user said so explicitly."""
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback and not allow_non_loopback:
-        raise PermissionError(
-            f"refusing to bind {host!r}: the live runtime uses loopback only unless "
-            "allow_non_loopback (--allow-non-loopback) is given")
-
-
-class FabricServer(asyncio.DatagramProtocol):
-    """The fabric on a UDP socket, in wall-clock time scaled by ``clock``.
-
-    Each datagram is stamped with the clock, every fabric event due by then runs, and one
-    asyncio timer is kept armed for the next event. Datagrams from an address that is not a
-    registered host, or that do not look like our packets, are counted and dropped.
-    """
-
-    def __init__(self, core: FabricCore, clock: Clock, *, host: str = "127.0.0.1",
-                 port: int = 0, allow_non_loopback: bool = False,
-                 rcvbuf_bytes: int = 4 << 20) -> None:
-        check_bind_address(host, allow_non_loopback)
-        self.core = core
-        self.clock = clock
-        self.bind = (host, port)
-        self.rcvbuf_bytes = rcvbuf_bytes
-        self.transport: asyncio.DatagramTransport | None = None
-        self._sock: socket.socket | None = None
-        self.address: tuple[str, int] | None = None
-        self.hosts: dict[tuple[str, int], int] = {}
-        self.host_addr: list[tuple[str, int] | None] = [None] * core.spec.hosts
-        self.send_errors = 0
-        self.kernel_drops: int | None = None
-        self.lag_max_ps = 0
-        self.lag_sum_ps = 0
-        self.lag_samples = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: int | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._running = False
-        #: Deliveries of the events being run, sent together when the run ends (one GSO send
-        #: per run of equal-size datagrams to a host; each host's order is kept).
-        self._outbox: list[tuple[tuple[str, int], bytearray]] = []
-        self.gso = False
-        core.deliver = self._deliver
-
-    async def start(self) -> tuple[str, int]:
-        """Bind the socket; returns the address hosts send to."""
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        sock = socket.socket(socket.AF_INET6 if ":" in self.bind[0] else socket.AF_INET,
-                             socket.SOCK_DGRAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf_bytes)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.rcvbuf_bytes)
-            sock.bind(self.bind)
-            sock.setblocking(False)
-            transport, _ = await loop.create_datagram_endpoint(lambda: self, sock=sock)
-        except BaseException:
-            sock.close()
-            raise
-        self.transport = transport  # type: ignore[assignment]
-        self._sock = sock
-        self.address = sock.getsockname()[:2]
-        self.gso = gso.supported(sock)
-        return self.address
-
-    def register_host(self, index: int, address: tuple[str, int]) -> None:
-        """Datagrams from ``address`` are host ``index``'s; its packets are sent there."""
-        address = (address[0], address[1])
-        self.hosts[address] = index
-        self.host_addr[index] = address
-
-    # ------------------------------------------------------------------ asyncio callbacks
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
-        burst = [(data, addr)]
-        sock = self._sock
-        if sock is not None:  # read what else waits now: a loop turn per datagram costs most
-            for _ in range(RX_BATCH):
-                try:
-                    burst.append(sock.recvfrom(MAX_DATAGRAM))
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    self.send_errors += 1  # an ICMP error queued on the socket
-                    continue
-        self._ingest(burst)
-        self._arm()
-
-    def _ingest(self, burst: list[tuple[bytes, tuple[str, int]]]) -> None:
-        """A burst read at one instant enters at one modelled time, in the order it came,
-        after the events due by then."""
-        core = self.core
-        now = self.clock.now_ps()
-        if core.heap and core.heap[0][0] <= now:
-            self._run(now)
-        if now > core.now:
-            core.now = now
-        hosts = self.hosts
-        for data, addr in burst:
-            core.inject(data, hosts.get(addr[:2]))
-
-    def error_received(self, exc: Exception) -> None:
-        # ICMP port unreachable from a host that already closed: count, never crash.
-        self.send_errors += 1
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timer()
-
-    # ------------------------------------------------------------------ engine
-    def _run(self, now: int) -> None:
-        heap = self.core.heap
-        lag = now - heap[0][0]
-        if lag > self.lag_max_ps:
-            self.lag_max_ps = lag
-        self.lag_sum_ps += lag
-        self.lag_samples += 1
-        self._running = True
-        try:
-            self.core.run_until(now)
-        finally:
-            self._running = False
-            if self._outbox:
-                self._flush()
-
-    def run_due(self, now: int) -> None:
-        """Run the events due by modelled time ``now``, unless they are running already.
-
-        Hosts in the same process call this before they act at ``now``: a fault or a link
-        change scheduled before ``now`` then reaches their NICs first, however late the
-        loop is with the fabric's own timer (a busy loop must not let a host send on a
-        port that is already dead in modelled time)."""
-        heap = self.core.heap
-        if heap and heap[0][0] <= now and not self._running and self.transport is not None:
-            self._run(now)
-            self._arm()
-
-    def _on_timer(self) -> None:
-        due = self._timer_at
-        self._timer = None
-        self._timer_at = None
-        now = self.clock.now_ps()
-        if due is not None and now < due:
-            now = due  # asyncio may fire a hair early; the event is due by definition
-        if self.core.heap and self.core.heap[0][0] <= now:
-            self._run(now)
-        self._arm()
-
-    def _arm(self) -> None:
-        heap = self.core.heap
-        if not heap or self.transport is None or self._loop is None:
-            return
-        t = heap[0][0]
-        if self._timer_at is not None and self._timer_at <= t:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = t
-        self._timer = self._loop.call_at(self.clock.wall_at(t), self._on_timer)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        self._timer_at = None
-
-    def _deliver(self, host: int, buf: bytearray, time_ps: int) -> None:
-        addr = self.host_addr[host]
-        transport = self.transport
-        if addr is None or transport is None or transport.is_closing():
-            self.core._ingress_drop("no_host")
-            return
-        if self._running:
-            self._outbox.append((addr, buf))
-            return
-        try:
-            transport.sendto(buf, addr)
-        except OSError:
-            self.send_errors += 1
-
-    def _flush(self) -> None:
-        """Send what the last run delivered: per host, in order, equal-size runs in one GSO
-        send each (datagrams the transport still buffers go first, so nothing overtakes)."""
-        outbox = self._outbox
-        self._outbox = []
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            for _ in outbox:
-                self.core._ingress_drop("no_host")
-            return
-        per_host: dict[tuple[str, int], list[bytearray]] = {}
-        for addr, buf in outbox:
-            per_host.setdefault(addr, []).append(buf)
-        sock = self._sock
-        buffered = getattr(transport, "get_write_buffer_size", None)  # selector transports
-        for addr, datagrams in per_host.items():
-            for run in (gso.runs(datagrams) if self.gso else [datagrams]):
-                if (len(run) > 1 and self.gso and sock is not None
-                        and buffered is not None and not buffered()):
-                    try:
-                        if gso.send_run(sock, run, len(run[0]), addr):
-                            continue
-                    except gso.Refused:
-                        self.gso = False
-                for data in run:
-                    try:
-                        transport.sendto(data, addr)
-                    except OSError:
-                        self.send_errors += 1
-
-    def call_at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``fn(arg)`` at modelled time ``time_ps``, in order with the packets (the live
-        runtime's one modelled-time scheduler)."""
-        self.core.at(time_ps, fn, arg)
-        self._arm()
-
-    def schedule_fault(self, time_ps: int, action: str, target: str,
-                       params: dict[str, Any] | None = None) -> None:
-        """Apply a fault at modelled time ``time_ps`` (the clock turns it into wall time)."""
-        self.core.schedule(time_ps, action, target, params)
-        self._arm()
-
-    def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.core.totals())
-        out["send_errors"] = self.send_errors
-        out["kernel_drops"] = (udp_kernel_drops(self._sock) if self._sock is not None
-                               else self.kernel_drops)
-        out["lag_max_us"] = self.lag_max_ps / 1e6
-        out["lag_mean_us"] = (self.lag_sum_ps / self.lag_samples / 1e6
-                              if self.lag_samples else 0.0)
-        return out
-
-    async def close(self) -> None:
-        """Stop the timer and close the socket (idempotent)."""
-        self._cancel_timer()
-        if self._sock is not None:
-            self.kernel_drops = udp_kernel_drops(self._sock)
-        transport = self.transport
-        self.transport = None
-        self._sock = None
-        if transport is not None:
-            transport.close()
-            await asyncio.sleep(0)  # let connection_lost run

@@ -1,18 +1,15 @@
 """The live host: unchanged sans-IO queue pairs driven by asyncio, one UDP socket per host.
 
-It does what the simulator's NIC model does (``mrc.sim.nic.Nic``), with real time and real
-bytes: each NIC port (one per plane) *pulls* the next packet of its plane from the QPs that
-use it, round robin, whenever it is idle, and stays busy for the packet's serialization time at
-the port's rate (modelled time; the :class:`~mrc.live.clock.Clock` makes it wall time); control
-packets (ACK, NACK, PROBE, PROBE_REPLY) go out at once and occupy the port too. After every
-call into a QP the host drains its control packets, re-arms its timer with a real asyncio timer
-and forwards its events. Every packet is encoded with ``mrc.wire.encode`` and sent as one UDP
+What it does for its QPs is the simulator's NIC driver itself
+(:class:`~mrc.sim.nic_driver.NicDriver`: registration, round-robin pulls, timers, port state,
+events), with real time and real bytes underneath: the driver's scheduler is asyncio timers
+on the dilated :class:`~mrc.live.clock.Clock`, and its port sinks are this module's paced
+ports. Each NIC
+port (one per plane), whenever it is idle, pulls the next packets of its plane through the
+driver and stays busy for their serialization time at the port's rate (modelled time; the
+clock makes it wall time); control packets (ACK, NACK, PROBE, PROBE_REPLY) go out at once and
+occupy the port too. Every packet is encoded with ``mrc.wire.encode`` and sent as one UDP
 datagram to the fabric; what comes back is decoded with ``mrc.wire.decode``.
-
-Cost rules (this runs a few times per datagram), as in the simulator's NIC: a call into a QP
-wakes only the ports that QP sends on (a receive-only responder wakes none), in an order that
-rotates, and after a poll the QP's timer is re-read only when its ``poll_timer_floor_ps`` does
-not already lie beyond the timer armed for it.
 
 Modelled time first: every entry point (a datagram, a timer, a post) starts by handing its
 ``now`` to the ``sync`` hook, with which the stack runs the fabric's events due by then. A
@@ -33,11 +30,18 @@ Linux, or a route whose MTU is below the segment) every datagram goes out on its
 waits on the socket is read as one burst (the reads back to back), decoded with
 ``wire.decode_many`` (one numpy sum for all the UDP checksums) and handled datagram by
 datagram in arrival order, all at the instant it was read: one sync, the ACKs it provokes
-held for one GSO send, and each QP it reached kicked once after it.
+held for one GSO send, and each port its QPs kicked filled once after it.
 
 Safety: only datagrams from the fabric's address are read; bytes that do not decode, packets
 for another host or an unknown QP, and packets a QP refuses are counted and dropped. Nothing a
 datagram contains can stop the host.
+
+A host on other sockets subclasses this one and keeps everything above (the kernel runtime's,
+``mrc.kernel.host``, one packet socket on the veths of a network namespace). It opens its
+socket in ``start`` (setting ``_loop`` and ``_sock``) and releases it in ``close`` (after its
+own part, the base's); every datagram leaves through ``_transmit`` (GSO off); what it reads
+goes to :meth:`LiveHost.receive_burst` as datagrams from the fabric; ``socket_drops`` says
+what the kernel dropped on its socket.
 """
 
 from __future__ import annotations
@@ -53,32 +57,31 @@ import asyncio_dgram
 from mrc import wire
 from mrc.live import gso
 from mrc.live.clock import Clock
-from mrc.live.fabric import MAX_DATAGRAM, check_bind_address, udp_kernel_drops
-from mrc.packet import DATA, FLAG_RETX, PROBE, Packet
-from mrc.transport.base import QueuePair, TransportEvent, drain_events, poll_round_robin
+from mrc.live.udp import check_bind_address, read_more, udp_kernel_drops
+from mrc.packet import DATA, Packet
+from mrc.sim.nic_driver import COUNTERS as DRIVER_COUNTERS
+from mrc.sim.nic_driver import CountSink, EventSink, NicDriver, PlacedSink
 from mrc.units import PS_PER_S
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 _PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
 _TS_MASK = (1 << 32) - 1
-#: Datagrams read per wake-up beyond the first (then the loop gets its turn).
-RX_BATCH = 64
-
-EventSink = Callable[[TransportEvent, QueuePair], None]
-#: ``placed(now_ps, plane, nbytes)``: unique payload bytes placed by a QP of this host.
-PlacedSink = Callable[[int, int, int], None]
-#: ``counted(name, now_ps)``: "retransmissions" or "probes" (the recorder's counters).
-CountSink = Callable[[str, int], None]
+#: The host's counters (``stats``), the driver's among them.
+COUNTERS = ("tx_datagrams", "tx_bytes", "rx_datagrams", "rx_bytes", "rx_malformed",
+            "rx_unknown_source", "rx_misdelivered", *DRIVER_COUNTERS, "tx_errors",
+            "tx_nic_down", "tx_lost_ps")
 
 
 class _Port:
-    """One NIC port (plane): when it is free again, whether its link is up, its wake timer."""
+    """One NIC port (plane): when it is free again, whether its link is up, its wake timer.
+    The driver's port sink: ``kick``, ``send``, ``drop_unsent`` (``mrc.sim.nic_driver``)."""
 
-    __slots__ = ("plane", "bps", "free_at", "up", "busy", "wake", "tx_data", "tx_control",
-                 "dropped_down")
+    __slots__ = ("host", "plane", "bps", "free_at", "up", "busy", "wake", "tx_data",
+                 "tx_control", "dropped_down")
 
-    def __init__(self, plane: int, bps: int) -> None:
+    def __init__(self, host: LiveHost, plane: int, bps: int) -> None:
+        self.host = host
         self.plane = plane
         self.bps = bps
         self.free_at = 0
@@ -92,9 +95,60 @@ class _Port:
     def serialization_ps(self, size: int) -> int:
         return -((size + _ETH) * -_PS_BITS // self.bps)
 
+    def kick(self) -> None:
+        """Fill the port now if it is idle and up (while a received burst is taken in: once,
+        after it)."""
+        if self.up and not self.busy:
+            host = self.host
+            burst = host._burst
+            if burst is None:
+                host._fill(self, host._last_now)
+            elif self not in burst:
+                burst.append(self)
 
-class LiveHost:
-    """Host ``index``: its QPs, its NIC ports and its asyncio-dgram socket."""
+    def send(self, pkt: Packet) -> None:
+        self.host._send_now(pkt, self)
+
+    def drop_unsent(self, pkt: Packet) -> None:
+        """A packet put on this port while it has no link: lost here."""
+        self.dropped_down += 1
+        self.host.counters["tx_nic_down"] += 1
+
+
+class _Timers:
+    """The live host's scheduler for its QPs' wake-ups: asyncio timers on the dilated clock.
+
+    ``now`` wakes the host up (modelled time from the clock, never backwards, after the
+    ``sync`` hook ran the fabric's due events); a wake-up asyncio fires a hair early is due
+    all the same, so the host's time is moved to it first."""
+
+    __slots__ = ("host",)
+
+    def __init__(self, host: LiveHost) -> None:
+        self.host = host
+
+    @property
+    def now(self) -> int:
+        return self.host._wake_up()
+
+    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
+        host = self.host
+        if host._loop is not None and not host.closed:
+            host._loop.call_at(host.clock.wall_at(time_ps), self._fire, (time_ps, fn, arg))
+
+    def _fire(self, job: tuple[int, Callable[[Any], None], Any]) -> None:
+        time_ps, fn, arg = job
+        host = self.host
+        if host.closed:
+            return
+        if host._last_now < time_ps:
+            host._last_now = time_ps
+        fn(arg)
+
+
+class LiveHost(NicDriver[_Port]):
+    """Host ``index``: its QPs (the shared NIC driver), its paced NIC ports and its
+    asyncio-dgram socket."""
 
     def __init__(self, index: int, spec: FabricSpec, clock: Clock, *,
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,
@@ -103,13 +157,14 @@ class LiveHost:
                  lead_ps: int | None = None, sync: Callable[[int], None] | None = None,
                  buffer_bytes: int = 4 << 20, trace: int = 0, gso: bool = True) -> None:
         check_bind_address(bind_host, allow_non_loopback)
+        super().__init__(_Timers(self), [_Port(self, p, spec.link_bps)
+                                         for p in range(spec.planes)],
+                         on_event=on_event, on_placed=on_placed, on_count=on_count,
+                         strict=False, counters=COUNTERS)
         self.index = index
         self.spec = spec
         self.clock = clock
         self.bind_host = bind_host
-        self.on_event = on_event
-        self.on_placed = on_placed
-        self.on_count = on_count
         #: ``sync(now)``: called when the host wakes up at modelled time ``now``, before it
         #: does anything (the stack runs the fabric's due events: faults reach the NIC first).
         self.sync = sync
@@ -128,19 +183,10 @@ class LiveHost:
         self._held_size = 0
         self._held_max = 1
         self._held_packets = False
-        #: While a received burst is taken in, the control packets it provokes are held too:
-        #: the burst's ACKs of one size leave in one GSO send after it.
-        self._holding_control = False
-        self.qps: dict[int, QueuePair] = {}
-        self.ports = [_Port(p, spec.link_bps) for p in range(spec.planes)]
-        self._senders: list[list[QueuePair]] = [[] for _ in range(spec.planes)]
-        self._rr = [0] * spec.planes
-        #: The ports each QP sends on (by QPN), rotated per kick, and the soonest deadline
-        #: one of its polls can create (``poll_timer_floor_ps``; 0: unknown).
-        self._qp_ports: dict[int, list[_Port]] = {}
-        self._floor: dict[int, int] = {}
-        self._kick_from = 0
-        self._timers: dict[int, tuple[int, asyncio.TimerHandle]] = {}
+        #: While a received burst is taken in: the ports to fill after it. The control
+        #: packets it provokes are held meanwhile, so its ACKs of one size leave in one GSO
+        #: send after it.
+        self._burst: list[_Port] | None = None
         self._last_now = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
@@ -153,11 +199,6 @@ class LiveHost:
         #: ``qpn`` is the destination QP, as on the wire).
         self.trace: deque[tuple[int, int, int, int, int, int]] | None = (
             deque(maxlen=trace) if trace else None)
-        self.counters: dict[str, int] = dict.fromkeys(
-            ("tx_datagrams", "tx_bytes", "rx_datagrams", "rx_bytes", "rx_malformed",
-             "rx_unknown_source", "rx_misdelivered", "rx_unknown_qpn", "rx_rejected",
-             "tx_errors", "tx_nic_down", "tx_lost_ps"), 0)
-        self.first_rejection: str | None = None
         #: Datagrams the kernel dropped on this host's socket (read when it closes).
         self.kernel_drops: int | None = None
 
@@ -186,14 +227,12 @@ class LiveHost:
         return self.address
 
     async def close(self) -> None:
-        """Cancel every timer and the receive task, close the socket (idempotent)."""
+        """Stop the ports and the receive task, close the socket (idempotent). The QPs'
+        wake-ups that are still armed find the host closed and do nothing."""
         if self.closed:
             return
         self.closed = True
         self._held.clear()
-        for _, handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
         for port in self.ports:
             if port.wake is not None:
                 port.wake.cancel()
@@ -210,7 +249,7 @@ class LiveHost:
             self._stream.close()
             self._stream = None
         if self._sock is not None:
-            self.kernel_drops = udp_kernel_drops(self._sock)
+            self.kernel_drops = self.socket_drops()
             self._sock.close()
             self._sock = None
         await asyncio.sleep(0)
@@ -230,34 +269,6 @@ class LiveHost:
             self.sync(now)
         return now
 
-    # ----------------------------------------------------------------- setup
-    def add(self, qp: QueuePair, planes: list[int] | range | tuple[int, ...]) -> None:
-        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC, none
-        for an endpoint that only answers: its control packets need no port to pull)."""
-        if qp.qpn in self.qps:
-            raise ValueError(f"QPN {qp.qpn} already used on host {self.index}")
-        self.qps[qp.qpn] = qp
-        mine = sorted(set(planes))
-        for plane in mine:
-            self._senders[plane].append(qp)
-        self._qp_ports[qp.qpn] = [self.ports[plane] for plane in mine]
-        self._floor[qp.qpn] = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
-
-    def remove(self, qp: QueuePair) -> None:
-        """Destroy ``qp`` here: it stops sending at once, its timer is cancelled and later
-        packets for it count as ``rx_unknown_qpn`` (what a NIC does with a torn-down QP)."""
-        if self.qps.get(qp.qpn) is not qp:
-            return
-        del self.qps[qp.qpn]
-        for senders in self._senders:
-            if qp in senders:
-                senders.remove(qp)
-        self._qp_ports.pop(qp.qpn, None)
-        self._floor.pop(qp.qpn, None)
-        armed = self._timers.pop(qp.qpn, None)
-        if armed is not None:
-            armed[1].cancel()
-
     def set_link(self, plane: int, up: bool, bps: int | None = None) -> None:
         """The NIC sees its port's link change (loss of signal, or a renegotiated rate)."""
         port = self.ports[plane]
@@ -266,74 +277,25 @@ class LiveHost:
         if port.up == up:
             return
         port.up = up
-        if not up:
+        now = self.now()
+        if up:
+            port.free_at = now
+        else:
             if port.wake is not None:
                 port.wake.cancel()
                 port.wake = None
             port.busy = False
-            # as in the simulator's NIC: MRC QPs hear of the loss of signal at once
-            now = self.now()
-            for qp in list(self._senders[plane]):
-                port_down = getattr(qp, "port_down", None)
-                if port_down is not None:
-                    port_down(now, plane)
-                    self._service(qp, now)
-                    self._kick_qp(qp, now)
-        else:
-            now = self.now()
-            port.free_at = now
-            self._kick(port, now)
+        self.on_port_state(now, plane, up)
 
-    # ----------------------------------------------------------------- application side
-    def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
-        """Post an RDMA WRITE on ``qp`` now and wake the ports."""
-        now = self._wake_up()
-        qp.post_write(now, msg_id, length, payload=payload)
-        self._service(qp, now)
-        self._kick_qp(qp, now)
-
-    def poke(self, qp: QueuePair) -> None:
-        """Service ``qp`` after an API call that changed it (EVs denied or allowed, a post
-        made directly on the QP)."""
-        now = self._wake_up()
-        self._service(qp, now)
-        self._kick_qp(qp, now)
-
-    # ----------------------------------------------------------------- ports
-    def kick_all(self) -> None:
-        now = self._wake_up()
-        for port in self.ports:
-            if not port.busy and port.up:
-                self._kick(port, now)
-
-    def _kick_qp(self, qp: QueuePair, now: int) -> None:
-        """Wake the idle ports ``qp`` sends on (only its answer to a pull can have changed),
-        starting one port further on each call: when a window opens for a few packets, a
-        fixed order would hand all of them to the first plane."""
-        ports = self._qp_ports.get(qp.qpn)
-        if not ports:
-            return
-        n = len(ports)
-        if n == 1:
-            port = ports[0]
-            if not port.busy and port.up:
-                self._kick(port, now)
-            return
-        start = self._kick_from % n
-        self._kick_from = start + 1
-        for i in range(start, start + n):
-            port = ports[i - n] if i >= n else ports[i]
-            if not port.busy and port.up:
-                self._kick(port, now)
-
-    def _kick(self, port: _Port, now: int) -> None:
+    # ----------------------------------------------------------------- pacing
+    def _fill(self, port: _Port, now: int) -> None:
         """Fill an idle (or late) port: pull packets until it is busy past now (+ lead)."""
         if not port.up or self.closed:
             return
         horizon = now + self.lead_ps
         t = port.free_at
         if t > horizon:  # still serializing (data, or control sent meanwhile): come back then
-            self._arm(port, t)
+            self._arm_port(port, t)
             return
         if not port.busy:
             if t < now:
@@ -348,7 +310,7 @@ class LiveHost:
         port.free_at = t
         try:
             while port.free_at <= horizon:  # control sent meanwhile also advances free_at
-                pkt = self._pull(now, plane)
+                pkt = self.pull(now, plane)
                 if pkt is None:
                     break
                 port.free_at += port.serialization_ps(self._send(pkt, port, now, True))
@@ -356,9 +318,9 @@ class LiveHost:
             if self._held:
                 self._flush()
         if port.free_at > horizon:
-            self._arm(port, port.free_at)
+            self._arm_port(port, port.free_at)
 
-    def _arm(self, port: _Port, t: int) -> None:
+    def _arm_port(self, port: _Port, t: int) -> None:
         """Wake the port when it is free at ``t`` (a wake that comes early re-arms itself)."""
         port.busy = True
         if port.wake is None and self._loop is not None:
@@ -367,27 +329,9 @@ class LiveHost:
 
     def _wake(self, port: _Port) -> None:
         port.wake = None
-        self._kick(port, self._wake_up())
+        self._fill(port, self._wake_up())
 
-    def _pull(self, now: int, plane: int) -> Packet | None:
-        found = poll_round_robin(self._senders[plane], self._rr, now, plane)
-        if found is None:
-            return None
-        qp, pkt = found
-        if pkt.flags & FLAG_RETX and self.on_count is not None:
-            self.on_count("retransmissions", now)
-        control = qp.take_control()
-        if control:
-            for c in control:
-                self._send_control(c, now)
-        floor = self._floor[qp.qpn]
-        armed = self._timers.get(qp.qpn) if floor else None
-        if armed is None or armed[0] > now + floor:  # else no new deadline can come first
-            self._arm_qp(qp, now)
-        if qp.events:
-            drain_events(qp, self.on_event)
-        return pkt
-
+    # ----------------------------------------------------------------- send
     def _send(self, pkt: Packet, port: _Port, now: int, hold: bool = False) -> int:
         """Encode and send one packet; returns its IPv6 size (for the port's pacing).
 
@@ -468,58 +412,14 @@ class LiveHost:
         self.counters["tx_datagrams"] += 1
         self.counters["tx_bytes"] += len(data)
 
-    def _send_control(self, pkt: Packet, now: int) -> None:
+    def _send_now(self, pkt: Packet, port: _Port) -> None:
         """Control leaves at once (the NIC's priority queue) and occupies its port."""
-        if pkt.kind == PROBE and self.on_count is not None:
-            self.on_count("probes", now)
-        plane = pkt.plane if 0 <= pkt.plane < len(self.ports) else 0
-        port = self.ports[plane]
         if not port.up:
-            port.dropped_down += 1
-            self.counters["tx_nic_down"] += 1
+            port.drop_unsent(pkt)
             return
-        size = self._send(pkt, port, now, self._holding_control)
+        now = self._last_now
+        size = self._send(pkt, port, now, self._burst is not None)
         port.free_at = max(port.free_at, now) + port.serialization_ps(size)
-
-    # ----------------------------------------------------------------- QPs
-    def _service(self, qp: QueuePair, now: int) -> None:
-        """Send ``qp``'s control packets, arm its timer and forward its events."""
-        control = qp.take_control()
-        if control:
-            for pkt in control:
-                self._send_control(pkt, now)
-        self._arm_qp(qp, now)
-        if qp.events:
-            drain_events(qp, self.on_event)
-
-    def _arm_qp(self, qp: QueuePair, now: int) -> None:
-        """One asyncio timer per QP, moved only when its deadline comes earlier (a timer that
-        fires early finds the later deadline and re-arms)."""
-        deadline = qp.next_timer()
-        if deadline is not None and self._loop is not None and not self.closed:
-            armed = self._timers.get(qp.qpn)
-            if armed is None or deadline < armed[0]:
-                if armed is not None:
-                    armed[1].cancel()
-                handle = self._loop.call_at(self.clock.wall_at(deadline), self._on_timer, qp)
-                self._timers[qp.qpn] = (deadline, handle)
-
-    def _on_timer(self, qp: QueuePair) -> None:
-        armed = self._timers.pop(qp.qpn, None)
-        if self.qps.get(qp.qpn) is not qp:
-            return  # removed meanwhile
-        now = self.now()
-        if armed is not None and now < armed[0]:
-            now = self._last_now = armed[0]  # asyncio fired a hair early: it is due
-        if self.sync is not None:
-            self.sync(now)
-        deadline = qp.next_timer()
-        if deadline is not None and deadline <= now:
-            qp.handle_timer(now)
-            self._service(qp, now)
-            self._kick_qp(qp, now)
-        elif deadline is not None:
-            self._service(qp, now)
 
     # ----------------------------------------------------------------- receive
     async def _rx_loop(self) -> None:
@@ -539,21 +439,12 @@ class LiveHost:
 
     def _drain(self, burst: list[tuple[bytes, Any]]) -> None:
         """Read what else is waiting on the socket now and take the whole burst in: one loop
-        iteration per datagram is what costs most in asyncio, the reads run faster back to
-        back than each between two packets' worth of Python, and ``wire.decode_many`` checks
-        the burst's UDP checksums in one numpy sum. Bounded, so timers still run; the
-        datagrams are handled in the order they came, all at the modelled time the burst was
-        read (the fabric's due events run once, before it), then each QP they reached is
-        kicked once: the ports fill in one pass and their DATA leaves in one GSO send."""
+        iteration per datagram is what costs most in asyncio, and the reads run faster back
+        to back than each between two packets' worth of Python. Bounded, so timers still
+        run; only the fabric's datagrams are kept (:meth:`receive_burst`)."""
         sock = self._sock
         if sock is not None:
-            for _ in range(RX_BATCH):
-                try:
-                    burst.append(sock.recvfrom(MAX_DATAGRAM))
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:  # e.g. an ICMP error queued on the socket
-                    continue
+            read_more(sock, burst)  # (an ICMP error queued on the socket is skipped)
         counters = self.counters
         counters["rx_datagrams"] += len(burst)
         fabric = self.fabric_addr
@@ -563,27 +454,34 @@ class LiveHost:
                 counters["rx_unknown_source"] += 1
             else:
                 datagrams.append(data)
-        if not datagrams:
-            return
+        if datagrams:
+            self.receive_burst(datagrams)
+
+    def receive_burst(self, datagrams: list[bytes]) -> None:
+        """Datagrams from the fabric, read together: ``wire.decode_many`` checks their UDP
+        checksums in one numpy sum; they are handled in the order they came, all at the
+        modelled time the burst was read (the due events run once, before it), then each
+        port their QPs kicked is filled once: the ports fill in one pass and their DATA
+        leaves in one GSO send."""
+        counters = self.counters
         now = self._wake_up()
-        touched: dict[int, QueuePair] = {}
-        self._holding_control = True
+        burst_ports: list[_Port] = []
+        self._burst = burst_ports
         try:
             for data, pkt in zip(datagrams, wire.decode_many(datagrams), strict=True):
                 if isinstance(pkt, Packet):
-                    qp = self._take(pkt, len(data), now)
-                    if qp is not None:
-                        touched[qp.qpn] = qp
+                    self._take(pkt, len(data), now)
                 else:
                     counters["rx_malformed"] += 1
         finally:
-            self._holding_control = False
+            self._burst = None
             if self._held:
                 self._flush()
-        if touched:
+        if burst_ports:
             now = self._wake_up()
-            for qp in touched.values():
-                self._kick_qp(qp, now)
+            for port in burst_ports:
+                if port.up and not port.busy:
+                    self._fill(port, now)
 
     def receive(self, data: bytes, addr: tuple[str, int] | None) -> None:
         """One datagram from the socket: checked, decoded, handed to its QP."""
@@ -597,42 +495,28 @@ class LiveHost:
         except wire.DecodeError:
             counters["rx_malformed"] += 1
             return
-        now = self._wake_up()
-        qp = self._take(pkt, len(data), now)
-        if qp is not None:
-            self._kick_qp(qp, now)
+        self._take(pkt, len(data), self._wake_up())
 
-    def _take(self, pkt: Packet, nbytes: int, now: int) -> QueuePair | None:
-        """A decoded packet of ``nbytes`` from the fabric at ``now``: to its QP, which is
-        then served (control, timer, events); returns that QP for the caller to kick."""
-        counters = self.counters
-        counters["rx_bytes"] += nbytes
+    def _take(self, pkt: Packet, nbytes: int, now: int) -> None:
+        """A decoded packet of ``nbytes`` from the fabric at ``now``: to its QP (the driver's
+        ``on_receive``: placed, served, its ports kicked)."""
+        self.counters["rx_bytes"] += nbytes
         # Unwrap the 32-bit timestamp: every ts is a send time on this same clock, at most
         # 2^32 ps (4.3 ms modelled) old while it still matters, so now minus its age is exact.
         pkt.ts = now - ((now - pkt.ts) & _TS_MASK)
         if pkt.dst != self.index:
-            counters["rx_misdelivered"] += 1
-            return None
-        qp = self.qps.get(pkt.qpn)
-        if qp is None:
-            counters["rx_unknown_qpn"] += 1
-            return None
-        before = qp.bytes_placed
-        try:
-            qp.receive(now, pkt)
-        except Exception as exc:  # noqa: BLE001 - a datagram must never stop the host
-            counters["rx_rejected"] += 1
-            if self.first_rejection is None:
-                self.first_rejection = f"{type(exc).__name__}: {exc}"
-        placed = qp.bytes_placed - before
-        if placed and self.on_placed is not None:
-            self.on_placed(now, pkt.plane, placed)
-        self._service(qp, now)
-        return qp
+            self.counters["rx_misdelivered"] += 1
+            return
+        self.on_receive(now, pkt)
+
+    def socket_drops(self) -> int | None:
+        """Datagrams the kernel dropped on this host's open socket (full receive buffer):
+        losses the model did not make, reported with every run (None where unknown)."""
+        return udp_kernel_drops(self._sock)
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {"host": f"h{self.index}", **self.counters}
-        out["kernel_drops"] = (udp_kernel_drops(self._sock) if self._sock is not None
+        out["kernel_drops"] = (self.socket_drops() if self._sock is not None
                                else self.kernel_drops)
         for port in self.ports:
             out[f"tx_data_p{port.plane}"] = port.tx_data

@@ -5,6 +5,8 @@ scheduling order, so a run is a pure function of its inputs and seed. Callbacks 
 argument (bound methods plus a payload) because that is the cheapest call Python has, and
 the per-packet path is dominated by event overhead.
 
+``run_until`` is ``run`` for callers that step the clock from outside (the live fabric).
+
 Hot paths (the network's ports) may push onto ``heap`` directly as
 ``heapq.heappush(sim.heap, (t, sim.next_seq(), fn, arg))``: that skips one Python call per
 event and is exactly what ``at`` does, minus the past-time check.
@@ -111,6 +113,36 @@ class Simulator:
             self.now = until_ps
         self._stopped = False
         return self.now
+
+    def run_until(self, time_ps: int) -> int:
+        """Process the events due at or before ``time_ps``, in order; returns how many ran.
+
+        For a caller that advances time in small steps from outside, as the live fabric does
+        on every datagram burst and timer: the same order and counting as ``run``, without its
+        per-call setup (collector tuning). The clock ends at ``time_ps`` (the last event's time
+        if ``stop`` ended it early)."""
+        heap = self.heap
+        pop = heapq.heappop
+        if self._stopped:  # a stop() made outside: drop its sentinel, as run() does
+            pop(heap)
+            self._stopped = False
+        before = len(heap)
+        first_seq = self.next_seq()
+        halted = False
+        try:
+            while heap and heap[0][0] <= time_ps:
+                t, _, fn, arg = pop(heap)
+                self.now = t
+                fn(arg)
+        except _Halt:
+            halted = True
+            self._stopped = False
+        finally:
+            done = before + self.next_seq() - first_seq - 1 - len(heap)
+            self.events_processed += done
+        if not halted and self.now < time_ps:
+            self.now = time_ps
+        return done
 
     def pending(self) -> int:
         return len(self.heap)

@@ -4,7 +4,8 @@ Each primitive takes the network and an element (its canonical name, a selector 
 ``h3.p2.uplink``, or the object itself), changes the fabric at ``sim.now``, appends a
 :class:`FaultRecord` to ``net.fault_log`` and returns it, so the labs layer can log exactly
 what happened and when. :func:`at` schedules any primitive for later; :func:`apply` calls one
-by its action name, which is how a fault schedule written as data gets executed.
+by its action name, which is how a fault schedule written as data gets executed
+(:func:`primitive` maps a schedule's window actions, ``loss_start``/``loss_end``..., to them).
 
 Semantics, chosen to match what hardware does:
 
@@ -253,6 +254,32 @@ FAULTS: dict[str, Callable[..., FaultRecord]] = {
     "degrade": degrade,
     "restore": restore,
 }
+
+
+#: A fault schedule's actions (a lab's ``[[fault]]`` entries expand to them, and the live
+#: fabric accepts them): action -> (primitive, its keyword arguments from the action's
+#: params). A window's start and end are two actions on one primitive.
+SCHEDULE_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "link_down": ("link_down", lambda p: {}),
+    "link_up": ("link_up", lambda p: {}),
+    "switch_down": ("switch_down", lambda p: {}),
+    "switch_up": ("switch_up", lambda p: {}),
+    "port_down": ("nic_port_down", lambda p: {}),
+    "port_up": ("nic_port_up", lambda p: {}),
+    "loss_start": ("set_loss", lambda p: {"p": p["probability"]}),
+    "loss_end": ("set_loss", lambda p: {"p": 0.0}),
+    "degrade_start": ("degrade", lambda p: {"fraction": p["rate_fraction"]}),
+    "degrade_end": ("degrade", lambda p: {"fraction": 1.0}),
+}
+
+
+def primitive(action: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The primitive a fault-schedule action runs, and its keyword arguments."""
+    try:
+        name, kwargs = SCHEDULE_ACTIONS[action]
+    except KeyError:
+        raise ValueError(f"the fabric does not implement fault {action!r}") from None
+    return name, kwargs(params)
 
 
 def apply(net: Network, action: str, target: Target, **params: Any) -> FaultRecord:

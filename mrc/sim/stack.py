@@ -1,15 +1,19 @@
-"""``SimStack``: one transport's run on a simulated fabric, as the labs layer sees it.
+"""One transport's run as the labs layer sees it: :class:`Stack`, and :class:`SimStack` for
+the packet simulator.
 
-It wires the pieces together (simulator, network, one ``Nic`` per host, the goodput
-``Recorder``), opens connections of either transport between hosts, turns transport events
-into tidy event rows, and answers the operator's drain (deny/allow EVs). Everything a lab
-needs and nothing it must know about QPs.
+A ``Stack`` opens connections of either transport between hosts and registers their QPs on
+the hosts' NIC drivers, turns transport events into tidy event rows and the goodput
+``Recorder``'s bins, and answers the operator's drain (deny/allow EVs). Everything a lab
+needs and nothing it must know about QPs. It is built from a runtime's parts (a clockwork,
+the network, one NIC driver per host): ``SimStack`` builds the simulator's (engine, network,
+``Nic``), the live runtime's ``LiveStack`` (``mrc.live.stack``) and the kernel runtime's
+``KernelStack`` (``mrc.kernel.stack``, whose fabric is Linux itself: no network) their own.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 import pandas as pd
@@ -18,7 +22,9 @@ from mrc.sim import transport_params
 from mrc.sim.engine import Simulator
 from mrc.sim.evset import build_ev_set
 from mrc.sim.fabric import build_network
+from mrc.sim.network import Network
 from mrc.sim.nic import Nic
+from mrc.sim.nic_driver import NicDriver
 from mrc.sim.qpn import first_qpn
 from mrc.sim.rc_connection import RcConnection
 from mrc.sim.recorder import DROP_SERIES, Recorder
@@ -47,7 +53,7 @@ _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route
 class Connection:
     """Writes from ``src`` to ``dst`` over one transport; completions verified end to end."""
 
-    def __init__(self, stack: SimStack, kind: str, src: int, dst: int) -> None:
+    def __init__(self, stack: Stack, kind: str, src: int, dst: int) -> None:
         self.stack = stack
         self.kind = kind
         self.src = src
@@ -123,7 +129,7 @@ class Connection:
 class MrcConnection(Connection):
     """One MRC QP at each end; the source sprays over its EV set."""
 
-    def __init__(self, stack: SimStack, src: int, dst: int, params: dict[str, Any]) -> None:
+    def __init__(self, stack: Stack, src: int, dst: int, params: dict[str, Any]) -> None:
         super().__init__(stack, "mrc", src, dst)
         spec = stack.spec
         cfg = transport_params.mrc_config(spec, params, f"transport.{stack.transport_name}")
@@ -159,7 +165,7 @@ class MrcConnection(Connection):
 class RcConnectionAdapter(Connection):
     """NCCL-style RC: ``qps_per_plane`` QPs on every plane, each pinned to one ECMP path."""
 
-    def __init__(self, stack: SimStack, src: int, dst: int, params: dict[str, Any]) -> None:
+    def __init__(self, stack: Stack, src: int, dst: int, params: dict[str, Any]) -> None:
         super().__init__(stack, "rc", src, dst)
         spec = stack.spec
         cfg, per_plane = transport_params.rc_config(spec, params,
@@ -200,7 +206,7 @@ ConnectionFactory = Callable[[Any, int, int, dict[str, Any]], Connection]
 
 class Clockwork(Protocol):
     """What a stack's ``sim`` offers the labs layer: the simulator's engine, or the live
-    runtime's wall-clock stand-in (``mrc.live.runner.LiveSim``)."""
+    runtime's engine run against the wall clock (``mrc.live.stack.LiveSim``)."""
 
     @property
     def now(self) -> int: ...
@@ -214,29 +220,30 @@ class Clockwork(Protocol):
     def run(self, until_ps: int | None = None) -> int: ...
 
 
-class SimStack:
-    """Simulator + network + NICs + recorder for one transport of one lab run."""
+class Stack:
+    """Connections, drains, event log and goodput of one transport's run, over the parts a
+    runtime built: ``sim`` (its clockwork), ``net`` (the simulator's network, which faults
+    act on; None when the fabric is not the simulator's, and the runtime then applies faults
+    and counts drops itself) and, added by the runtime once it has made them (their event
+    sink is ``_on_qp_event``), ``nics``: one NIC driver per host."""
 
     #: The connection class of each transport kind (the live stack's carry real bytes).
     connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
         "mrc": MrcConnection, "rc": RcConnectionAdapter}
 
-    def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
-                 transport_name: str = "mrc") -> None:
+    def __init__(self, spec: FabricSpec, seed: int, transport_name: str, *, sim: Clockwork,
+                 net: Network | None, recorder: Recorder) -> None:
         self.spec = spec
         self.seed = seed
         self.transport_name = transport_name
-        sim = Simulator(seed)
-        self.sim: Clockwork = sim
-        self.net = build_network(sim, spec)
-        self.recorder = Recorder(spec.planes, bin_ps)
-        self.nics = [Nic(sim, host, self.recorder, self._on_qp_event)
-                     for host in self.net.hosts]
+        self.sim = sim
+        self.net = net
+        self.recorder = recorder
+        self.nics: Sequence[NicDriver[Any]] = ()
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
         self._rows: list[tuple[float, str, str, str]] = []
         self._next_qpn = first_qpn(seed)  # seeded, as a NIC's allocation is arbitrary
-        self.net.observer = self._observe
 
     # ----------------------------------------------------------------- connections
     def open(self, kind: str, src: int, dst: int, params: dict[str, Any] | None = None
@@ -333,7 +340,10 @@ class SimStack:
                                         self.sim.now if end_ps is None else end_ps)
 
     def fabric_counts(self) -> tuple[int, int]:
-        """(trimmed, dropped) packets over the whole fabric."""
+        """(trimmed, dropped) packets over the whole fabric (a runtime without the simulator's
+        network overrides this)."""
+        if self.net is None:
+            raise NotImplementedError("this runtime's stack counts its fabric's drops itself")
         net = self.net.totals()
         return net["trims"], net["drops"]
 
@@ -350,8 +360,11 @@ class SimStack:
             "retransmitted_packets": stat("retransmissions") + stat("retx_sent"),
             "trimmed_packets": trims,
             "dropped_packets": drops,
-            "dropped_by_kind": {series.removeprefix("drops_"): self.recorder.total(series)
-                                for series in DROP_SERIES},
+            # what was lost, as the network reported each drop (a runtime whose fabric is
+            # not the simulator's network cannot say: None)
+            "dropped_by_kind": None if self.net is None else {
+                series.removeprefix("drops_"): self.recorder.total(series)
+                for series in DROP_SERIES},
             "probes_sent": stat("probes_sent"),
             "paths_marked_bad": sum(qp.stats.paths_marked_bad for qp in mrc),
             "paths_reintegrated": sum(qp.stats.reintegrated for qp in mrc),
@@ -365,3 +378,17 @@ class SimStack:
     def element(self, name: str) -> Any:
         """Resolve a fabric element name or selector (see topology.names)."""
         return names.resolve(self.spec, name)
+
+
+class SimStack(Stack):
+    """Simulator + network + NICs + recorder for one transport of one lab run."""
+
+    def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
+                 transport_name: str = "mrc") -> None:
+        sim = Simulator(seed)
+        net = build_network(sim, spec)
+        super().__init__(spec, seed, transport_name, sim=sim, net=net,
+                         recorder=Recorder(spec.planes, bin_ps))
+        self.net: Network = net
+        self.nics = [Nic(sim, host, self.recorder, self._on_qp_event) for host in net.hosts]
+        net.observer = self._observe

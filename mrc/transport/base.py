@@ -20,7 +20,6 @@ excluded); drivers diff it to record goodput.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -90,34 +89,3 @@ class QueuePair(Protocol):
     def take_control(self) -> list[Packet]: ...
 
     def next_timer(self) -> int | None: ...
-
-
-def poll_round_robin(senders: list[QueuePair], rr: list[int], now: int, plane: int
-                     ) -> tuple[QueuePair, Packet] | None:
-    """How a driver fills an idle port of ``plane``: ask the QPs that send on it in turn,
-    starting after the last one served (``rr[plane]``), and return the first (QP, packet).
-    Shared by the simulator's NIC and the live host so both schedule QPs identically."""
-    n = len(senders)
-    if n == 1:
-        qp = senders[0]
-        pkt = qp.poll(now, plane)
-        return None if pkt is None else (qp, pkt)
-    start = rr[plane]
-    for i in range(n):
-        qp = senders[(start + i) % n]
-        pkt = qp.poll(now, plane)
-        if pkt is not None:
-            rr[plane] = (start + i + 1) % n
-            return qp, pkt
-    return None
-
-
-def drain_events(qp: QueuePair, on_event: Callable[[TransportEvent, QueuePair], None] | None
-                 ) -> None:
-    """Hand ``qp``'s pending events, in order, to the driver's sink (the simulator's NIC and
-    the live host both do this after every call into a QP)."""
-    events = qp.events
-    while events:
-        event = events.popleft()
-        if on_event is not None:
-            on_event(event, qp)

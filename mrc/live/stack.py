@@ -1,62 +1,58 @@
-"""Run a lab live: the labs layer's runner, with a stack of real sockets and real time.
+"""The live runtime's stack: what the labs layer drives for one transport, on real sockets
+and real time.
 
-The labs runner (``mrc.labs.runner``) drives a *stack* through a lab: it opens connections,
-schedules the workload and the fault schedule with ``stack.sim.at``, advances time with
-``stack.sim.run(until)`` and reads tables at the end. :class:`LiveStack` is that stack for
-the live runtime, so workloads, fault schedules, summaries, CSVs and plots are the very same
-code as in simulation:
+The labs runner drives a *stack* through a lab: it opens connections, schedules the workload
+and the fault schedule with ``stack.sim.at``, advances time with ``stack.sim.run(until)`` and
+reads tables at the end. :class:`LiveStack` is that stack for the live runtime: the same
+:class:`~mrc.sim.stack.Stack` as the simulator's (connections, drains, event rows, goodput
+recorder), built from live parts, so workloads, fault schedules, summaries, CSVs and plots are
+the very same code as in simulation:
 
-* ``stack.sim`` is a :class:`LiveSim`: ``run(until)`` runs the asyncio loop until the dilated
-  wall clock reaches ``until``; ``at(t, fn)`` puts ``fn`` in the fabric's modelled-time event
-  heap, so workload steps and faults happen at their exact modelled time, in order with the
-  packets; ``now`` is the clock.
+* ``stack.sim`` is a :class:`LiveSim`: the fabric's own event engine, run against the wall
+  clock. ``at(t, fn)`` puts ``fn`` on the fabric's modelled-time event heap, so workload steps
+  and faults happen at their exact modelled time, in order with the packets; ``run(until)``
+  runs the asyncio loop until the dilated wall clock reaches ``until``.
 * Connections are the simulator's (``mrc.sim.stack``) with real payloads: seeded bytes per
   message, a SHA-256 taken at post time, and the receiver's reassembled bytes checked against
   it (``messages_verified`` / ``messages_corrupt``).
 * Hosts are :class:`~mrc.live.host.LiveHost` (one asyncio-dgram socket each), the fabric a
-  :class:`~mrc.live.fabric.FabricServer`; faults run on the fabric's network (``stack.net``,
+  :class:`~mrc.live.fabric_server.FabricServer`; faults run on the fabric's network (``stack.net``,
   the simulator's own), drains go to the transports, exactly as the lab says.
 
-:func:`run_live` is what ``mrc-lab run LAB --runtime live`` calls. One transport runs at a
-time, each on a fresh stack, so they do not compete for the CPU.
+Running a lab live (dilation, captures, the summary's ``live`` section) is the labs layer's
+business (its ``live_run`` module).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import math
-import random
 import selectors
 import struct
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from mrc.labs.errors import LabError
-from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
 from mrc.live.clock import Clock
-from mrc.live.fabric import FabricCore, FabricServer, check_bind_address
+from mrc.live.fabric import FabricCore
+from mrc.live.fabric_server import FabricServer
 from mrc.live.host import LiveHost
-from mrc.packet import data_bytes
+from mrc.live.udp import check_bind_address
+from mrc.live.wall_engine import WallEngine
 from mrc.pcap import PcapWriter
-from mrc.sim.qpn import first_qpn
 from mrc.sim.recorder import Recorder
-from mrc.sim.stack import ConnectionFactory, MrcConnection, RcConnectionAdapter, SimStack
+from mrc.sim.stack import (
+    ConnectionFactory,
+    MrcConnection,
+    RcConnectionAdapter,
+    Stack,
+)
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
 from mrc.units import PS_PER_US
-from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
-
-RUNTIME = "live"
-#: Full-size DATA datagrams per wall second that one Python process moves comfortably while
-#: keeping its own latency small against the modelled one (what ``auto`` dilation aims at).
-AUTO_BUDGET_PPS = 1_500
-DILATION_STEPS = (1, 2, 5)
-MIN_AUTO_DILATION = 1_000
+from topology.spec import FabricSpec
 
 
 # ====================================================================== the modelled clock
@@ -65,23 +61,28 @@ class LiveRunError(RuntimeError):
 
 
 class LiveSim:
-    """What the labs layer calls ``stack.sim``, on the wall clock (same surface as
-    ``mrc.sim.engine.Simulator``: ``now``, ``at``, ``after``, ``stop``, ``run``).
+    """What the labs layer calls ``stack.sim`` on real time: an engine
+    (:class:`mrc.sim.engine.Simulator`) run against the wall clock by a
+    :class:`~mrc.live.wall_engine.WallEngine`: the live fabric's own engine, or the kernel
+    runtime's (``mrc.kernel.stack``), which holds only the lab's schedule.
 
-    Modelled time starts when ``run`` is first called; until then ``now`` is 0 and ``at``
-    only records. Callbacks run from the fabric's event heap at their exact modelled time.
+    Callbacks go on the engine's event heap and run at their exact modelled time, in order
+    with the packets; ``now`` is the engine's (inside a callback, its time, as in the
+    simulator). ``run(until)`` waits on the wall clock instead of stepping through the heap,
+    and ends as the engine's does: every event due by ``until`` run, the clock at ``until``
+    (unless stopped). Modelled time starts when ``run`` is first called; until then ``at``
+    only records.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock, fabric: FabricServer,
-                 seed: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock,
+                 wall: WallEngine) -> None:
         self.loop = loop
         self.clock = clock
-        self.fabric = fabric
-        self.seed = seed
-        self.rng = random.Random(seed)
+        self.wall = wall
+        self.engine = wall.sim
+        self.seed = self.engine.seed
+        self.rng = self.engine.rng
         self.started = False
-        self._floor = 0
-        self._in_callback: int | None = None
         self._pending: list[tuple[int, Callable[[Any], None], Any]] = []
         self._stopped = False
         self._wake: asyncio.Future[None] | None = None
@@ -89,34 +90,24 @@ class LiveSim:
 
     @property
     def now(self) -> int:
-        """Modelled picoseconds: the event's own time inside a callback, else the clock."""
-        if self._in_callback is not None:
-            return self._in_callback
-        if not self.started:
-            return 0
-        t = self.clock.now_ps()
-        if t < self._floor:
-            return self._floor
-        self._floor = t
-        return t
+        """Modelled picoseconds: the fabric engine's clock."""
+        return self.engine.now
 
     def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        """Run ``fn(arg)`` at modelled time ``time_ps`` (a time already past runs at once)."""
+        """Run ``fn(arg)`` at modelled time ``time_ps``.
+
+        A time the engine has already passed runs at once, where the engine would refuse
+        it: callers take their times from the hosts' clocks, which may trail the engine's by
+        a hair (asyncio fires the engine's timer early, and the engine runs to its due time).
+        """
         if not self.started:
             self._pending.append((time_ps, fn, arg))
             return
-        self.fabric.call_at(time_ps, self._call, (fn, arg))
+        now = self.engine.now
+        self.wall.call_at(time_ps if time_ps > now else now, fn, arg)
 
     def after(self, delay_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         self.at(self.now + delay_ps, fn, arg)
-
-    def _call(self, job: tuple[Callable[[Any], None], Any]) -> None:
-        fn, arg = job
-        self._in_callback = self.fabric.core.now
-        try:
-            fn(arg)
-        finally:
-            self._in_callback = None
 
     def stop(self) -> None:
         """Make ``run`` return now (a finite job finished or failed)."""
@@ -135,6 +126,7 @@ class LiveSim:
             return
         self.clock.restart(self.loop.time())
         self.started = True
+        self.wall.attach(self.loop)
         pending, self._pending = self._pending, []
         for time_ps, fn, arg in pending:
             self.at(time_ps, fn, arg)
@@ -157,8 +149,8 @@ class LiveSim:
             self._wake = None
         if self.error is not None:
             raise LiveRunError(f"live run failed: {self.error!r}") from self.error
-        if not self._stopped and self._floor < until_ps:
-            self._floor = until_ps  # float rounding of the clock must not read as a stop
+        if not self._stopped:
+            self.wall.run_due(until_ps)  # what a late loop left due, and the clock to the end
         return self.now
 
 
@@ -208,7 +200,7 @@ class LiveMrcConnection(MrcConnection):
     placed, so each message is hashed once at each end and never again here."""
 
     def __init__(self, stack: LiveStack, src: int, dst: int, params: dict[str, Any]) -> None:
-        super().__init__(stack, src, dst, params)  # type: ignore[arg-type]
+        super().__init__(stack, src, dst, params)
         self._sha: dict[int, int] = {}
 
     def _post(self, now: int, msg_id: int, size: int) -> None:
@@ -238,7 +230,7 @@ class LiveRcConnection(RcConnectionAdapter):
     each message is hashed once at each end and never again here."""
 
     def __init__(self, stack: LiveStack, src: int, dst: int, params: dict[str, Any]) -> None:
-        super().__init__(stack, src, dst, params)  # type: ignore[arg-type]
+        super().__init__(stack, src, dst, params)
         self._posted: set[int] = set()
 
     def _post(self, now: int, msg_id: int, size: int) -> None:
@@ -262,13 +254,13 @@ class LiveRcConnection(RcConnectionAdapter):
 
 
 # ====================================================================== the stack
-class LiveStack(SimStack):
+class LiveStack(Stack):
     """Fabric server + live hosts + recorder for one transport of one live lab run.
 
     Builds its own event loop (a ``select`` selector: timeouts to the microsecond, where
     epoll rounds up to the millisecond) and binds every socket at once; :meth:`close`
-    releases all of it. The inherited parts (opening connections, drains, event rows,
-    timeseries) are the simulator stack's.
+    releases all of it. Opening connections, drains, event rows, timeseries and totals are
+    the shared :class:`~mrc.sim.stack.Stack`'s.
     """
 
     connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
@@ -280,34 +272,27 @@ class LiveStack(SimStack):
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,
                  trace: int = 0) -> None:
         check_bind_address(bind_host, allow_non_loopback)
-        self.spec = spec
-        self.seed = seed
-        self.payloads = PayloadPool(seed)
-        self.transport_name = transport_name
-        self.connections = []
-        self._owner = {}
-        self._rows = []
-        self._next_qpn = first_qpn(seed)  # seeded, as in the simulator's stack
         self.closed = False
         self.loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
         self.loop.set_exception_handler(self._loop_error)
         self.clock = Clock(dilation, time_fn=self.loop.time)
-        self.recorder = Recorder(spec.planes, bin_ps)
         self.core = FabricCore(spec, seed=seed, nic_link=self._nic_link)
-        self.core.observer = self._fabric_event
-        self.net = self.core.net  # the simulator's network, on the fabric's event heap
         self.fabric = FabricServer(self.core, self.clock, host=bind_host,
                                    allow_non_loopback=allow_non_loopback)
-        self.live_sim = LiveSim(self.loop, self.clock, self.fabric, seed)
-        self.sim = self.live_sim
-        self.nics: list[LiveHost] = [  # type: ignore[assignment]
+        self.live_sim = LiveSim(self.loop, self.clock, self.fabric.engine)
+        # the simulator's network, on the fabric's event heap
+        super().__init__(spec, seed, transport_name, sim=self.live_sim, net=self.core.net,
+                         recorder=Recorder(spec.planes, bin_ps))
+        self.core.observer = self._fabric_event
+        self.payloads = PayloadPool(seed)
+        self.nics: list[LiveHost] = [
             LiveHost(h, spec, self.clock, bind_host=bind_host,
                      allow_non_loopback=allow_non_loopback, on_event=self._on_qp_event,
-                     on_placed=self.recorder.placed, on_count=self._count,
-                     sync=self.fabric.run_due, trace=trace)
+                     on_placed=self.recorder.placed, on_count=self.recorder.count,
+                     sync=self.fabric.engine.run_due, trace=trace)
             for h in range(spec.hosts)]
         self.pcap: PcapWriter | None = None
-        self.wall_started: float | None = None
+        self.wall_started = time.perf_counter()
         try:
             if pcap is not None:
                 Path(pcap).parent.mkdir(parents=True, exist_ok=True)
@@ -330,9 +315,6 @@ class LiveStack(SimStack):
     def _fabric_event(self, now: int, event: str, pkt: Any = None) -> None:
         self._observe(now, "", pkt, event)  # the packet's kind splits the drops
 
-    def _count(self, name: str, now: int) -> None:
-        self.recorder.count(name, now)
-
     def _capture(self, time_ps: int, port: str, buf: bytearray) -> None:
         if self.pcap is not None:
             self.pcap.write(time_ps, buf)
@@ -342,10 +324,6 @@ class LiveStack(SimStack):
         self.live_sim.fail(exc if exc is not None else RuntimeError(context.get("message")))
 
     # ----------------------------------------------------------------- results
-    def fabric_counts(self) -> tuple[int, int]:
-        stats = self.fabric.stats()
-        return stats["trims"], stats["drops"]
-
     def totals(self) -> dict[str, Any]:
         return {**super().totals(), "live": self.live_stats()}
 
@@ -412,119 +390,3 @@ class LiveStack(SimStack):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-# ====================================================================== dilation
-def workload_hosts(lab: Lab) -> int:
-    """How many NICs the workload can make send at once (bounds the datagram rate)."""
-    w = lab.workload
-    if isinstance(w, WriteBw):
-        senders = {s for s, _ in w.pairs}
-        if w.bidirectional:
-            senders |= {d for _, d in w.pairs}
-        return len(senders)
-    if isinstance(w, Collective | Permutation):
-        return len(w.hosts)
-    if isinstance(w, ConnectionMatrix):
-        return len({f.src for f in w.flows}) or 1
-    return lab.fabric.hosts
-
-
-def auto_dilation(lab: Lab, budget_pps: float = AUTO_BUDGET_PPS) -> float:
-    """The smallest 1-2-5 factor (>= 1000) that keeps full-rate DATA of every sending NIC
-    port within ``budget_pps`` datagrams per wall second."""
-    spec = lab.fabric
-    wire_bits = (data_bytes(spec.mtu_bytes) + ETHERNET_OVERHEAD_BYTES) * 8
-    pps = workload_hosts(lab) * spec.planes * spec.link_bps / wire_bits
-    need = max(pps / budget_pps, MIN_AUTO_DILATION)
-    exp = math.floor(math.log10(need))
-    for e in (exp, exp + 1):
-        for step in DILATION_STEPS:
-            if step * 10 ** e >= need:
-                return float(step * 10 ** e)
-    return float(10 ** (exp + 1))
-
-
-# ====================================================================== the entry point
-def _pcap_path(pcap: str | Path | None, name: str, several: bool) -> Path | None:
-    if pcap is None:
-        return None
-    path = Path(pcap)
-    if not several:
-        return path
-    return path.with_name(f"{path.stem}.{name}{path.suffix or '.pcap'}")
-
-
-def _make_stack(fabric: FabricSpec, seed: int, bin_ps: int, name: str, *,
-                made: list[LiveStack], **options: Any) -> LiveStack:
-    """The labs runner's stack factory for live runs (remembers what it made, to close it)."""
-    stack = LiveStack(fabric, seed, bin_ps, name, **options)
-    stack.wall_started = time.perf_counter()
-    made.append(stack)
-    return stack
-
-
-def run_live(path_or_spec: Any, *, out: str | Path | None = None, seed: int | None = None,
-             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
-             progress: bool = True, overrides: Mapping[str, Any] | None = None,
-             dilation: float | None = None, pcap: str | Path | None = None,
-             pcap_every_hop: bool = False, bind_host: str = "127.0.0.1",
-             allow_non_loopback: bool = False, trace: int = 0,
-             keep_stacks: list[LiveStack] | None = None) -> Any:
-    """Run a lab in the live runtime; same tables and files as a simulated run, with
-    ``runtime: "live"`` and a ``live`` section (dilation, wall and modelled units, fabric and
-    host counters). ``pcap``: capture file (``NAME.<transport>.pcap`` when several run).
-    ``keep_stacks``: a list that receives the (closed) stacks, for tests to inspect."""
-    from mrc.labs import runner as labs_runner
-
-    wall0 = time.perf_counter()
-    lab = labs_runner.prepare(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
-    specs = labs_runner.select_transports(lab, transports)
-    if dilation is None:
-        factor = auto_dilation(lab)
-    else:
-        if isinstance(dilation, bool) or not isinstance(dilation, int | float) or not (
-                math.isfinite(dilation) and dilation > 0):
-            raise LabError(f"must be a positive number, got {dilation!r}", "--dilation")
-        factor = float(dilation)
-    try:
-        check_bind_address(bind_host, allow_non_loopback)
-    except PermissionError as exc:
-        raise LabError(str(exc), "--bind") from None
-    runs = []
-    live_info: dict[str, Any] = {}
-    for spec in specs:
-        made: list[LiveStack] = []
-        factory = functools.partial(
-            _make_stack, made=made, dilation=factor,
-            pcap=_pcap_path(pcap, spec.name, len(specs) > 1), pcap_every_hop=pcap_every_hop,
-            bind_host=bind_host, allow_non_loopback=allow_non_loopback, trace=trace)
-        try:
-            run = labs_runner.run_transport(lab, spec, factory, progress=progress)
-        finally:
-            for stack in made:
-                stack.close()
-                if keep_stacks is not None:
-                    keep_stacks.append(stack)
-        runs.append(run)
-        live_info[spec.name] = run.totals.get("live")
-    result = labs_runner.assemble(lab, runs, wall_s=time.perf_counter() - wall0,
-                                  runtime=RUNTIME)
-    for run in runs:
-        entry = result.summary["transports"][run.name]
-        entry["messages_verified"] = int(run.totals.get("messages_verified", 0))
-        entry["messages_corrupt"] = int(run.totals.get("messages_corrupt", 0))
-        entry["live"] = live_info[run.name]
-    result.summary["live"] = {
-        "dilation": factor,
-        "wall_s_per_model_us": factor / 1e6,
-        "link_gbps_model": lab.fabric.link_gbps,
-        "link_gbps_wall": lab.fabric.link_gbps / factor,
-        "wall_s_per_transport": round(lab.run.duration_us * factor / 1e6, 3),
-        "bind": bind_host,
-        "pcap": None if pcap is None else [str(_pcap_path(pcap, s.name, len(specs) > 1))
-                                           for s in specs],
-    }
-    if out is not None:
-        result.write(out)
-    return result

@@ -1,0 +1,341 @@
+"""What a NIC does for its queue pairs, in one place: the simulator's NIC and the live host
+both drive their sans-IO QPs through :class:`NicDriver`.
+
+It registers a host's QPs on its NIC ports (one per plane). An idle port *pulls* the next
+data packet of its plane from the QPs that send on it (round robin); arriving packets are
+handed to the QP their BTH names. After every call into a QP the driver sends the QP's
+control packets, (re)arms the QP's timer and forwards its events. It hears the ports' link
+state (loss of signal) and, while a port has no link, what a QP puts on it is lost on the spot.
+
+Idle ports are woken in a rotating order (``_kick``): when a window-limited MRC QP frees
+room for a few packets, the port asked first takes them, so a fixed order would hand a
+congested sender's whole window to plane 0 and leave the last planes idle.
+
+Cost rules (this runs a few times per packet): a QP only wakes the ports of the planes it
+sends on (a port is idle only when every QP of its plane said "nothing" at its last pull,
+and a QP's answer changes only inside a call that kicks its planes), so a receive-only QP
+(MRC's responder side, RC responders) wakes nothing; and after a ``poll`` the QP's timer is
+re-read only when the transport's ``poll_timer_floor_ps`` (the soonest deadline a poll can
+create, relative to now) does not already lie beyond the timer the driver has armed.
+
+Timers: one wake-up per QP, moved only when its deadline comes earlier. Nothing is ever
+cancelled: a wake-up whose deadline has moved later re-arms itself, and one overtaken by an
+earlier wake-up finds nothing due. So a runtime needs no more than this of its clock:
+
+* a :class:`Scheduler`: ``now`` (the time of the call the runtime is in) and ``at(time_ps,
+  fn, arg)``: the simulator's engine, or the live host's asyncio timers on the dilated clock;
+* one :class:`PortSink` per plane: ``kick()`` (pull now if idle and up), ``send(pkt)`` (a
+  control packet, out at once on the priority queue), ``drop_unsent(pkt)`` (lost on a port
+  without link): the simulator's ``NicPort``, or the live host's paced socket port.
+
+Two policies differ, and are said so: the simulator's ports pull from inside their own
+transmit, so control a QP hands over during a poll waits for an event of its own
+(``defer_polled_control``); and only the live host refuses a packet a QP raises on
+(``strict=False``: a datagram must never stop the host; in the simulator that is a bug).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from mrc.packet import FLAG_RETX, PROBE, Packet
+from mrc.transport.base import QueuePair, TransportEvent
+
+EventSink = Callable[[TransportEvent, QueuePair], None]
+#: ``placed(now_ps, plane, nbytes)``: unique payload bytes placed by a QP of this host.
+PlacedSink = Callable[[int, int, int], None]
+#: ``counted(name, now_ps)``: "retransmissions" or "probes" (the recorder's counters).
+CountSink = Callable[[str, int], None]
+#: Counters the driver keeps (a runtime may keep more in the same dict).
+COUNTERS = ("rx_unknown_qpn", "rx_rejected")
+
+
+def poll_round_robin(senders: list[QueuePair], rr: list[int], now: int, plane: int
+                     ) -> tuple[QueuePair, Packet] | None:
+    """How a driver fills an idle port of ``plane``: ask the QPs that send on it in turn,
+    starting after the last one served (``rr[plane]``), and return the first (QP, packet).
+    The NIC driver's rule, shared by the simulator's NIC and the live host alike."""
+    n = len(senders)
+    if n == 1:
+        qp = senders[0]
+        pkt = qp.poll(now, plane)
+        return None if pkt is None else (qp, pkt)
+    start = rr[plane]
+    for i in range(n):
+        qp = senders[(start + i) % n]
+        pkt = qp.poll(now, plane)
+        if pkt is not None:
+            rr[plane] = (start + i + 1) % n
+            return qp, pkt
+    return None
+
+
+def drain_events(qp: QueuePair, on_event: Callable[[TransportEvent, QueuePair], None] | None
+                 ) -> None:
+    """Hand ``qp``'s pending events, in order, to the driver's sink (after every call into
+    a QP)."""
+    events = qp.events
+    while events:
+        event = events.popleft()
+        if on_event is not None:
+            on_event(event, qp)
+
+
+class Scheduler(Protocol):
+    """The clock a driver runs on."""
+
+    @property
+    def now(self) -> int: ...
+
+    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None: ...
+
+
+class PortSink(Protocol):
+    """One NIC port, as the driver uses it."""
+
+    plane: int
+
+    def kick(self) -> None: ...
+
+    def send(self, pkt: Packet) -> None: ...
+
+    def drop_unsent(self, pkt: Packet) -> None: ...
+
+
+P = TypeVar("P", bound=PortSink)
+
+
+def _ignore(*_: Any) -> None:
+    pass
+
+
+class NicDriver(Generic[P]):
+    """Binds the QPs of one host to its NIC ports ``ports`` (by plane), on ``sched``."""
+
+    def __init__(self, sched: Scheduler, ports: Sequence[P], *,
+                 on_event: EventSink | None = None, on_placed: PlacedSink | None = None,
+                 on_count: CountSink | None = None, defer_polled_control: bool = False,
+                 strict: bool = True, counters: Iterable[str] = COUNTERS) -> None:
+        self.sched = sched
+        self.ports = ports
+        self.on_event = on_event
+        self._placed: PlacedSink = on_placed or _ignore
+        self._count: CountSink = on_count or _ignore
+        self._defer = defer_polled_control
+        self.strict = strict
+        self.qps: dict[int, QueuePair] = {}
+        planes = len(ports)
+        self._senders: list[list[QueuePair]] = [[] for _ in range(planes)]
+        self._rr = [0] * planes
+        #: The ports each QP sends on (by QPN), and the soonest deadline a poll can create
+        #: (``poll_timer_floor_ps``; 0: unknown).
+        self._qp_ports: dict[int, list[P]] = {}
+        self._floor: dict[int, int] = {}
+        #: The time of the wake-up armed for each QP (by QPN).
+        self._timers: dict[int, int] = {}
+        self._kick_from = 0
+        #: planes whose NIC port has lost its link
+        self._down: set[int] = set()
+        self.counters: dict[str, int] = dict.fromkeys(counters, 0)
+        #: Why the first packet a QP refused was refused (``strict=False`` only).
+        self.first_rejection: str | None = None
+
+    # ----------------------------------------------------------------- setup
+    def add(self, qp: QueuePair, planes: Iterable[int]) -> None:
+        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC, none
+        for an endpoint that only answers: its control packets need no port to pull)."""
+        if qp.qpn in self.qps:
+            raise ValueError(f"QPN {qp.qpn} already used on this host")
+        self.qps[qp.qpn] = qp
+        mine = sorted(set(planes))
+        for plane in mine:
+            self._senders[plane].append(qp)
+        self._qp_ports[qp.qpn] = [self.ports[plane] for plane in mine]
+        self._floor[qp.qpn] = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
+
+    def remove(self, qp: QueuePair) -> None:
+        """Destroy ``qp`` here: it stops sending at once, its wake-up does nothing and later
+        packets for it count as ``rx_unknown_qpn`` (what a NIC does with a torn-down QP)."""
+        if self.qps.get(qp.qpn) is not qp:
+            return
+        del self.qps[qp.qpn]
+        for senders in self._senders:
+            if qp in senders:
+                senders.remove(qp)
+        self._qp_ports.pop(qp.qpn, None)
+        self._floor.pop(qp.qpn, None)
+        self._timers.pop(qp.qpn, None)
+
+    # ----------------------------------------------------------------- the ports' side
+    def pull(self, now: int, plane: int) -> Packet | None:
+        """The port of ``plane`` is idle: the next data packet of its QPs, or None."""
+        found = poll_round_robin(self._senders[plane], self._rr, now, plane)
+        if found is None:
+            return None
+        qp, pkt = found
+        if pkt.flags & FLAG_RETX:
+            self._count("retransmissions", now)
+        control = qp.take_control()
+        if control:
+            self._send_polled(control, now)
+        floor = self._floor[qp.qpn]
+        if floor:
+            scheduled = self._timers.get(qp.qpn)
+            if scheduled is not None and scheduled <= now + floor:
+                if qp.events:
+                    drain_events(qp, self.on_event)
+                return pkt  # a poll cannot have created a deadline before the armed timer
+        self._arm(qp, now)
+        if qp.events:
+            drain_events(qp, self.on_event)
+        return pkt
+
+    def on_receive(self, now: int, pkt: Packet) -> None:
+        """A packet for this host: to the QP its BTH names, which is then served."""
+        qp = self.qps.get(pkt.qpn)
+        if qp is None:
+            self.counters["rx_unknown_qpn"] += 1
+            return
+        before = qp.bytes_placed
+        try:
+            qp.receive(now, pkt)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.counters["rx_rejected"] += 1
+            if self.first_rejection is None:
+                self.first_rejection = f"{type(exc).__name__}: {exc}"
+        placed = qp.bytes_placed - before
+        if placed:
+            self._placed(now, pkt.plane, placed)
+        self._service(qp, now)
+        self._kick(qp, now)
+
+    def on_port_state(self, now: int, plane: int, up: bool) -> None:
+        """The NIC port of ``plane`` lost or regained its link (the NIC sees loss of signal).
+
+        MRC QPs are told at once (``port_down`` marks that plane's EVs ASSUMED_BAD; probes
+        bring them back once the link returns). RC QPs are not: as on a real HCA they keep
+        transmitting into the dead port, time out, retry and finally error.
+        """
+        if up:
+            self._down.discard(plane)
+        else:
+            self._down.add(plane)
+        for qp in list(self._senders[plane]):
+            port_down = getattr(qp, "port_down", None)
+            if not up and port_down is not None:
+                port_down(now, plane)
+            self._service(qp, now)
+            self._kick(qp, now)
+
+    # ----------------------------------------------------------------- application side
+    def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
+        """Post an RDMA WRITE on ``qp`` now and wake the ports."""
+        now = self.sched.now
+        qp.post_write(now, msg_id, length, payload=payload)
+        self._service(qp, now)
+        self._kick(qp, now)
+
+    def poke(self, qp: QueuePair) -> None:
+        """Service ``qp`` after an API call that changed it (EVs denied or allowed, a post
+        made directly on the QP)."""
+        now = self.sched.now
+        self._service(qp, now)
+        self._kick(qp, now)
+
+    # ----------------------------------------------------------------- internals
+    def _kick(self, qp: QueuePair, now: int) -> None:
+        """Wake the idle ports of ``qp``'s planes, starting one plane further on each call
+        (fair share of a window that just opened)."""
+        ports = self.ports
+        n = len(ports)
+        start = self._kick_from
+        self._kick_from = start + 1 if start + 1 < n else 0
+        mine = self._qp_ports.get(qp.qpn, ())
+        if len(mine) == n:
+            for i in range(start, n):
+                ports[i].kick()
+            for i in range(start):
+                ports[i].kick()
+        elif len(mine) == 1:
+            mine[0].kick()
+        elif mine:
+            for port in sorted(mine, key=lambda p: (p.plane - start) % n):
+                port.kick()
+        if self._down:
+            for port in mine:
+                if port.plane in self._down:
+                    self._send_into_dead_port(qp, port, now)
+
+    def _send_into_dead_port(self, qp: QueuePair, port: P, now: int) -> None:
+        """What a QP transmits on a port without link is lost on the spot. Asking only when
+        the QP's state changed (post, ACK, timer) bounds this by its window, with no event
+        per packet time for the whole outage."""
+        plane = port.plane
+        for _ in range(1 << 16):
+            pkt = qp.poll(now, plane)
+            if pkt is None:
+                break
+            port.drop_unsent(pkt)
+        control = qp.take_control()
+        if control:
+            self._send_polled(control, now)
+        self._arm(qp, now)
+        if qp.events:
+            drain_events(qp, self.on_event)
+
+    def _service(self, qp: QueuePair, now: int) -> None:
+        """Send ``qp``'s control packets, arm its timer and forward its events."""
+        control = qp.take_control()
+        if control:
+            self._send_control(control, now)
+        self._arm(qp, now)
+        if qp.events:
+            drain_events(qp, self.on_event)
+
+    def _arm(self, qp: QueuePair, now: int) -> None:
+        """Schedule a wake-up for ``qp``'s earliest deadline unless one is armed before it."""
+        deadline = qp.next_timer()
+        if deadline is not None:
+            scheduled = self._timers.get(qp.qpn)
+            if scheduled is None or deadline < scheduled:
+                at = deadline if deadline > now else now
+                self._timers[qp.qpn] = at
+                self.sched.at(at, self._on_timer, qp)
+
+    def _send_polled(self, control: list[Packet], now: int) -> None:
+        """Control a QP handed over while it was polled: now, or in an event of its own."""
+        if self._defer:
+            self.sched.at(now, self._send_later, control)
+            return
+        self._send_control(control, now)
+
+    def _send_control(self, control: list[Packet], now: int) -> None:
+        """Control leaves at once, each packet on its port's priority queue."""
+        ports = self.ports
+        for pkt in control:
+            if pkt.kind == PROBE:
+                self._count("probes", now)
+            ports[pkt.plane].send(pkt)
+
+    def _send_later(self, control: list[Packet]) -> None:
+        self._send_control(control, self.sched.now)
+
+    def _on_timer(self, qp: QueuePair) -> None:
+        if self.qps.get(qp.qpn) is not qp:
+            return  # destroyed
+        now = self.sched.now
+        timers = self._timers
+        armed = timers.get(qp.qpn)
+        if armed is not None and armed <= now:  # this wake-up (or one at its time) is it
+            del timers[qp.qpn]
+        deadline = qp.next_timer()
+        if deadline is not None and deadline <= now:
+            qp.handle_timer(now)
+            self._service(qp, now)
+            self._kick(qp, now)
+        elif deadline is not None and qp.qpn not in timers:
+            timers[qp.qpn] = deadline
+            self.sched.at(deadline, self._on_timer, qp)
