@@ -171,3 +171,14 @@ def test_detect_reads_json_details() -> None:
          "detail": '{"new": "ASSUMED_BAD", "old": "GOOD"}'},
     ])
     assert s.detect_us(rows, 200.0) == 2.5
+
+
+def test_a_last_lucky_bin_is_not_a_recovery() -> None:
+    """Goodput hovering below 90% with the window's last bin above: not recovered (the
+    recovered stretch must cover 50 us); five good bins at the end: recovered."""
+    g = series({(0, 300): 100, (300, 990): 60, (990, 1000): 95})
+    window = {"bin_us": BIN, "end_us": 1000, "first_fault_us": 300, "next_event_us": None,
+              "before_gbps": 100, "failed": False}
+    assert s.recovery(g, **window) == ("not recovered", None)
+    g2 = series({(0, 300): 100, (300, 950): 60, (950, 1000): 95})
+    assert s.recovery(g2, **window) == ("recovered", 650.0)

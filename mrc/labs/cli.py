@@ -171,6 +171,7 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         if folder is None:
             folder = OutputFolder(default_out(prepared.name, runtime)).open()
         try:
+            folder.refuse_inside(pcap, "--pcap")
             # a bar only makes sense on a terminal; piped output gets just the results
             show_bar = not quiet and sys.stderr.isatty()
             result = run_lab(prepared, transports=transports, progress=show_bar,

@@ -315,6 +315,19 @@ class OutputFolder:
                               "results as a whole and never deletes files it did not write")
         return manifest
 
+    def holds(self, path: str | Path) -> bool:
+        """Whether ``path`` lies inside this folder (which is replaced as a whole)."""
+        target = Path(os.path.abspath(os.path.expanduser(str(path)))).resolve()
+        return target == self.path or self.path in target.parents
+
+    def refuse_inside(self, path: str | Path | None, option: str) -> None:
+        """A file another option writes during the run (a capture) cannot live in the result
+        folder: the folder is replaced as a whole when the run ends."""
+        if path is not None and self.holds(path):
+            raise LabError(f"is inside the output folder {self.shown}, which mrc-lab replaces "
+                           "as a whole when the run ends; write it beside that folder",
+                           option, str(path))
+
     def _is_own(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.own)
 

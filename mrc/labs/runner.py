@@ -240,6 +240,8 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
         folder = out if isinstance(out, OutputFolder) else OutputFolder(out)
         folder.open()  # checked and locked before anything runs
     try:
+        if folder is not None:
+            folder.refuse_inside((live or {}).get("pcap"), "pcap")
         result = _run(path_or_spec, seed=seed, transports=transports, bin_us=bin_us,
                       progress=progress, overrides=overrides, stack_factory=stack_factory,
                       runtime=runtime, live=live)

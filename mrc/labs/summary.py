@@ -23,7 +23,8 @@ a flap counts as one event from its first down to its last up) or the end of the
   was an operator's drain: DENIED is not a detection).
 * ``recovery_us``: from the first fault's start until goodput is back to at least 90% of
   ``before`` *for good*: the start of the first bin after the last bin of the fault window
-  that fell below that level. ``recovery`` says how to read it: ``"recovered"``,
+  that fell below that level, provided the bins from there to the window's end cover at
+  least 50 us (a bin of good luck at the end of a window is not a recovery). ``recovery`` says how to read it: ``"recovered"``,
   ``"no dip"`` (no bin of the window fell below; ``recovery_us`` is 0), ``"not recovered"``
   (still below at the window's end; ``recovery_us`` is null: a transport that settles at
   87.5% of its old rate has not recovered, however fast it settled), ``"job failed"``,
@@ -183,16 +184,18 @@ def _window_bins(goodput: pd.Series, *, bin_us: float, end_us: float,
     return bins[(starts + bin_us > first_fault_us + 1e-9) & (starts < window_end - 1e-9)]
 
 
-def back_for_good(window: pd.Series, ok: np.ndarray, first_fault_us: float
+def back_for_good(window: pd.Series, ok: np.ndarray, first_fault_us: float, bin_us: float
                   ) -> tuple[str, float | None]:
     """``("no dip", 0)`` when every bin is ok, ``("back", t)`` with ``t`` the time from the
-    fault to the start of the bin after the last bad one, ``("never", None)`` when the last
-    bin is still bad."""
+    fault to the start of the bin after the last bad one, ``("never", None)`` when the bins
+    after the last bad one cover less than :data:`SETTLE_US` (a bin or two of good luck at
+    the end of the window is not a recovery)."""
     bad = np.flatnonzero(~ok)
     if bad.size == 0:
         return "no dip", 0.0
     last = int(bad[-1])
-    if last == len(window) - 1:
+    stretch = len(window) - 1 - last
+    if stretch * bin_us < SETTLE_US - 1e-9:
         return "never", None
     return "back", _r(max(0.0, float(window.index[last + 1]) - first_fault_us))
 
@@ -213,7 +216,7 @@ def recovery(goodput: pd.Series, *, bin_us: float, end_us: float,
     if window.empty:
         return "not recovered", None
     status, t = back_for_good(window, window.to_numpy() >= RECOVERED * before_gbps,
-                              first_fault_us)
+                              first_fault_us, bin_us)
     return {"never": "not recovered", "back": "recovered"}.get(status, status), t
 
 
@@ -242,7 +245,7 @@ def settle_us(goodput: pd.Series, *, bin_us: float, end_us: float,
         return None  # nothing left to settle to
     values = window.to_numpy()
     status, t = back_for_good(window, np.abs(values - level) <= (1 - RECOVERED) * level,
-                              first_fault_us)
+                              first_fault_us, bin_us)
     return t if status != "never" else None
 
 

@@ -35,8 +35,8 @@ TRANSPORT_FIELDS: dict[str, str] = {
     "detect_us": "first fault to the transport's first reaction: an EV marked ASSUMED_BAD "
                  "(MRC), an RC retry or QP error; null if it never reacted",
     "settle_us": "first fault until goodput stays within 10% of its level under the fault",
-    "recovery_us": "first fault until goodput is back to 90% of before for good; 0 with no "
-                   "dip, null when not recovered",
+    "recovery_us": "first fault until goodput is back to 90% of before for good (at least "
+                   "the fault window's last 50 us); 0 with no dip, null when not recovered",
     "recovery": "recovered, no dip, not recovered, job failed, no fault or no baseline",
     "retransmitted_packets": "DATA packets sent again (MRC and RC retransmissions)",
     "trimmed_packets": "packets switches trimmed to their headers (congestion), fabric-wide",
