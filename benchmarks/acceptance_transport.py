@@ -159,10 +159,12 @@ def ev_state_rows(stack: SimStack) -> pd.DataFrame:
                                        "new", "reason"])
 
 
-def rc_t1s(spec: FabricSpec, pairs: Sequence[tuple[int, int]], plane: int) -> list[int]:
+def rc_t1s(spec: FabricSpec, pairs: Sequence[tuple[int, int]], plane: int,
+           seed: int = 1) -> list[int]:
     """The T1 that each pair's RC QP on ``plane`` hashes onto, opening the connections in
-    this order on a fresh stack (QPNs, hence hashes, depend on that order)."""
-    stack = SimStack(spec, seed=0, transport_name="rc")
+    this order on a fresh stack of ``seed`` (the seed draws the QPNs, and the order of
+    opening numbers them, so both decide the hashes)."""
+    stack = SimStack(spec, seed=seed, transport_name="rc")
     out = []
     for src, dst in pairs:
         conn = stack.open("rc", src, dst, transport_params("rc"))
@@ -338,7 +340,7 @@ def t1_fail_restore(kind: str, plane: int = 0, t1: int | None = None, fault_us: 
     QPs hash onto) fails at ``fault_us`` and comes back at ``restore_us``."""
     spec = spec or preset("lab-small")
     if t1 is None:
-        hashed = rc_t1s(spec, pairs, plane)
+        hashed = rc_t1s(spec, pairs, plane, seed)
         t1 = max(range(spec.t1), key=lambda k: (hashed.count(k), -k))
     target = f"p{plane}.t1.{t1}"
     stack = SimStack(spec, seed=seed, bin_ps=us(10), transport_name=kind)
@@ -465,7 +467,7 @@ def random_loss(kind: str, p: float, plane: int = 2, spec: FabricSpec | None = N
     onto; ``per_qp`` bytes per RC QP (RC stripes each 1 MB WRITE over all planes), the same
     WRITEs for MRC. Healthy numbers come from the same run with p = 0."""
     spec = spec or preset("lab-small")
-    link = uplink(spec, src, plane, rc_t1s(spec, [(src, dst)], plane)[0])
+    link = uplink(spec, src, plane, rc_t1s(spec, [(src, dst)], plane, seed)[0])
     base_job, base_qp, _ = _healthy_loss_run(kind, spec, src, dst, plane, link, per_qp, seed)
     job, qp, ok = _loss_run(kind, p, spec, src, dst, plane, link, per_qp, seed)
     return RandomLoss(kind, p, link, bdp_packets(spec), job, base_job, qp, base_qp, ok,

@@ -24,7 +24,7 @@ from mrc.labs.files import bundled_names
 from mrc.labs.runner import run_lab
 
 HERE = Path(__file__).resolve().parent
-KEEP = ("summary.json", "bandwidth.png", "collective.csv")
+KEEP = ("summary.json", "bandwidth.png", "collective.csv", "busbw.png")
 
 
 def _fmt(value: object, spec: str = ".1f") -> str:
@@ -33,9 +33,10 @@ def _fmt(value: object, spec: str = ".1f") -> str:
 
 def table(summaries: dict[str, dict]) -> str:
     lines = [
-        "| lab | transport | outcome | goodput before | during | min | detect (us) "
-        "| recovery (us) | retransmitted | paths bad / reintegrated |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| lab | transport | outcome | goodput before | during | kept | min | detect (us) "
+        "| settle (us) | recovery (us) | retransmitted | drops data / ctl / probe "
+        "| EVs bad / back |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lab, summary in summaries.items():
         for name, t in summary["transports"].items():
@@ -43,11 +44,16 @@ def table(summaries: dict[str, dict]) -> str:
             outcome = t["outcome"]
             if t.get("failed_at_us") is not None:
                 outcome += f" at {t['failed_at_us']:.0f} us"
+            kept = "-" if t["retained_pct"] is None else f"{t['retained_pct']:.1f}%"
+            recovery = {"recovered": _fmt(t["recovery_us"]), "no dip": "0 (no dip)",
+                        "no fault": "-"}.get(t["recovery"], t["recovery"])
+            d = t["dropped_packets"]
             lines.append(
                 f"| [{lab}]({lab}/bandwidth.png) | {name} | {outcome} | {_fmt(g['before'])} "
-                f"| {_fmt(g['during'])} | {_fmt(g['min'])} | {_fmt(t['detect_us'])} "
-                f"| {_fmt(t['recovery_us'])} | {t['retransmitted_packets']} "
-                f"| {t['paths_marked_bad']} / {t['paths_reintegrated']} |")
+                f"| {_fmt(g['during'])} | {kept} | {_fmt(g['min'])} | {_fmt(t['detect_us'])} "
+                f"| {_fmt(t['settle_us'])} | {recovery} | {t['retransmitted_packets']} "
+                f"| {d['data']} / {d['control']} / {d['probe']} "
+                f"| {t['evs_marked_bad']} / {t['evs_reintegrated']} |")
     return "\n".join(lines)
 
 

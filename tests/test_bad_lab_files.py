@@ -172,12 +172,16 @@ BAD: list[tuple[str, str | bytes, str]] = [
      "description: must be one line"),
     ("name-too-long", 'name = "' + "a" * 70 + '"\n' + BASE, "name: 'aaaa"),
     # -------------------------------------------------- fabric numbers
-    ("planes-zero", fabric("planes = 0"), "fabric: planes must be a positive number, got 0"),
-    ("link-rate-negative", fabric("link_gbps = -100"), "fabric: link_gbps must be a positive"),
+    ("planes-zero", fabric("planes = 0"), "fabric.planes: must not be below 1, got 0"),
+    ("link-rate-negative", fabric("link_gbps = -100"), "fabric.link_gbps: must be greater than 0"),
     ("buffer-below-a-packet", fabric("buffer_bytes = 1000"),
      "fabric: buffer_bytes (1000) cannot hold one MTU packet"),
     ("trimming-string", fabric('trimming = "yes"'), "fabric.trimming: expected true or false"),
-    ("delay-negative", fabric("link_delay_ns = -1"), "fabric: link_delay_ns must not be negative"),
+    ("delay-negative", fabric("link_delay_ns = -1"), "fabric.link_delay_ns: must not be negative"),
+    ("mtu-too-big", fabric("mtu_bytes = 100000"), "fabric.mtu_bytes: must be at most 65,427"),
+    ("mtu-too-small", fabric("mtu_bytes = 64"), "fabric.mtu_bytes: must not be below 256"),
+    ("link-rate-huge", fabric("link_gbps = 1e300"), "fabric.link_gbps: must be at most"),
+    ("duration-huge", run_key("duration_us = 1e300"), "run.duration_us: must be at most"),
     ("too-many-nic-ports", edit('preset = "lab-small"', "planes = 8\nhosts = 4096\n"
                                 "hosts_per_t0 = 64"),
      "fabric: 32,768 NIC ports is more than the packet simulator runs"),
@@ -293,7 +297,7 @@ BAD_ARGS: list[tuple[str, list[str], str]] = [
     ("bin-us-inf", ["--bin-us", "inf"], "--bin-us: must be a finite number"),
     ("transport-empty", ["--transport", ",,"], "--transport: empty transport name"),
     ("seed-huge", ["--seed", "99999999999999999999999"], "--seed: must be at most"),
-    ("out-is-a-file", ["--out", "{file}"], "--out: exists and is not a directory"),
+    ("out-is-a-file", ["--out", "{file}"], "--out: exists and is not a folder"),
     ("dilation-without-live", ["--dilation", "2"], "need --runtime live"),
 ]
 

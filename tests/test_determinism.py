@@ -176,3 +176,25 @@ def test_spraying_is_repeatable_and_moves_with_the_seed() -> None:
     two, delivered_two = _sprayed(2)
     assert delivered_two == delivered == 4 << 20
     assert one != two  # other EVs (other T1s per plane) carried the packets
+
+
+def test_the_seed_draws_the_qpns_and_so_rcs_ecmp_pinning() -> None:
+    """Issue 16, item 10: like a NIC's QPN allocation, the first QPN comes from the seed, and
+    RC's ECMP pinning hashes the QPN: another seed pins RC's QPs to other T1s (t1-fail-restore
+    at seed 7 is no longer byte-identical to seed 1)."""
+    from mrc.sim.qpn import QPN_LIMIT, first_qpn
+    from mrc.sim.stack import RcConnectionAdapter, SimStack
+
+    spec = preset("lab-8plane")
+
+    def pinning(seed: int) -> list[int]:
+        stack = SimStack(spec, seed, transport_name="rc")
+        conn = stack.open("rc", 0, 4, {})
+        assert isinstance(conn, RcConnectionAdapter)
+        assert conn.conn.requesters[0].qpn == first_qpn(seed)
+        return [qp.t1 for qp in conn.conn.requesters]
+
+    assert pinning(1) == pinning(1)
+    assert pinning(1) != pinning(7)
+    assert len({tuple(pinning(s)) for s in range(1, 9)}) == 8
+    assert all(2 <= first_qpn(s) < QPN_LIMIT for s in range(1000))

@@ -37,8 +37,9 @@ def goodput(summary: dict, name: str) -> dict:
 @needs_kernel
 @pytest.mark.usefixtures("no_leftovers")
 def test_t0_switch_down_on_the_kernel_fabric(tmp_path: Path) -> None:
-    result = run_kernel("t0-switch-down", overrides=SHORT, progress=False, out=tmp_path,
-                        pcap=tmp_path / "run.pcap", capture=["h0.p3.uplink", "h4.p0"])
+    result = run_kernel("t0-switch-down", overrides=SHORT, progress=False,
+                        out=tmp_path / "out", pcap=tmp_path / "run.pcap",
+                        capture=["h0.p3.uplink", "h4.p0"])
     s = result.summary
     assert s["runtime"] == "kernel" and s["kernel"]["scale"] >= 1000
     assert any("trimming" in text for text in s["kernel"]["limits"])
@@ -46,7 +47,7 @@ def test_t0_switch_down_on_the_kernel_fabric(tmp_path: Path) -> None:
     assert mrc["outcome"] == "completed" and rc["outcome"] == "failed"
     g = goodput(s, "mrc")
     assert 0.6 < g["during"] / g["before"] < 0.9  # one plane of 4 gone: about 3/4
-    assert mrc["paths_marked_bad"] > 0 and mrc["trimmed_packets"] == 0
+    assert mrc["evs_marked_bad"] > 0 and mrc["trimmed_packets"] == 0
     for t in (mrc, rc):
         assert t["messages_verified"] > 0 and t["messages_corrupt"] == 0
         timing = t["kernel"]["faults"]
@@ -58,7 +59,12 @@ def test_t0_switch_down_on_the_kernel_fabric(tmp_path: Path) -> None:
     assert len(records) == mrc["kernel"]["pcap_packets"] > 0
     packets = [wire.decode(data) for _, data in records[:50]]
     assert {p.plane for p in packets} <= {0, 3}
-    assert (tmp_path / "summary.json").exists() and (tmp_path / "bandwidth.png").exists()
+    out = tmp_path / "out"
+    assert (out / "summary.json").exists() and (out / "bandwidth.png").exists()
+    # a capture inside the result folder is refused up front: the folder is replaced whole
+    with pytest.raises(LabError, match="pcap: is inside the output folder"):
+        run_kernel("t0-switch-down", overrides=SHORT, progress=False, out=out,
+                   pcap=out / "run.pcap")
 
 
 @needs_kernel
@@ -138,5 +144,5 @@ def test_bundled_labs_match_the_simulator_qualitatively(lab: str) -> None:
     ratio_k, ratio_s = k["during"] / k["before"], m["during"] / m["before"]
     assert abs(ratio_k - ratio_s) < 0.08, (ratio_k, ratio_s)
     if lab == "t1-fail-restore":
-        assert kernel["transports"]["mrc"]["paths_reintegrated"] > 0
+        assert kernel["transports"]["mrc"]["evs_reintegrated"] > 0
     assert kernel["transports"]["mrc"]["messages_corrupt"] == 0

@@ -75,39 +75,81 @@ def test_set_key_errors_and_assignments() -> None:
 
 # ---------------------------------------------------------------------- connection matrix
 def test_connection_matrix_parses() -> None:
-    nodes, flows = parse_connection_matrix(
+    nodes, flows, triggers = parse_connection_matrix(
         "# two flows\nNodes 8\nConnections 2\nTriggers 0\n"
         "0->5 id 7 start 0 size 2000000\n3 -> 1 start 12.5 size 4096  # late one\n")
-    assert nodes == 8
+    assert nodes == 8 and triggers == []
     assert [(f.src, f.dst, f.flow_id, f.start_us, f.size_bytes) for f in flows] == [
         (0, 5, 7, 0.0, 2_000_000), (3, 1, 2, 12.5, 4096)]
 
 
+def test_connection_matrix_reads_htsim_triggers_and_infers_nodes() -> None:
+    """The shape htsim's generators write (a ring of flows chained by triggers), no Nodes."""
+    text = ("Connections 4\nTriggers 3\n"
+            "0->1 id 1 start 0 size 1000 send_done_trigger 1\n"
+            "1->2 id 2 trigger 1 size 1000 send_done_trigger 2\n"
+            "2->3 id 3 trigger 2 size 1000 recv_done_trigger 3\n"
+            "3->0 id 4 trigger 3 size 1000\n"
+            "trigger id 1 oneshot\ntrigger id 2 multishot\ntrigger id 3 barrier count 1\n")
+    nodes, flows, triggers = parse_connection_matrix(text)
+    assert nodes == 4  # inferred: the largest node + 1
+    assert [f.start_us for f in flows] == [0.0, None, None, None]
+    assert [(f.trigger, f.send_done_trigger, f.recv_done_trigger) for f in flows] == [
+        (None, 1, None), (1, 2, None), (2, None, 3), (3, None, None)]
+    assert [(t.trigger_id, t.kind, t.count) for t in triggers] == [
+        (1, "oneshot", 0), (2, "multishot", 0), (3, "barrier", 1)]
+
+
 @pytest.mark.parametrize(("text", "message"), [
-    ("Connections 1\n0->1 start 0 size 1\n", "line 2: a connection before the 'Nodes N'"),
+    ("Connections 1\n0->3 start 0 size 1\n", None),  # Nodes inferred: 4
     ("Nodes 4\n0->1 start 0 size 10\n", None),
     ("Nodes 4\nConnections 2\n0->1 start 0 size 10\n", "'Connections 2' but 1"),
     ("Nodes 4\n0->4 start 0 size 10\n", "line 2: destination 4 outside 0..3"),
     ("Nodes 4\n2->2 start 0 size 10\n", "line 2: a flow from node 2 to itself"),
-    ("Nodes 4\n0->1 size 10\n", "line 2: missing 'start T'"),
+    ("Nodes 4\n0->1 size 10\n", "line 2: missing 'start T' (microseconds) or 'trigger K'"),
     ("Nodes 4\n0->1 start 0\n", "line 2: missing 'size BYTES'"),
     ("Nodes 4\n0->1 start 0 size 0\n", "size must be a positive whole number"),
     ("Nodes 4\n0->1 start -3 size 10\n", "'start' must be a non-negative number"),
     ("Nodes 4\n0->1 start 0 size ten\n", "'size' needs a number, got 'ten'"),
     ("Nodes 4\n0->1 id 1 start 0 size 1\n1->2 id 1 start 0 size 1\n", "flow id 1 already used"),
-    ("Nodes 4\n0->1 trigger 3 size 10\n", "'trigger' is not supported"),
-    ("Nodes 4\n0->1 start 0 size 10 recv_done_trigger 2\n", "'recv_done_trigger' is not"),
-    ("Nodes 4\nTriggers 2\n", "line 2: Triggers 2: triggers are not supported"),
-    ("Nodes 4\n0->1 start 0 size 1\ntrigger id 1 oneshot\n", "line 3: trigger definitions"),
-    ("Nodes 4\n0->1 start 0 size 1\nfailure 1\n", "line 3: failure lines are not supported"),
-    ("Nodes 4\n0->1 start 0 size 1 prio 3\n", "unknown field 'prio'"),
+    ("Nodes 4\n0->1 id 1 trigger 3 size 10\n", "line 2: trigger 3: no 'trigger id 3"),
+    ("Nodes 4\n0->1 trigger 3 size 10\ntrigger id 3 oneshot\n", "line 2: a triggered flow "
+     "needs an 'id'"),
+    ("Nodes 4\n0->1 id 1 start 0 trigger 3 size 10\n", "line 2: both 'start' and 'trigger'"),
+    ("Nodes 4\n0->1 start 0 size 10 recv_done_trigger 2\n", "line 2: recv_done_trigger 2: no "
+     "'trigger id 2"),
+    ("Nodes 4\nTriggers 2\n0->1 start 0 size 1\n", "'Triggers 2' but 0 trigger lines"),
+    ("Nodes 4\n0->1 id 1 start 0 size 1\n1->2 id 2 trigger 1 size 1\ntrigger id 1 oneshot\n",
+     "line 3: flow 2 would never start: oneshot trigger 1 is not activated"),
+    ("Nodes 4\n0->1 id 1 start 0 size 1 send_done_trigger 1\n1->2 id 2 trigger 1 size 1\n"
+     "2->3 id 3 trigger 1 size 1\ntrigger id 1 multishot\n", "line 4: flow 3 would never "
+     "start: multishot trigger 1"),
+    ("Nodes 4\n0->1 id 1 start 0 size 1 send_done_trigger 1\n1->2 id 2 trigger 1 size 1\n"
+     "trigger id 1 barrier count 2\n", "line 3: flow 2 would never start: barrier trigger 1 "
+     "needs 2 activations"),
+    ("Nodes 4\n0->1 id 1 start 0 size 1 send_done_trigger 1\n1->2 id 2 start 0 size 1 "
+     "send_done_trigger 1\n2->3 id 3 trigger 1 size 1\ntrigger id 1 oneshot\n",
+     "line 5: oneshot trigger 1 is activated by several flows"),
+    ("Nodes 4\n0->1 id 1 trigger 1 size 1 send_done_trigger 1\ntrigger id 1 oneshot\n",
+     "line 2: flow 1 would never start"),
+    ("Nodes 4\n0->1 id 1 start 0 size 1\ntrigger id 1 barrier\n", "line 3: barrier trigger 1 "
+     "needs 'count N'"),
+    ("Nodes 4\n0->1 id 1 start 0 size 1\ntrigger id 1\n", "line 3: trigger 1 has no type"),
+    ("Nodes 4\n0->1 start 0 size 1\nfailure switch_type TOR switch_id 1 link_id 0\n",
+     "line 3: failure lines are not supported: they are htsim's static failures"),
+    ("Nodes 4\n0->1 start 0 size 1 prio 3\n", "line 2: 'prio' is not supported: flow "
+     "priorities are not modelled"),
+    ("Nodes 4\n0->1 start 0 size 1 addon\n", "line 2: unknown field 'addon'"),
+    ("Nodes 4\n0->1 start 0 size 1\nNodes 4\n", "line 3: Nodes given twice"),
+    ("Connections 1\n0->1 start 0 size 1\nNodes 4\n", "line 3: Nodes after the first "
+     "connection"),
     ("Nodes 4\nhello world\n", "line 2: cannot read 'hello world'"),
     ("Nodes 4\n", "no connections"),
-    ("", "missing the 'Nodes N' header"),
+    ("", "no connections"),
 ])
 def test_connection_matrix_errors(text: str, message: str | None) -> None:
     if message is None:
-        assert parse_connection_matrix(text)[0] == 4
+        assert parse_connection_matrix(text).nodes == 4
         return
     with pytest.raises(LabError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_connection_matrix(text)
@@ -196,7 +238,36 @@ def test_bandwidth_png_from_synthetic_tables(tmp_path: Path) -> None:
     assert "time" in fig.axes[-1].get_xlabel()
     assert len(fig.axes) == 2  # the ASSUMED_BAD panel appears when EVs went bad
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any("rc (rc): failed" in label for label in labels)
+    assert any(label.startswith("rc: failed") for label in labels)  # the name once
+    assert not any("(rc)" in label or "(mrc)" in label for label in labels)
     close(fig)
     with Image.open(path) as img:
         assert img.size[0] >= 1000 and img.size[1] >= 600
+
+
+def test_connection_matrix_triggers_start_flows_when_they_fire() -> None:
+    """htsim's triggers at run time: a barrier of two flows starts flow 3 when the second is
+    done; a oneshot on flow 3's completion starts flow 4; a multishot starts its flows one per
+    activation, in file order."""
+    from mrc.labs.runner import run_lab
+
+    text = ("Nodes 8\nConnections 6\nTriggers 3\n"
+            "0->4 id 1 start 0 size 100000 send_done_trigger 10\n"
+            "1->5 id 2 start 2 size 100000 send_done_trigger 10 recv_done_trigger 30\n"
+            "2->6 id 3 trigger 10 size 50000 recv_done_trigger 20\n"
+            "3->7 id 4 trigger 20 size 50000 send_done_trigger 30\n"
+            "4->0 id 5 trigger 30 size 50000\n"
+            "5->1 id 6 trigger 30 size 50000\n"
+            "trigger id 10 barrier count 2\ntrigger id 20 oneshot\ntrigger id 30 multishot\n")
+    result = run_lab({"fabric": {"preset": "lab-small"}, "transport": {"mrc": {}},
+                      "workload": {"kind": "connection_matrix", "text": text},
+                      "run": {"duration_us": 300}}, progress=False)
+    flows = result.flows.set_index("flow_id")
+    end = flows["end_us"]
+    assert flows.loc[3, "start_us"] == pytest.approx(max(end[1], end[2]))
+    assert flows.loc[4, "start_us"] == pytest.approx(end[3])
+    assert flows.loc[5, "start_us"] == pytest.approx(end[2])  # first activation: flow 5
+    assert flows.loc[6, "start_us"] == pytest.approx(end[4])  # second: flow 6
+    assert flows["ok"].all()
+    assert result.summary["transports"]["mrc"]["outcome"] == "completed"
+    assert result.summary["transports"]["mrc"]["flows"]["completed"] == 6

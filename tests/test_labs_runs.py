@@ -79,8 +79,15 @@ def test_t0_down_mrc_keeps_seven_eighths_rc_fails() -> None:
     assert mrc["outcome"] == "completed"
     g = mrc["goodput_gbps"]
     assert g["during"] / g["before"] == pytest.approx(7 / 8, abs=0.05)
-    assert mrc["detect_us"] is not None and mrc["paths_marked_bad"] > 0
+    assert mrc["detect_us"] is not None and mrc["evs_marked_bad"] > 0
+    # 7/8 is not a recovery: the plane stays lost (MRC settles at once, it never recovers)
+    assert (mrc["recovery"], mrc["recovery_us"]) == ("not recovered", None)
+    assert mrc["settle_us"] is not None and mrc["settle_us"] <= 50
+    # MRC's drops are mostly its own probes of the dead plane, not data
+    drops = mrc["dropped_packets"]
+    assert drops["probe"] > 5 * drops["data"]
     assert rc["outcome"] == "failed" and "retry" in rc["failure_reason"]
+    assert rc["recovery"] == "job failed"
     # RC errors (retry_cnt + 1) x 65.536 us after its last progress, which is near the fault
     assert 150 + 4 * 65.536 - 10 <= rc["failed_at_us"] <= 150 + 4 * 65.536 + 20
     assert rc["recovery_us"] is None
@@ -90,8 +97,8 @@ def test_t1_fail_restore_reintegrates() -> None:
     r = run_small("t1-fail-restore")
     mrc, rc = t(r, "mrc"), t(r, "rc")
     assert mrc["outcome"] == "completed"
-    assert mrc["paths_marked_bad"] > 0
-    assert mrc["paths_reintegrated"] == mrc["paths_marked_bad"]
+    assert mrc["evs_marked_bad"] > 0
+    assert mrc["evs_reintegrated"] == mrc["evs_marked_bad"]
     assert mrc["goodput_gbps"]["after"] == pytest.approx(mrc["goodput_gbps"]["before"], rel=0.05)
     assert rc["outcome"] == "failed"
     bad = r.timeseries[(r.timeseries["transport"] == "mrc")
@@ -117,12 +124,12 @@ def test_t1_fail_restore_no_visible_mrc_impact() -> None:
     changes = [(time, {**json.loads(detail), "qp": qp}) for time, qp, detail in zip(
         ev["time_us"], ev["target"], ev["detail"], strict=True)]
     bad = [(time, d) for time, d in changes if d["new"] == "ASSUMED_BAD"]
-    assert bad and all((d["plane"], d["t1"]) == (4, 2) for _, d in bad)  # no false path
+    assert bad and all((d["plane"], d["t1"]) == (1, 3) for _, d in bad)  # no false path
     assert all(fault_us <= time <= fault_us + 100 for time, _ in bad)
     good = [(time, d) for time, d in changes if d["new"] == "GOOD"]
     assert sorted((d["qp"], d["ev"]) for _, d in good) == sorted((d["qp"], d["ev"]) for _, d in bad)
     assert all(time > restore_us for time, _ in good)
-    assert mrc["paths_reintegrated"] == mrc["paths_marked_bad"] == len(bad)
+    assert mrc["evs_reintegrated"] == mrc["evs_marked_bad"] == len(bad)
     last = {(d["qp"], d["ev"]): d["new"] for _, d in changes}
     assert set(last.values()) == {"GOOD"}  # every affected EV ends GOOD
 
@@ -150,8 +157,11 @@ def test_drain_loses_nothing_on_mrc() -> None:
     r = run_small("t1-drain", duration_us=800)
     mrc, rc = t(r, "mrc"), t(r, "rc")
     assert mrc["outcome"] == "completed"
-    assert (mrc["retransmitted_packets"], mrc["dropped_packets"], mrc["paths_marked_bad"]) == (
-        0, 0, 0)
+    assert (mrc["retransmitted_packets"], mrc["dropped_packets"], mrc["evs_marked_bad"]) == (
+        0, {"data": 0, "control": 0, "probe": 0}, 0)
+    denied = r.timeseries[(r.timeseries["transport"] == "mrc")
+                          & (r.timeseries["metric"] == "denied_evs")]
+    assert denied["value"].max() > 0  # the drained EVs are counted (and drawn)
     assert mrc["detect_us"] is None  # DENIED is the operator's, not a detection
     assert rc["outcome"] == "failed"
     kinds = set(r.events["kind"])
@@ -211,10 +221,14 @@ def _check_summary_schema(doc: dict[str, Any]) -> None:
         assert entry["failure_reason"] is None or isinstance(entry["failure_reason"], str)
         assert set(entry["goodput_gbps"]) == {"before", "during", "after", "min"}
         for key in ("bytes_delivered", "retransmitted_packets", "trimmed_packets",
-                    "dropped_packets", "probes_sent", "paths_marked_bad", "paths_reintegrated"):
+                    "probes_sent", "evs_marked_bad", "evs_reintegrated"):
             assert isinstance(entry[key], int), key
-        for key in ("detect_us", "recovery_us"):
+        assert set(entry["dropped_packets"]) == {"data", "control", "probe"}
+        assert all(isinstance(v, int) for v in entry["dropped_packets"].values())
+        for key in ("detect_us", "settle_us", "recovery_us", "retained_pct"):
             assert entry[key] is None or isinstance(entry[key], float | int)
+        assert entry["recovery"] in ("recovered", "no dip", "not recovered", "job failed",
+                                     "no fault", "no baseline")
 
 
 def _cli_small(tmp_path: Path, out: Path, seed: int = 1) -> Any:
@@ -235,8 +249,8 @@ def test_cli_run_writes_outputs_exit_0_and_is_deterministic(tmp_path: Path) -> N
     assert doc["transports"]["rc"]["outcome"] == "failed"  # a failed job is still exit 0
     header = (a / "timeseries.csv").read_text().splitlines()[0]
     assert header == "time_us,transport,metric,value"
-    assert {"goodput_gbps", "goodput_gbps_p0", "retransmissions", "trims", "drops",
-            "assumed_bad_evs"} <= set(line.split(",")[2] for line in
+    assert {"goodput_gbps", "goodput_gbps_p0", "retransmissions", "trims", "drops_data",
+            "drops_control", "drops_probe", "assumed_bad_evs", "denied_evs"} <= set(line.split(",")[2] for line in
                                       (a / "timeseries.csv").read_text().splitlines()[1:])
     # same seed, another process: byte-identical tables, summary equal but for wall_s
     cmd = [sys.executable, "-c", "from mrc.cli import main; main()", "run", "t0-switch-down",

@@ -250,7 +250,7 @@ BAD_LABS: list[tuple[str, str | bytes, str]] = [
     ("matrix-trigger", BASE.replace('kind = "write_bw"', 'kind = "connection_matrix"\n'
                                     'text = """\nNodes 4\nConnections 1\n'
                                     '0->1 id 1 start 0 size 100 send_done_trigger 2\n"""'),
-     "workload.text: line 3: 'send_done_trigger' is not supported"),
+     "workload.text: line 3: send_done_trigger 2: no 'trigger id 2 ...' line defines it"),
     ("matrix-failure-line", BASE.replace('kind = "write_bw"', 'kind = "connection_matrix"\n'
                                          'text = """\nNodes 4\nConnections 1\n'
                                          '0->1 start 0 size 100\nfailure 1 switch 2\n"""'),

@@ -177,7 +177,7 @@ def test_ev_deny_fault_denies_by_mask_and_value_then_allows() -> None:
                         "deny_mask": 0xFF, "deny_value": 3}])
     r = run_lab(lab, progress=False)
     mrc = r.summary["transports"]["mrc"]
-    assert mrc["outcome"] == "completed" and mrc["paths_marked_bad"] == 0
+    assert mrc["outcome"] == "completed" and mrc["evs_marked_bad"] == 0
     rows = r.events[(r.events["transport"] == "mrc") & (r.events["kind"] == "ev_state")]
     details = [json.loads(d) for d in rows["detail"]]
     denied = [d for d in details if d["new"] == "DENIED"]

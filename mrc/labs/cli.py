@@ -2,12 +2,18 @@
 
 Exit status: 0 when the run completed (a transport's job failing is a result), 2 for bad
 input (one line on stderr naming the file, the key and the problem, no traceback), 1 for an
-internal error (our bug: the traceback is printed, then one summary line).
+internal error (our bug: the traceback is printed, then one summary line), 130 / 143 when
+interrupted by SIGINT / SIGTERM (the previous results, if any, are left as they were).
+
+The output folder is checked, locked and prepared before anything else (:mod:`mrc.labs.outdir`:
+a folder that is new, empty or made by mrc-lab; results replace results as a whole), so a
+folder that cannot hold results costs one line, not a run.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,18 +25,38 @@ import click
 from mrc.labs.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, LabError
 
 DEFAULT_OUT_ROOT = Path("mrc-lab-out")
+EXIT_SIGINT = 128 + 2
+EXIT_SIGTERM = 128 + 15
+
+
+def default_out(name: str, runtime: str) -> Path:
+    """``./mrc-lab-out/<lab>-<runtime>/``: a live run never lands on a simulated run's results."""
+    return DEFAULT_OUT_ROOT / f"{name}-{runtime}"
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so cleanup runs as for Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
 
 
 def _guarded(fn: Callable[[], int | None]) -> None:
     """Map outcomes to exit codes: LabError -> 2 (one line), other exceptions -> 1."""
     try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # not the main thread (tests): leave the default
+        pass
+    try:
         code = fn() or 0
     except LabError as exc:
         click.echo(f"mrc-lab: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    except KeyboardInterrupt:
-        click.echo("mrc-lab: interrupted", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        click.echo("mrc-lab: interrupted; earlier results, if any, are as they were",
+                   err=True)
+        sys.exit(EXIT_SIGTERM if isinstance(exc, _Terminated) else EXIT_SIGINT)
     except BrokenPipeError:
         # the reader went away (`mrc-lab labs | head`): not an error; silence the final flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -86,7 +112,10 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
 @click.command("run")
 @click.argument("lab", metavar="LAB")
 @click.option("--out", "out", metavar="DIR",
-              help="Output folder (default: ./mrc-lab-out/<lab name>/).")
+              help="Output folder (default: ./mrc-lab-out/<lab name>-<runtime>/). It must be "
+                   "new, empty, or made by mrc-lab (it holds mrc-lab-manifest.json); results "
+                   "replace results as a whole, and files mrc-lab did not write are never "
+                   "deleted.")
 @click.option("--seed", metavar="N", help="Override [run] seed.")
 @click.option("--transport", "transports", metavar="NAMES",
               help="Comma-separated transports to run (default: every [transport.*]).")
@@ -130,22 +159,30 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         allow_non_loopback: bool = False, pcap_on: str | None = None) -> None:
     """Run LAB (a .toml path or a bundled lab name) for every transport and compare them.
 
-    Writes timeseries.csv, events.csv, summary.json, bandwidth.png (and collective.csv for
-    collectives) into --out, and prints a comparison table.
+    Writes timeseries.csv, events.csv, summary.json, lab.json, bandwidth.png and
+    mrc-lab-manifest.json (plus collective.csv, iterations.csv and busbw.png for collectives,
+    flows.csv for flow workloads) into --out, and prints a comparison table.
     """
     def go() -> int:
+        from mrc.labs.outdir import OutputFolder
+
+        # the folder first: a path that cannot hold results costs one line, not a run
+        folder = OutputFolder(out).open() if out else None
+        try:
+            return _run(folder)
+        finally:
+            if folder is not None:
+                folder.close()
+
+    def _run(folder: Any) -> int:
         from mrc.labs.keys import parse_assignment
+        from mrc.labs.outdir import OutputFolder
+        from mrc.labs.report import files_line
         from mrc.labs.runner import prepare, run_lab
 
         overrides = dict(parse_assignment(a) for a in assignments)
         seed_n = _parse_number(seed, int, "--seed")
         bin_x = _parse_number(bin_us, float, "--bin-us")
-        prepared = prepare(lab, seed=seed_n, bin_us=bin_x, overrides=overrides)
-        out_dir = Path(out) if out else DEFAULT_OUT_ROOT / prepared.name
-        if out_dir.exists() and not out_dir.is_dir():
-            raise LabError("exists and is not a directory", "--out", str(out_dir))
-        # a bar only makes sense on a terminal; piped output gets just the results
-        show_bar = not quiet and sys.stderr.isatty()
         live: dict[str, Any] | None = None
         if runtime == "live":
             live = {"dilation": _parse_number(dilation, float, "--dilation"),
@@ -163,9 +200,28 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
             raise LabError("--pcap-on needs --runtime kernel", "--runtime")
         capture = None if runtime == "kernel" else _capture_options(
             pcap, pcap_point, pcap_snaplen, pcap_every, pcap_kinds)
-        result = run_lab(prepared, transports=transports, progress=show_bar, runtime=runtime,
-                         live=live, capture=capture)
-        result.write(out_dir)
+        if pcap is not None:
+            _check_pcap(pcap)
+        prepared = prepare(lab, seed=seed_n, bin_us=bin_x, overrides=overrides)
+        if runtime == "live":  # what the live runtime cannot carry, before any folder
+            from mrc.labs.live_pace import check_live_lab
+
+            check_live_lab(prepared, bind_host)
+        if folder is None:
+            folder = OutputFolder(default_out(prepared.name, runtime)).open()
+        try:
+            folder.refuse_inside(pcap, "--pcap")
+            # a bar only makes sense on a terminal; piped output gets just the results
+            show_bar = not quiet and sys.stderr.isatty()
+            result = run_lab(prepared, transports=transports, progress=show_bar,
+                             runtime=runtime, live=live, capture=capture)
+            previous = folder.previous
+            files = result.write(folder)
+        finally:
+            folder.close()
+        pace = (result.summary.get("live") or {}).get("pace_warning")
+        if pace:
+            click.echo(f"mrc-lab: warning: {pace}", err=True)
         if not quiet:
             click.echo(result.table())
             text = result.collective_text()
@@ -185,23 +241,55 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
                            f"{info.get('link_mbps_wall'):g} Mb/s through Linux seg6local "
                            "switches); not modelled: trimming, ECN, propagation delay "
                            "(summary.json: kernel.limits)")
-            click.echo(f"\nresults in {out_dir}/ (bandwidth.png, summary.json, "
-                       "timeseries.csv, events.csv)")
+            from mrc.labs.outdir import MANIFEST
+
+            click.echo("\n" + files_line(folder.path, [*files, folder.path / MANIFEST]))
+            if previous and previous.get("files"):
+                click.echo(f"(replaced the earlier results: {previous.get('runtime', '?')} "
+                           f"run of {previous.get('lab', '?')}, seed {previous.get('seed', '?')})")
         return 0
 
     _guarded(go)
+
+
+def _check_pcap(pcap: str) -> None:
+    """``--pcap FILE`` must be writable before a live run starts (it is written as packets
+    go; like tcpdump -w, an existing FILE is replaced)."""
+    path = Path(pcap)
+    if path.is_dir():
+        raise LabError("is a folder, not a file", "--pcap", pcap)
+    parent = path.parent if str(path.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise LabError(f"{probe} is not a folder", "--pcap", pcap)
+    if not os.access(probe, os.W_OK | os.X_OK) or (path.exists() and
+                                                   not os.access(path, os.W_OK)):
+        raise LabError("cannot write there", "--pcap", pcap)
 
 
 @click.command("labs")
 @click.argument("name", required=False)
 @click.option("--names", "names_only", is_flag=True,
               help="Only the names, one per line (for shell loops).")
-def labs(name: str | None, names_only: bool) -> None:
-    """List the bundled labs, or print the lab file NAME (to copy and edit)."""
+@click.option("--reference", is_flag=True,
+              help="Print the lab-file reference (every section, key, type, unit, default "
+                   "and bound, the fault kinds and their targets), generated from the schema.")
+def labs(name: str | None, names_only: bool, reference: bool = False) -> None:
+    """List the bundled labs, print the lab file NAME (to copy and edit), or print the
+    lab-file reference."""
     def go() -> int:
         from mrc.labs.files import bundled_names, bundled_sweep_names, find_bundled, read_lab_text
         from mrc.labs.lab_file import load_lab
 
+        if reference:
+            if name or names_only:
+                raise LabError("--reference takes no lab name and no --names", "--reference")
+            from mrc.labs.reference import reference as text
+
+            click.echo(text(), nl=False)
+            return 0
         if names_only:
             click.echo("\n".join(bundled_names()))
             return 0

@@ -17,7 +17,17 @@ from typing import Any
 from mrc.labs.checks import check_table
 from mrc.labs.errors import LabError
 from mrc.labs.fields import Derived, Field, check_types, type_word
-from topology.spec import PRESETS, FabricError, FabricSpec, preset
+from topology import usid
+from topology.spec import (
+    MAX_DELAY_NS,
+    MAX_LINK_GBPS,
+    MAX_MTU_BYTES,
+    MIN_MTU_BYTES,
+    PRESETS,
+    FabricError,
+    FabricSpec,
+    preset,
+)
 
 DEFAULT_PRESET = "lab-small"
 
@@ -61,6 +71,37 @@ _DOCS: dict[str, tuple[str | None, str]] = {
                                 "above"),
     "lossless_ecn_pmax": (None, "lossless queue: marking probability at kmax (RED)"),
 }
+_UNALLOCATED = "none: compared with queue depths, never allocated"
+#: key -> Field bounds: the ones the fabric model (FabricSpec, the uSID plan) enforces, stated
+#: here too so that a bad value is reported on its own key and the reference lists them.
+_BOUNDS: dict[str, dict[str, Any]] = {
+    "planes": {"minimum": 1, "maximum": usid.MAX_PLANES},
+    "hosts": {"minimum": 1, "limit": f"hosts / hosts_per_t0 T0s per plane, at most "
+                                     f"{usid.MAX_T0} (the uSID plan); the simulator runs at "
+                                     "most 16,384 NIC ports (hosts x planes)"},
+    "hosts_per_t0": {"minimum": 1, "maximum": usid.MAX_PORTS},
+    "t1_per_plane": {"minimum": 1, "maximum": usid.MAX_T1},
+    "link_gbps": {"gt": 0, "maximum": MAX_LINK_GBPS},
+    "link_delay_ns": {"minimum": 0, "maximum": MAX_DELAY_NS},
+    "switch_latency_ns": {"minimum": 0, "maximum": MAX_DELAY_NS},
+    "buffer_bytes": {"minimum": 1, "limit": _UNALLOCATED},
+    "trim_threshold_bytes": {"minimum": 1, "limit": "at most buffer_bytes"},
+    "trim_size_bytes": {"minimum": 1, "limit": "smaller than a full packet (mtu_bytes + 144)"},
+    "header_queue_bytes": {"minimum": 1, "limit": _UNALLOCATED},
+    "ecn_threshold_bytes": {"minimum": 0, "limit": _UNALLOCATED},
+    "mtu_bytes": {"minimum": MIN_MTU_BYTES, "maximum": MAX_MTU_BYTES},
+    "switch_radix": {"minimum": 1, "limit": "none: a size both tiers must fit in"},
+    "pfc_priority": {"limit": "0..7, an 802.1p priority (checked by the fabric)"},
+    "pfc_quanta": {"limit": "1..65535, the 16-bit PAUSE field (checked by the fabric)"},
+    "pfc_xoff_bytes": {"minimum": 0, "limit": _UNALLOCATED},
+    "pfc_xon_bytes": {"minimum": 0, "limit": "below pfc_xoff_bytes"},
+    "pfc_headroom_bytes": {"minimum": 0, "limit": _UNALLOCATED},
+    "pfc_watchdog_us": {"minimum": 0, "maximum": MAX_DELAY_NS / 1000},
+    "pfc_watchdog_restore_us": {"minimum": 0, "maximum": MAX_DELAY_NS / 1000},
+    "lossless_ecn_kmin_bytes": {"minimum": 0, "limit": _UNALLOCATED},
+    "lossless_ecn_kmax_bytes": {"minimum": 0, "limit": _UNALLOCATED},
+    "lossless_ecn_pmax": {"limit": "a probability in [0, 1] (checked by the fabric)"},
+}
 #: Defaults FabricSpec derives from other keys (its None defaults).
 _DERIVED = {"t1_per_plane": "hosts_per_t0 (non-oversubscribed)",
             "trim_threshold_bytes": "buffer_bytes (trim when full)", "switch_radix": "no limit",
@@ -80,7 +121,8 @@ def _fields() -> tuple[Field, ...]:
             continue
         unit, doc = _DOCS[f.name]
         default = Derived(_DERIVED[f.name]) if f.default is None else f.default
-        out.append(Field(f.name, type_word(hints[f.name]), doc, default=default, unit=unit))
+        out.append(Field(f.name, type_word(hints[f.name]), doc, default=default, unit=unit,
+                         **_BOUNDS.get(f.name, {})))
     return tuple(out)
 
 

@@ -23,9 +23,11 @@ FAULT_KINDS = ("link_down", "link_up", "link_flap", "switch_down", "switch_up", 
 KIND = Field("kind", "string", "what happens", choices=FAULT_KINDS)
 TARGET = Field("target", "string", "the element it happens to: a name or a selector "
                "(topology.names)")
-AT = Field("at_us", "number", "when it happens (inside the run)", unit="us", minimum=0)
+_IN_RUN = "inside the run: the fault ends by run.duration_us"
+AT = Field("at_us", "number", "when it happens (inside the run)", unit="us", minimum=0,
+           limit="before run.duration_us")
 _WINDOW = Field("duration_us", "number", "how long it lasts", unit="us", gt=0,
-                default=Derived("to the end of the run"))
+                default=Derived("to the end of the run"), limit=_IN_RUN)
 _COMMON = (KIND, TARGET, AT)
 
 #: kind (in FAULT_KINDS order) -> its table: the common keys, then the kind's own.
@@ -34,16 +36,17 @@ FIELDS: dict[str, tuple[Field, ...]] = {
     "link_up": _COMMON,
     "link_flap": (
         *_COMMON,
-        Field("period_us", "number", "time from one down to the next", unit="us", gt=0),
+        Field("period_us", "number", "time from one down to the next", unit="us", gt=0,
+              limit=_IN_RUN),
         Field("down_us", "number", "how long each down lasts (shorter than period_us)",
-              unit="us", gt=0),
+              unit="us", gt=0, limit="below period_us"),
         Field("count", "integer", "how many times the link goes down", minimum=1,
               maximum=100_000),
     ),
     "switch_down": _COMMON,
     "switch_up": _COMMON,
     "switch_reboot": (*_COMMON, Field("duration_us", "number", "how long it is down", unit="us",
-                                      gt=0, missing=" (how long it is down)")),
+                                      gt=0, missing=" (how long it is down)", limit=_IN_RUN)),
     "port_down": _COMMON,
     "port_up": _COMMON,
     "loss": (*_COMMON, Field("probability", "number", "chance that each packet is lost",
@@ -58,7 +61,8 @@ FIELDS: dict[str, tuple[Field, ...]] = {
         Field("deny_value", "integer", "EVs with ev & deny_mask == deny_value become DENIED",
               minimum=0, maximum=2**32 - 1),
         Field("duration_us", "number", "how long the deny lasts (then the EVs are allowed "
-              "again)", unit="us", gt=0, default=Derived("to the end of the run")),
+              "again)", unit="us", gt=0, default=Derived("to the end of the run"),
+              limit=_IN_RUN),
     ),
     "nic_stall": (*_COMMON, _WINDOW),
 }

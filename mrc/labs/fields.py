@@ -48,6 +48,13 @@ def type_word(hint: Any) -> str:
     return {int: "integer", float: "number", bool: "boolean", str: "string"}[base]
 
 
+def number(value: float) -> str:
+    """A bound as people read it: ``1,099,511,627,776``, ``0.5``, ``1e+09`` for a big float."""
+    if isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    return f"{value:g}"
+
+
 class _Required:
     def __repr__(self) -> str:
         return "REQUIRED"
@@ -108,6 +115,9 @@ class Field:
     config_name: str | None = None  # the transport config field it sets, when named otherwise
     scale: int = 1  # config value = round(lab value x scale): microseconds to picoseconds
     fields: tuple[Field | Rule, ...] | None = None  # a sub-table's own table (``cc``)
+    #: a number's upper bound when it is not ``maximum``/``lt``: where it is enforced (a rule
+    #: on other keys), or why none is needed. Every numeric key has one or the other.
+    limit: str | None = None
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -123,6 +133,19 @@ class Field:
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    @property
+    def upper(self) -> str | None:
+        """The key's upper bound in words (None for a non-number without one)."""
+        if self.maximum is not None:
+            return f"<= {number(self.maximum)}"
+        if self.lt is not None:
+            return f"< {number(self.lt)}"
+        if self.range is not None and self.range.maximum is not None:
+            return f"<= {number(self.range.maximum / self.scale)}"
+        if self.range is not None and self.range.lt is not None:
+            return f"< {number(self.range.lt / self.scale)}"
+        return self.limit
 
     def check(self, value: Any, key: str) -> Any:
         """The value with its type and generic bounds checked (a ``range`` comes later)."""

@@ -56,19 +56,20 @@ def parse_toml(text: str, source: str | None) -> dict[str, Any]:
 
 
 def _bundled_dir() -> Any:
-    """``labs/`` of the source checkout ``mrc`` was imported from, else the installed
-    ``mrc.bundled_labs`` package. (A checkout wins: an editable install maps
+    """``labs/`` of the source checkout this ``mrc`` was imported from, else the installed
+    ``mrc.bundled_labs`` package. The checkout wins: an editable install maps
     ``mrc.bundled_labs`` to the folder it was installed from, which is another checkout's
-    when this one is put first on ``sys.path``.)"""
+    labs when this one is imported through PYTHONPATH (a worktree)."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "labs").is_dir() and \
+            (root / "mrc" / "labs" / "files.py").is_file():
+        return root / "labs"
     from importlib.resources import files
 
-    checkout = Path(__file__).resolve().parents[2] / "labs"
-    if (checkout / "__init__.py").is_file():
-        return checkout
     try:
         return files("mrc.bundled_labs")
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "labs"
+        return root / "labs"
 
 
 def _is_sweep(text: str) -> bool:

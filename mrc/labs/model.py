@@ -53,13 +53,28 @@ class Permutation:
 
 @dataclass(frozen=True)
 class Flow:
-    """One connection-matrix line."""
+    """One connection-matrix line. ``start_us`` is None for a flow that starts on a trigger
+    (``trigger``); ``send_done_trigger``/``recv_done_trigger`` are activated when it is done."""
 
     src: int
     dst: int
     size_bytes: int
-    start_us: float
+    start_us: float | None
     flow_id: int
+    line: int = 0
+    trigger: int | None = None
+    send_done_trigger: int | None = None
+    recv_done_trigger: int | None = None
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    """An htsim trigger: ``oneshot`` starts all its flows when activated, ``multishot`` its
+    next flow per activation, ``barrier`` all its flows on its ``count``-th activation."""
+
+    trigger_id: int
+    kind: str
+    count: int = 0
     line: int = 0
 
 
@@ -72,6 +87,7 @@ class ConnectionMatrix:
     file: str | None = None
     text: str | None = None
     kind: str = "connection_matrix"
+    triggers: tuple[TriggerSpec, ...] = ()
 
 
 Workload = WriteBw | Collective | Permutation | ConnectionMatrix
@@ -128,6 +144,8 @@ class Lab:
     raw: dict[str, Any]
     source: str | None = None
     base_dir: Path | None = None
+    #: ``(dotted.key, value)`` overrides applied on top of the file (``--set``, sweeps)
+    overrides: tuple[tuple[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Every key with its resolved value (defaults filled in, targets canonical)."""
@@ -139,6 +157,7 @@ class Lab:
         if isinstance(self.workload, ConnectionMatrix):
             workload.pop("flows")
             workload.pop("nodes")
+            workload.pop("triggers")
             workload = {k: v for k, v in workload.items() if v is not None}
         workload = {"kind": workload.pop("kind"), **workload}
         faults = []

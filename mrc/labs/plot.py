@@ -11,6 +11,7 @@ so nothing needs a lock, and the pictures are the same on every machine.
 
 from __future__ import annotations
 
+import io
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -21,10 +22,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
 from mrc.labs.errors import LabError
+from mrc.labs.outdir import replace_file
 from mrc.labs.sweep_table import SEED_PARAM, metric_column
 
 TRANSPORT_COLORS = ["#1f5fbf", "#d9541e", "#2a9d3a", "#8e44ad", "#b8860b", "#17becf"]
@@ -60,17 +62,49 @@ def _label(fault: Mapping[str, Any]) -> str:
     return text
 
 
+def _merge(spans: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals, so overlapping windows shade once (no dark band)."""
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def _when(fault: Mapping[str, Any], scale: float, unit: str) -> str:
+    at = float(fault["at_us"]) / scale
+    until = fault.get("until_us")
+    return f"{at:g}-{float(until) / scale:g} {unit}" if until is not None else \
+        f"from {at:g} {unit}"
+
+
+def _full_bins(rows: pd.DataFrame, bin_us: float, end_us: float) -> pd.DataFrame:
+    """A transport's bins that cover their whole width: the last, partial bin of a run is a
+    rate over a sliver of time and would read as a spike or a drop."""
+    return rows[rows["time_us"].to_numpy(dtype=float) + bin_us <= end_us + 1e-6]
+
+
 def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
                    faults: Sequence[Mapping[str, Any]] | None = None,
                    bin_us: float | None = None, title: str | None = None,
-                   subtitle: str | None = None, iterations: pd.DataFrame | None = None,
+                   subtitle: str | None = None,
+                   overrides: Sequence[tuple[str, Any]] | Mapping[str, Any] = (),
+                   iterations: pd.DataFrame | None = None,
                    path: str | Path | None = None) -> Figure:
     """Draw (and with ``path``, save) the bandwidth figure.
 
     ``faults``: entries like summary['faults'], optionally with ``spans`` (list of
     (start, end) us, e.g. each down period of a flap) and ``params``; default: the summary's.
+    Each fault is numbered at its start (tags staggered so they never overlap) and listed
+    with its window in a table under the plot; windows of one colour are shaded once.
+    ``overrides``: the ``--set`` keys the run changed, shown under the subtitle (the lab
+    file's description may no longer hold).
     ``iterations``: collective iterations (transport, start_us, time_us, warmup); when given,
-    a panel shows each iteration's time at its start, which is what a training job feels.
+    a panel shows each iteration's time at its start, one line per message size.
+    A panel of the EVs out of use (ASSUMED_BAD solid, operator DENIED dashed) appears when
+    there were any. Bins that cover only part of their width (the end of a run) are not drawn.
     """
     faults = list(faults if faults is not None else summary.get("faults", []))
     transports: Mapping[str, Any] = summary.get("transports", {})
@@ -83,36 +117,43 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
                                      if not good.empty else 1.0)
     scale, unit = (1e3, "ms") if end_us > 20_000 else (1.0, "\u00b5s")
 
-    bad = timeseries[timeseries["metric"] == "assumed_bad_evs"]
-    show_bad = not bad.empty and float(bad["value"].max()) > 0
+    ev_metrics = ("assumed_bad_evs", "denied_evs")
+    evs = timeseries[timeseries["metric"].isin(ev_metrics)]
+    show_evs = not evs.empty and float(evs["value"].max()) > 0
     paused = timeseries[timeseries["metric"] == "paused_ports"]  # PFC fabrics only
     show_paused = not paused.empty and float(paused["value"].max()) > 0
     timed = None
     if iterations is not None and not iterations.empty:
         timed = iterations[iterations["time_us"].notna()]
         timed = timed if not timed.empty else None
-    ratios = ([3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_bad else [])
+    ratios = ([3.2] + ([1.6] if timed is not None else []) + ([1.0] if show_evs else [])
               + ([1.0] if show_paused else []))
-    fig = _figure(figsize=(10, 5.2 + 1.1 * (len(ratios) - 1)))
+    listed = [f for f in faults if f["kind"] in _FAMILY]
+    table_h = 0.16 * len(listed) + (0.2 if listed else 0)
+    fig = _figure(figsize=(10, 5.2 + 1.1 * (len(ratios) - 1) + table_h))
     axes = fig.subplots(len(ratios), 1, sharex=True, squeeze=False,
                         gridspec_kw={"height_ratios": ratios})
     ax = axes[0][0]
     ax_iter = axes[1][0] if timed is not None else None
-    ax_bad = axes[1 + (timed is not None)][0] if show_bad else None
+    ax_ev = axes[1 + (timed is not None)][0] if show_evs else None
     ax_paused = axes[-1][0] if show_paused else None
 
     names = list(transports) or list(dict.fromkeys(good["transport"]))
     ymax = 0.0
     for i, name in enumerate(names):
         color = TRANSPORT_COLORS[i % len(TRANSPORT_COLORS)]
-        rows = good[good["transport"] == name].sort_values("time_us")
+        info = transports.get(name, {})
+        own_end = min(end_us, float(info.get("sim_end_us") or end_us))
+        rows = _full_bins(good[good["transport"] == name].sort_values("time_us"), bin_us,
+                          own_end)
         t = rows["time_us"].to_numpy(dtype=float)
         v = rows["value"].to_numpy(dtype=float)
         if t.size == 0:
             continue
         ymax = max(ymax, float(v.max()))
-        info = transports.get(name, {})
-        label = f"{name} ({info.get('kind', '?')}): {info.get('outcome', '?')}"
+        kind = info.get("kind", "?")
+        label = f"{name}: {info.get('outcome', '?')}" if kind == name else \
+            f"{name} ({kind}): {info.get('outcome', '?')}"
         if info.get("failed_at_us") is not None:
             label += f" at {info['failed_at_us'] / scale:g} {unit}"
         ax.step(np.append(t, t[-1] + bin_us) / scale, np.append(v, v[-1]), where="post",
@@ -125,17 +166,23 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
                         rotation=90, va="bottom")
         if ax_iter is not None and timed is not None:
             it = timed[timed["transport"] == name]
-            if not it.empty:
-                ax_iter.plot(it["start_us"].to_numpy(dtype=float) / scale,
-                             it["time_us"].to_numpy(dtype=float), "o-", ms=2.5, lw=0.8,
-                             color=color)
-        if ax_bad is not None:
-            b = bad[bad["transport"] == name].sort_values("time_us")
-            if not b.empty and float(b["value"].max()) > 0:
-                bt = b["time_us"].to_numpy(dtype=float)
-                bv = b["value"].to_numpy(dtype=float)
-                ax_bad.step(np.append(bt, bt[-1] + bin_us) / scale, np.append(bv, bv[-1]),
-                            where="post", color=color, lw=1.3, label=name)
+            sizes = list(dict.fromkeys(it["size_bytes"])) if "size_bytes" in it else [None]
+            for k, size in enumerate(sizes):  # one line per size: no jumps between sizes
+                part = it if size is None else it[it["size_bytes"] == size]
+                ax_iter.plot(part["start_us"].to_numpy(dtype=float) / scale,
+                             part["time_us"].to_numpy(dtype=float), "o-", ms=2.5, lw=0.8,
+                             color=color, label=name if k == 0 else None)
+        if ax_ev is not None:
+            for metric, style in zip(ev_metrics, ("-", "--"), strict=True):
+                b = evs[(evs["transport"] == name) & (evs["metric"] == metric)]
+                b = _full_bins(b.sort_values("time_us"), bin_us, own_end)
+                if not b.empty and float(b["value"].max()) > 0:
+                    bt = b["time_us"].to_numpy(dtype=float)
+                    bv = b["value"].to_numpy(dtype=float)
+                    word = "ASSUMED_BAD" if metric == "assumed_bad_evs" else "DENIED"
+                    ax_ev.step(np.append(bt, bt[-1] + bin_us) / scale, np.append(bv, bv[-1]),
+                               where="post", color=color, lw=1.3, ls=style,
+                               label=f"{name} {word}")
         if ax_paused is not None:
             pz = paused[paused["transport"] == name].sort_values("time_us")
             if not pz.empty and float(pz["value"].max()) > 0:
@@ -148,25 +195,39 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
     if ceiling:
         ax.axhline(ceiling, color="0.35", ls="--", lw=1)
         ax.annotate(f"goodput ceiling {ceiling:.0f} Gb/s", (0.005, ceiling),
-                    xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", fontsize=8, color="0.3")
+                    xycoords=("axes fraction", "data"), xytext=(0, 4),
+                    textcoords="offset points", fontsize=8, color="0.3", va="bottom",
+                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none",
+                          "alpha": 0.8})
         ymax = max(ymax, float(ceiling))
-    ax.set_ylim(0, max(ymax, 1.0) * 1.18)
+    ax.set_ylim(0, max(ymax, 1.0) * 1.25)
     ax.set_xlim(0, end_us / scale)
 
     trans = blended_transform_factory(ax.transData, ax.transAxes)
-    for k, fault in enumerate(f for f in faults if f["kind"] in _FAMILY):
+    shaded: dict[str, list[tuple[float, float]]] = {}
+    rows_used: list[float] = []  # the x (axes fraction) of the last tag on each row
+    span_x = max(end_us, 1e-9)
+    for k, fault in enumerate(listed, start=1):
         color = FAULT_COLORS[_FAMILY[fault["kind"]]]
         spans = _spans(fault, end_us)
-        for a, b in spans:
-            for axis in (ax, ax_iter, ax_bad, ax_paused):
+        shaded.setdefault(color, []).extend(
+            (a, max(b, a + bin_us * 0.05)) for a, b in spans)
+        x0 = spans[0][0]
+        ax.axvline(x0 / scale, color=color, lw=0.8, alpha=0.7)
+        frac = x0 / span_x
+        row = next((r for r, last in enumerate(rows_used) if frac - last > 0.035), None)
+        if row is None:
+            row = len(rows_used)
+            rows_used.append(frac)
+        else:
+            rows_used[row] = frac
+        ax.text(x0 / scale, 0.985 - 0.075 * row, f" {k}", transform=trans, fontsize=8,
+                color=color, va="top", ha="left", fontweight="bold", clip_on=True)
+    for color, spans in shaded.items():
+        for a, b in _merge(spans):
+            for axis in (ax, ax_iter, ax_ev, ax_paused):
                 if axis is not None:
-                    axis.axvspan(a / scale, max(b, a + bin_us * 0.05) / scale, color=color,
-                                 alpha=0.13, lw=0)
-        x0 = spans[0][0] / scale
-        ax.axvline(x0, color=color, lw=0.8, alpha=0.7)
-        ax.text(x0, 0.985 - 0.06 * (k % 4), " " + _label(fault), transform=trans,
-                fontsize=8, color=color, va="top", ha="left", clip_on=True)
+                    axis.axvspan(a / scale, b / scale, color=color, alpha=0.13, lw=0)
 
     ax.set_ylabel("goodput (Gb/s)")
     ax.grid(True, alpha=0.25)
@@ -180,11 +241,12 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
             ax_iter.set_yscale("log")
         else:
             ax_iter.set_ylim(bottom=0)
-    if ax_bad is not None:
-        ax_bad.set_ylabel("ASSUMED_BAD\nEVs", fontsize=9)
-        ax_bad.grid(True, alpha=0.25)
-        ax_bad.set_ylim(bottom=0)
-        ax_bad.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    if ax_ev is not None:
+        ax_ev.set_ylabel("EVs out\nof use", fontsize=9)
+        ax_ev.grid(True, alpha=0.25)
+        ax_ev.set_ylim(bottom=0)
+        ax_ev.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+        ax_ev.legend(loc="upper right", fontsize=7, framealpha=0.9)
     if ax_paused is not None:
         ax_paused.set_ylabel("PFC-paused\nports", fontsize=9)
         ax_paused.grid(True, alpha=0.25)
@@ -195,11 +257,76 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
     head += f"  (seed {seed}, {summary.get('runtime', 'sim')})" if seed is not None else ""
     if subtitle:
         head += "\n" + "\n".join(textwrap.wrap(subtitle, 110)[:2])
+    changed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
+    if changed:
+        shown = ", ".join(f"{k}={v}" for k, v in changed)
+        head += "\n" + "\n".join(textwrap.wrap(f"this run overrides the lab file: {shown}",
+                                                110)[:2])
     ax.set_title(head, fontsize=10, loc="left")
+    if listed:
+        lines = [f"{k}  {_label(f)}  ({_when(f, scale, unit)})"
+                 for k, f in enumerate(listed, start=1)]
+        fig.text(0.01, 0.005, "faults:\n" + "\n".join(lines), fontsize=8, va="bottom",
+                 ha="left", family="monospace", color="0.2")
+        fig.tight_layout(rect=(0, table_h / fig.get_figheight(), 1, 1))
+    else:
+        fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130, metadata={"Software": None})
+    return fig
+
+
+def plot_busbw(collective: pd.DataFrame, summary: Mapping[str, Any], *,
+               path: str | Path | None = None) -> Figure:
+    """nccl-tests' picture of a size sweep: busbw against message size (log x), and the time
+    per iteration against size in its own panel (log-log), one line per transport, the NIC's
+    goodput ceiling (in GB/s) drawn in the first."""
+    fig = _figure(figsize=(9, 6.4))
+    ax_bw, ax_t = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    transports: Mapping[str, Any] = summary.get("transports", {})
+    names = list(transports) or list(dict.fromkeys(collective["transport"]))
+    for i, name in enumerate(names):
+        rows = collective[(collective["transport"] == name)].sort_values("size_bytes")
+        rows = rows[rows["time_us"].notna()]
+        if rows.empty:
+            continue
+        color = TRANSPORT_COLORS[i % len(TRANSPORT_COLORS)]
+        size = rows["size_bytes"].to_numpy(dtype=float)
+        ax_bw.plot(size, rows["busbw_GBps"].to_numpy(dtype=float), "o-", color=color,
+                   label=name)
+        ax_t.plot(size, rows["time_us"].to_numpy(dtype=float), "o-", color=color, label=name)
+    nic = summary.get("nic_goodput_ceiling_gbps")
+    if nic:
+        ax_bw.axhline(nic / 8, color="0.35", ls="--", lw=1)
+        ax_bw.annotate(f"one NIC's goodput ceiling {nic / 8:.1f} GB/s", (0.005, nic / 8),
+                       xycoords=("axes fraction", "data"), xytext=(0, 4),
+                       textcoords="offset points", fontsize=8, color="0.3", va="bottom")
+        ax_bw.set_ylim(0, nic / 8 * 1.2)
+    for axis in (ax_bw, ax_t):
+        axis.set_xscale("log", base=2)
+        axis.grid(True, which="both", alpha=0.25)
+    ax_t.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _size_label(x)))
+    ax_t.set_yscale("log")
+    ax_bw.set_ylabel("busbw (GB/s)")
+    ax_t.set_ylabel("time per\niteration (\u00b5s)")
+    ax_t.set_xlabel("message size (bytes)")
+    ax_bw.legend(fontsize=8, loc="lower right")
+    workload = summary.get("workload", "collective")
+    ax_bw.set_title(f"{summary.get('lab', 'lab')}: {workload} busbw by size  (seed "
+                    f"{summary.get('seed')}, {summary.get('runtime', 'sim')})", fontsize=10,
+                    loc="left")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130, metadata={"Software": None})
     return fig
+
+
+def _size_label(size: float) -> str:
+    """nccl-tests' way of writing a size: 64K, 1M, 2G."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g}{unit}"
+    return f"{size:g}"
 
 
 def close(fig: Figure) -> None:
@@ -246,6 +373,9 @@ def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
     positions = {v: (float(v) if x_numeric else float(i)) for i, v in enumerate(order)}
     steps = sorted(set(positions.values()))
     spacing = min((b - a for a, b in zip(steps, steps[1:], strict=False)), default=1.0)
+    # a size swept over decades reads on a log axis, as nccl-tests' busbw-by-size does
+    log_x = bool(x_numeric and steps[0] > 0 and steps[-1] / steps[0] >= 16
+                 and (by.endswith("_bytes") or ".sizes_bytes" in by))
     others = [p for p in params if p not in (by, SEED_PARAM) and p in data
               and data[p].nunique(dropna=False) > 1]
     keys = ["transport", *others]
@@ -258,7 +388,7 @@ def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
     for i, (key, rows) in enumerate(groups):
         key = key if isinstance(key, tuple) else (key,)
         label = str(key[0]) + "".join(f", {p}={v}" for p, v in zip(others, key[1:], strict=True))
-        offset = (i - (len(groups) - 1) / 2) * width / max(len(groups), 1)
+        offset = 0.0 if log_x else (i - (len(groups) - 1) / 2) * width / max(len(groups), 1)
         stats = rows.groupby(by, sort=False)["_y"].agg(["mean", "min", "max", "count", "size"])
         stats = stats.reindex([v for v in order if v in stats.index])
         xs = [positions[v] + offset for v in stats.index]
@@ -278,7 +408,10 @@ def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
                             xytext=(0, 3),
                             textcoords="offset points", xycoords=("data", "axes fraction"),
                             ha="center", fontsize=7, color=color)
-    ax.set_xlim(steps[0] - 0.6 * spacing, steps[-1] + 0.6 * spacing)
+    if log_x:
+        ax.set_xscale("log", base=2)
+    else:
+        ax.set_xlim(steps[0] - 0.6 * spacing, steps[-1] + 0.6 * spacing)
     if not x_numeric:
         ax.set_xticks([positions[v] for v in order], [str(v) for v in order],
                       rotation=30 if len(order) > 4 else 0, ha="right" if len(order) > 4 else
@@ -295,5 +428,7 @@ def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
     fig.tight_layout()
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(target, dpi=120)
+    picture = io.BytesIO()
+    fig.savefig(picture, format="png", dpi=120, metadata={"Software": None})
+    replace_file(target, picture.getvalue())  # a reader never sees half a picture
     return target

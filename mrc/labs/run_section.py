@@ -12,16 +12,21 @@ from mrc.labs.model import RunSpec
 
 MAX_BINS = 200_000
 MAX_SEED = 2**63 - 1
+#: 1,000 simulated seconds: a packet-level run of that length would take years of wall time.
+MAX_DURATION_US = 1e9
 
 FIELDS = (
-    Field("duration_us", "number", "simulated time the lab runs", unit="us", gt=0),
+    Field("duration_us", "number", "simulated time the lab runs", unit="us", gt=0,
+          maximum=MAX_DURATION_US),
     Field("bin_us", "number", "width of the timeseries bins", unit="us", gt=0,
-          default=Derived("a round number giving about 100 bins")),
-    Field("seed", "integer", "seed of every random draw (a run is a pure function of it)",
-          default=1, minimum=0, maximum=MAX_SEED),
+          default=Derived("a round number giving about 100 bins"),
+          limit=f"at most duration_us, and at most {MAX_BINS:,} bins"),
+    Field("seed", "integer", "seed of every random draw: QPN allocation (so RC's ECMP "
+          "pinning), each pair's EV order, random loss, permutation peers; a run is a pure "
+          "function of it", default=1, minimum=0, maximum=MAX_SEED),
     Field("grace_us", "number", "write_bw: time after the end for the messages in flight to "
           "finish (finite workloads end the run when they are done)", unit="us", minimum=0,
-          default=Derived("duration_us")),
+          maximum=MAX_DURATION_US, default=Derived("duration_us")),
     Field("mixed", "boolean", "run every transport at once on one fabric, each on its own "
           "traffic class, instead of one after the other on identical fabrics",
           default=False),

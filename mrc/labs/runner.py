@@ -31,6 +31,8 @@ from mrc.labs.faults import install
 from mrc.labs.keys import materialize, set_keys
 from mrc.labs.lab_file import load_lab, validate
 from mrc.labs.model import TRANSPORT_KINDS, Collective, Lab, TransportSpec
+from mrc.labs.outdir import OutputFolder
+from mrc.labs.report import comparison_table, goodput_sum
 from mrc.labs.run_section import check_bin
 from mrc.labs.schedule import fault_windows
 from mrc.labs.workloads import Job, WriteBwJob, make_job
@@ -117,7 +119,8 @@ class LabResult:
 
         return plot_bandwidth(self.timeseries, self.summary, faults=self.fault_spans,
                               bin_us=self.lab.run.bin_us, subtitle=self.lab.description,
-                              iterations=self.iterations, path=path)
+                              overrides=self.lab.overrides, iterations=self.iterations,
+                              path=path)
 
     def table(self) -> str:
         return comparison_table(self.summary)
@@ -129,48 +132,49 @@ class LabResult:
                                  ranks=len(self.lab.workload.hosts),
                                  nic_ceiling_gbps=self.summary["nic_goodput_ceiling_gbps"])
 
-    def write(self, out_dir: str | Path) -> list[Path]:
-        """timeseries.csv, events.csv, summary.json, bandwidth.png (+ collective.csv and
-        iterations.csv, or flows.csv) and lab.json (the resolved lab) into ``out_dir``."""
-        from mrc.labs.plot import close
+    def write_files(self, folder: str | Path) -> list[Path]:
+        """Every file of the result set, written into ``folder`` as it is (no checks, no
+        manifest): timeseries.csv, events.csv, summary.json, lab.json, bandwidth.png, plus
+        collective.csv, iterations.csv and busbw.png for collectives or flows.csv for flow
+        workloads. :meth:`write` is the safe way to a folder of results."""
+        from mrc.labs.plot import close, plot_busbw
 
-        out = Path(out_dir)
+        out = Path(folder)
         written = summ.write_outputs(out, summary=self.summary, timeseries=self.timeseries,
                                      events=self.events, collective=self.collective,
                                      iterations=self.iterations, flows=self.flows,
                                      lab=self.lab.to_dict())
         fig = self.plot(out / "bandwidth.png")
         close(fig)
-        self.out_dir = out
-        return [*written, out / "bandwidth.png"]
+        written.append(out / "bandwidth.png")
+        if self.collective is not None and self.collective["size_bytes"].nunique() > 1:
+            fig = plot_busbw(self.collective, self.summary, path=out / "busbw.png")
+            close(fig)
+            written.append(out / "busbw.png")
+        return written
+
+    def write(self, out: str | Path | OutputFolder) -> list[Path]:
+        """Write the result set into ``out`` safely (:mod:`mrc.labs.outdir`): a folder that
+        is new, empty or made by mrc-lab, filled as a whole or not at all, with a manifest.
+        ``out`` may be an :class:`OutputFolder` opened before the run (the CLI does that, so
+        a bad folder is refused before anything runs). Returns the files written."""
+        folder = out if isinstance(out, OutputFolder) else OutputFolder(out)
+        with folder:
+            files = self.write_files(folder.staging)
+            final = folder.commit(files, manifest_info(self))
+        self.out_dir = folder.path
+        return final
 
     def __repr__(self) -> str:
         return f"LabResult({self.lab.name!r})\n{self.table()}"
 
 
-def comparison_table(summary: Mapping[str, Any]) -> str:
-    """The short per-transport comparison printed after a run (goodput in Gb/s)."""
-    def num(value: Any, fmt: str = ".1f") -> str:
-        return "-" if value is None else format(value, fmt)
-
-    header = (f"{'transport':<14}{'kind':<5}{'outcome':<11}{'before':>8}{'during':>8}"
-              f"{'after':>8}{'min':>8}{'detect_us':>11}{'recover_us':>11}{'retx_pkts':>10}"
-              f"{'drops':>8}{'bad_evs':>8}")
-    lines = [header]
-    for name, t in summary.get("transports", {}).items():
-        g = t["goodput_gbps"]
-        lines.append(
-            f"{name:<14}{t['kind']:<5}{t['outcome']:<11}{num(g['before']):>8}"
-            f"{num(g['during']):>8}{num(g['after']):>8}{num(g['min']):>8}"
-            f"{num(t['detect_us']):>11}{num(t['recovery_us']):>11}"
-            f"{t['retransmitted_packets']:>10}{t['dropped_packets']:>8}"
-            f"{t['paths_marked_bad']:>8}")
-        if t.get("failure_reason"):
-            lines.append(f"{'':<14}failed at {num(t['failed_at_us'])} us: {t['failure_reason']}")
-    ceiling = summary.get("goodput_ceiling_gbps")
-    if ceiling is not None:
-        lines.append(f"goodput in Gb/s (both directions summed); ceiling {ceiling:.1f} Gb/s")
-    return "\n".join(lines)
+def manifest_info(result: LabResult) -> dict[str, Any]:
+    """What a result folder's manifest records about the run, beside its files."""
+    lab = result.lab
+    return {"lab": lab.name, "source": lab.source, "runtime": result.summary.get("runtime"),
+            "seed": lab.run.seed, "overrides": dict(lab.overrides),
+            "transports": list(result.summary.get("transports", {}))}
 
 
 # ====================================================================== preparing a run
@@ -182,6 +186,7 @@ def prepare(lab_or_path: str | Path | Mapping[str, Any] | Lab, *, seed: int | No
     if overrides:
         lab = validate(set_keys(materialize(lab), overrides), name=lab.name, source=lab.source,
                        base_dir=lab.base_dir)
+        lab = dataclasses.replace(lab, overrides=tuple(overrides.items()))
     run = lab.run
     if seed is not None:
         run = dataclasses.replace(run, seed=check_int(seed, "--seed", minimum=0,
@@ -225,7 +230,7 @@ def select_transports(lab: Lab, wanted: str | Sequence[str] | None) -> list[Tran
 
 # ====================================================================== running
 def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
-            out: str | Path | None = None, seed: int | None = None,
+            out: str | Path | OutputFolder | None = None, seed: int | None = None,
             transports: str | Sequence[str] | None = None, bin_us: float | None = None,
             progress: bool = True, overrides: Mapping[str, Any] | None = None,
             stack_factory: StackFactory | None = None, runtime: str = RUNTIME,
@@ -233,7 +238,9 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
             capture: CaptureOptions | None = None) -> LabResult:
     """Run a lab (path, bundled name, dict or :class:`Lab`) and return its tables.
 
-    ``out``: directory to write the result files into (nothing is written when None).
+    ``out``: folder to write the result files into (nothing is written when None); it is
+    checked and locked before anything runs, and filled as a whole or not at all
+    (:mod:`mrc.labs.outdir`).
     ``overrides``: ``{dotted.key: value}`` applied to the lab before validation.
     ``runtime``: ``"sim"`` (the packet simulator), ``"live"`` (real UDP datagrams through
     the user-space fabric in dilated wall-clock time), which takes the ``live`` options
@@ -246,6 +253,29 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     A transport whose job fails is a result (``outcome == "failed"``), not an exception;
     bad input raises :class:`LabError` before anything runs.
     """
+    folder = None
+    if out is not None:
+        folder = out if isinstance(out, OutputFolder) else OutputFolder(out)
+        folder.open()  # checked and locked before anything runs
+    try:
+        if folder is not None:
+            folder.refuse_inside((live or {}).get("pcap"), "pcap")
+        result = _run(path_or_spec, seed=seed, transports=transports, bin_us=bin_us,
+                      progress=progress, overrides=overrides, stack_factory=stack_factory,
+                      runtime=runtime, live=live, capture=capture)
+        if folder is not None:
+            result.write(folder)
+    finally:
+        if folder is not None:
+            folder.close()
+    return result
+
+
+def _run(path_or_spec: str | Path | Mapping[str, Any] | Lab, *, seed: int | None,
+         transports: str | Sequence[str] | None, bin_us: float | None, progress: bool,
+         overrides: Mapping[str, Any] | None, stack_factory: StackFactory | None,
+         runtime: str, live: Mapping[str, Any] | None,
+         capture: CaptureOptions | None = None) -> LabResult:
     if runtime not in (RUNTIME, "live", "kernel"):
         raise LabError(f"unknown runtime {runtime!r}; known: sim, live, kernel", "--runtime")
     if live and runtime == RUNTIME:
@@ -258,8 +288,10 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
             raise LabError("mixed runs need the simulator (--runtime sim)", "run.mixed")
         session: RuntimeSession
         if runtime == "live":
+            from mrc.labs.live_pace import check_live_lab
             from mrc.labs.live_run import LiveRun
 
+            check_live_lab(lab, dict(live or {}).get("bind_host", "127.0.0.1"))
             session = LiveRun(lab, specs, capture=capture, **dict(live or {}))
         else:
             from mrc.labs.kernel_run import KernelRun
@@ -271,25 +303,26 @@ def run_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
                 runs.append(run_transport(lab, spec, runtime_factory, progress=progress))
         result = assemble(lab, runs, wall_s=time.perf_counter() - wall0, runtime=runtime)
         session.annotate(result.summary, {run.name: run.totals for run in runs})
-    elif lab.run.mixed:
+        if runtime == "live":
+            from mrc.labs.live_pace import judge_pace
+
+            judge_pace(result)  # lag distorts modelled rates: say so, loudly
+        return result
+    if lab.run.mixed:
         runs = run_mixed(lab, specs, progress=progress)
-        result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
-    else:
-        factory = stack_factory or sim_stack_factory
-        runs = []
-        for spec in specs:
-            captures: list[Any] = []
-            each = capture_for(capture, spec.name, len(specs) > 1)
-            made = factory if each is None else _capturing(factory, each, captures)
-            try:
-                runs.append(run_transport(lab, spec, made, progress=progress))
-            finally:
-                for c in captures:
-                    c.close()
-        result = assemble(lab, runs, wall_s=time.perf_counter() - wall0)
-    if out is not None:
-        result.write(out)
-    return result
+        return assemble(lab, runs, wall_s=time.perf_counter() - wall0)
+    factory = stack_factory or sim_stack_factory
+    runs = []
+    for spec in specs:
+        captures: list[Any] = []
+        each = capture_for(capture, spec.name, len(specs) > 1)
+        made = factory if each is None else _capturing(factory, each, captures)
+        try:
+            runs.append(run_transport(lab, spec, made, progress=progress))
+        finally:
+            for c in captures:
+                c.close()
+    return assemble(lab, runs, wall_s=time.perf_counter() - wall0)
 
 
 def run_live(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
@@ -451,9 +484,10 @@ def _collect(lab: Lab, spec: TransportSpec, stack: Any, job: Job, end_ps: int,
                    else (r.end_ps - r.start_ps) / PS_PER_US, "ok": r.ok}
                   for r in job.iterations()]
     flows = [{"transport": spec.name, "flow_id": f.flow_id, "src": f.src, "dst": f.dst,
-              "size_bytes": f.size_bytes, "start_us": f.start_ps / PS_PER_US,
+              "size_bytes": f.size_bytes,
+              "start_us": None if f.start_ps is None else f.start_ps / PS_PER_US,
               "end_us": None if f.end_ps is None else f.end_ps / PS_PER_US,
-              "fct_us": None if f.end_ps is None or not f.ok
+              "fct_us": None if f.end_ps is None or not f.ok or f.start_ps is None
               else (f.end_ps - f.start_ps) / PS_PER_US, "ok": f.ok}
              for f in job.flows()]
     return TransportRun(
@@ -548,7 +582,8 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         goodput_ceiling_gbps=nic_ceiling * nics, faults=windows, transports=per_transport,
         extra={"workload": lab.workload.kind, "duration_us": summ._r(lab.run.duration_us),
                "bin_us": summ._r(lab.run.bin_us, 6),
-               "nic_goodput_ceiling_gbps": summ._r(nic_ceiling), "ceiling_nics": nics})
+               "nic_goodput_ceiling_gbps": summ._r(nic_ceiling), "ceiling_nics": nics,
+               "goodput_sum": goodput_sum(lab)})
     timeseries = _concat(r.timeseries for r in runs)
     events = _concat(r.events for r in runs)
     return LabResult(lab=lab, summary=summary, timeseries=timeseries, events=events,

@@ -1,25 +1,42 @@
 """summary.json: the headline numbers of a lab run, derived only from its tables.
 
 Everything here takes pandas tables and plain dicts (never a simulator object), so the live
-runtime can reuse it. Definitions (bins are ``time_us`` = bin start, width ``bin_us``):
+runtime can reuse it. :mod:`mrc.labs.summary_fields` defines every field in one sentence
+each; the README's "Summary fields" section says the same, and a test holds the three
+together. The definitions that need more than a sentence:
+
+Bins are ``time_us`` = bin start, width ``bin_us``; bins that cover less than half their
+width (the end of a run) are left out of everything here. The *fault window* runs from the
+first fault's start to the next fault event (the start or end of any ``[[fault]]`` entry;
+a flap counts as one event from its first down to its last up) or the end of the run.
 
 * ``before``: mean goodput over the steady bins that end before the first fault; leading
-  ramp-up bins (below 90% of the median of the later half of the pre-fault bins) are skipped.
-  Without faults, the steady bins of the whole run.
+  ramp-up bins (below 90% of the median of the later half of the pre-fault bins) are
+  skipped. Without faults, the steady bins of the whole run.
 * ``during``: mean over bins whose middle lies between the first fault's start and the last
   fault's end (the end of the run if a fault never ends; then ``after`` is null).
-* ``after``: mean over bins after the last fault's end.
-* ``min``: the lowest bin after the ramp-up.
-* ``detect_us``: first fault to the first EV leaving GOOD for ASSUMED_BAD (MRC) or the first
-  QP retry/error (RC), from events (exact times, not bins). Operator drains (DENIED) are not
-  detections.
-* ``recovery_us``: first fault until goodput is back within 10% of its new level (the median
-  of the bins from fault + 50 us to the next fault event or the end); 0 when no bin dipped,
-  null when it never came back or the job failed. Resolution: one bin. Fault events are the
-  starts and ends of the [[fault]] entries (a flap counts as one event from its first down
-  to its last up).
+* ``after``: mean over bins after the last fault's end. ``min``: the lowest bin after the
+  ramp-up. ``retained_pct``: ``during`` as a percentage of ``before``.
+* ``detect_us``: from the first fault's start to the transport's first reaction, read from
+  the event log (exact times, not bins): an EV leaving GOOD for ASSUMED_BAD (MRC), an RC
+  retry or a QP error. Null: the transport never reacted (the fault missed its paths, or
+  was an operator's drain: DENIED is not a detection).
+* ``recovery_us``: from the first fault's start until goodput is back to at least 90% of
+  ``before`` *for good*: the start of the first bin after the last bin of the fault window
+  that fell below that level, provided the bins from there to the window's end cover at
+  least 50 us (a bin of good luck at the end of a window is not a recovery). ``recovery`` says how to read it: ``"recovered"``,
+  ``"no dip"`` (no bin of the window fell below; ``recovery_us`` is 0), ``"not recovered"``
+  (still below at the window's end; ``recovery_us`` is null: a transport that settles at
+  87.5% of its old rate has not recovered, however fast it settled), ``"job failed"``,
+  ``"no fault"``, ``"no baseline"`` (no steady bins before the fault).
+* ``settle_us``: from the first fault's start until goodput stays within 10% of the level
+  it holds under the fault (the median of the window's bins from fault + 50 us on), by the
+  same "for good" rule; 0 when no bin of the window left that band; null when the job
+  failed, when nothing is left to settle to (a level under 5% of ``before``) or without a
+  fault. It says how fast a transport found its new footing, whatever the footing is.
 
-Bins that cover less than half their width (the end of a run) are left out of all of these.
+Recovery and settling have a resolution of one bin and are upper bounds: goodput is known
+to be back by the start of the bin named, perhaps earlier within the bin before it.
 """
 
 from __future__ import annotations
@@ -33,15 +50,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mrc.labs.summary_fields import DROP_CAUSES, OUTCOMES, TOP_FIELDS, TRANSPORT_FIELDS
 from mrc.transport.base import ASSUMED_BAD, EVENT_EV_STATE, EVENT_QP_ERROR, EVENT_RETRY
 
-SETTLE_US = 50.0  # the issue's "fault + 50 us": when the new level is measured from
-RECOVERED = 0.9  # within 10% of the new level
+__all__ = ["DROP_CAUSES", "OUTCOMES", "TOP_FIELDS", "TRANSPORT_FIELDS"]  # defined there
+
+SETTLE_US = 50.0  # the level under the fault is measured from fault + 50 us
+RECOVERED = 0.9  # recovered: back to 90% of before; settled: within 10% of the new level
 STEADY = 0.9  # ramp-up ends at 90% of the typical pre-fault goodput
 DETECT_KINDS = (EVENT_RETRY, EVENT_QP_ERROR)
 FLOAT_FORMAT = "%.9g"
-
-
 def _r(value: float | None, digits: int = 3) -> float | None:
     """Round for the JSON (stable, readable); NaN and None become null."""
     if value is None:
@@ -157,36 +175,78 @@ def detect_us(events: pd.DataFrame, first_fault_us: float | None) -> float | Non
     return None
 
 
-def recovery_us(goodput: pd.Series, *, bin_us: float, end_us: float, first_fault_us: float | None,
-                next_event_us: float | None, before_gbps: float | None,
-                failed: bool) -> float | None:
-    """First fault until goodput is back within 10% of its new level (module docstring)."""
-    if first_fault_us is None:
-        return None
-    if failed:
-        return None
+def _window_bins(goodput: pd.Series, *, bin_us: float, end_us: float,
+                 first_fault_us: float, next_event_us: float | None) -> pd.Series:
+    """The full bins of the fault window that end after the fault starts."""
     bins = full_bins(goodput, bin_us, end_us)
     window_end = min(next_event_us if next_event_us is not None else end_us, end_us)
     starts = bins.index.to_numpy(dtype=float)
-    settled = bins[(starts >= first_fault_us + SETTLE_US) & (starts + bin_us <= window_end + 1e-9)]
-    if settled.empty:
-        mids = starts + bin_us / 2
-        settled = bins[(mids >= first_fault_us) & (mids < window_end)]
-    if settled.empty:
+    return bins[(starts + bin_us > first_fault_us + 1e-9) & (starts < window_end - 1e-9)]
+
+
+def back_for_good(window: pd.Series, ok: np.ndarray, first_fault_us: float, bin_us: float
+                  ) -> tuple[str, float | None]:
+    """``("no dip", 0)`` when every bin is ok, ``("back", t)`` with ``t`` the time from the
+    fault to the start of the bin after the last bad one, ``("never", None)`` when the bins
+    after the last bad one cover less than :data:`SETTLE_US` (a bin or two of good luck at
+    the end of the window is not a recovery)."""
+    bad = np.flatnonzero(~ok)
+    if bad.size == 0:
+        return "no dip", 0.0
+    last = int(bad[-1])
+    stretch = len(window) - 1 - last
+    if stretch * bin_us < SETTLE_US - 1e-9:
+        return "never", None
+    return "back", _r(max(0.0, float(window.index[last + 1]) - first_fault_us))
+
+
+def recovery(goodput: pd.Series, *, bin_us: float, end_us: float,
+             first_fault_us: float | None, next_event_us: float | None,
+             before_gbps: float | None, failed: bool) -> tuple[str, float | None]:
+    """``(recovery, recovery_us)``: back to 90% of the pre-fault level, for good (module
+    docstring)."""
+    if first_fault_us is None:
+        return "no fault", None
+    if failed:
+        return "job failed", None
+    if before_gbps is None or before_gbps <= 0:
+        return "no baseline", None
+    window = _window_bins(goodput, bin_us=bin_us, end_us=end_us, first_fault_us=first_fault_us,
+                          next_event_us=next_event_us)
+    if window.empty:
+        return "not recovered", None
+    status, t = back_for_good(window, window.to_numpy() >= RECOVERED * before_gbps,
+                              first_fault_us, bin_us)
+    return {"never": "not recovered", "back": "recovered"}.get(status, status), t
+
+
+def recovery_us(goodput: pd.Series, *, bin_us: float, end_us: float,
+                first_fault_us: float | None, next_event_us: float | None,
+                before_gbps: float | None, failed: bool) -> float | None:
+    """First fault until goodput is back to 90% of ``before`` for good (null: not)."""
+    return recovery(goodput, bin_us=bin_us, end_us=end_us, first_fault_us=first_fault_us,
+                    next_event_us=next_event_us, before_gbps=before_gbps, failed=failed)[1]
+
+
+def settle_us(goodput: pd.Series, *, bin_us: float, end_us: float,
+              first_fault_us: float | None, next_event_us: float | None,
+              before_gbps: float | None, failed: bool) -> float | None:
+    """First fault until goodput stays within 10% of its level under the fault."""
+    if first_fault_us is None or failed:
         return None
-    level = float(np.median(settled.to_numpy()))
+    window = _window_bins(goodput, bin_us=bin_us, end_us=end_us, first_fault_us=first_fault_us,
+                          next_event_us=next_event_us)
+    if window.empty:
+        return None
+    starts = window.index.to_numpy(dtype=float)
+    settled = window[starts >= first_fault_us + SETTLE_US - 1e-9]
+    level = float(np.median((settled if not settled.empty else window).to_numpy()))
     if before_gbps is not None and before_gbps > 0 and level < 0.05 * before_gbps:
-        return None  # nothing left to recover to
-    window = bins[(starts + bin_us > first_fault_us) & (starts < window_end)]
+        return None  # nothing left to settle to
     values = window.to_numpy()
-    dipped = np.flatnonzero(values < RECOVERED * level)
-    if dipped.size == 0:
-        return 0.0
-    back = np.flatnonzero(values[dipped[0]:] >= RECOVERED * level)
-    if back.size == 0:
-        return None
-    t_back = float(window.index[dipped[0] + back[0]])
-    return _r(max(0.0, t_back - first_fault_us))
+    status, t = back_for_good(window, np.abs(values - level) <= (1 - RECOVERED) * level,
+                              first_fault_us, bin_us)
+    return t if status != "never" else None
 
 
 # ====================================================================== the summary
@@ -208,6 +268,17 @@ def transport_summary(*, kind: str, outcome: str, failed_at_us: float | None,
     def count(key: str) -> int:
         return int(totals.get(key, 0) or 0)
 
+    window: dict[str, Any] = {"bin_us": bin_us, "end_us": end_us, "first_fault_us": first,
+                              "next_event_us": next_event, "before_gbps": stats["before"],
+                              "failed": failed}
+    status, back_us = recovery(goodput, **window)
+    by_kind = totals.get("dropped_by_kind")
+    if by_kind is None:  # the runtime's fabric cannot say what it dropped (kernel)
+        dropped: dict[str, int | None] = {cause: None for cause in DROP_CAUSES}
+        dropped["unattributed"] = count("dropped_packets")
+    else:
+        dropped = {cause: int(by_kind.get(cause, 0) or 0) for cause in DROP_CAUSES}
+    before, during = stats["before"], stats["during"]
     return {
         "kind": kind,
         "outcome": outcome,
@@ -215,16 +286,17 @@ def transport_summary(*, kind: str, outcome: str, failed_at_us: float | None,
         "failure_reason": failure_reason,
         "bytes_delivered": count("bytes_delivered"),
         "goodput_gbps": stats,
+        "retained_pct": _r(100 * during / before, 1) if during is not None and before else None,
         "detect_us": detect_us(events, first),
-        "recovery_us": recovery_us(goodput, bin_us=bin_us, end_us=end_us, first_fault_us=first,
-                                   next_event_us=next_event, before_gbps=stats["before"],
-                                   failed=failed),
+        "settle_us": settle_us(goodput, **window),
+        "recovery_us": back_us,
+        "recovery": status,
         "retransmitted_packets": count("retransmitted_packets"),
         "trimmed_packets": count("trimmed_packets"),
-        "dropped_packets": count("dropped_packets"),
+        "dropped_packets": dropped,
         "probes_sent": count("probes_sent"),
-        "paths_marked_bad": count("paths_marked_bad"),
-        "paths_reintegrated": count("paths_reintegrated"),
+        "evs_marked_bad": count("paths_marked_bad"),
+        "evs_reintegrated": count("paths_reintegrated"),
     }
 
 
@@ -256,6 +328,7 @@ def flow_stats(flows: pd.DataFrame | None) -> dict[str, Any] | None:
     done = flows[flows["ok"] == True]  # noqa: E712 (column may hold None)
     fct = done["fct_us"].to_numpy(dtype=float)
     return {"count": len(flows), "completed": len(done),
+            "p50_fct_us": _r(np.percentile(fct, 50)) if fct.size else None,
             "mean_fct_us": _r(fct.mean()) if fct.size else None,
             "p99_fct_us": _r(np.percentile(fct, 99)) if fct.size else None,
             "max_fct_us": _r(fct.max()) if fct.size else None}
@@ -275,9 +348,11 @@ def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.D
                   events: pd.DataFrame, collective: pd.DataFrame | None = None,
                   iterations: pd.DataFrame | None = None, flows: pd.DataFrame | None = None,
                   lab: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write a run's files into ``out_dir`` (created); returns the paths written.
+    """Write a run's tables into ``out_dir`` (created); returns the paths written.
 
-    bandwidth.png is drawn by :mod:`mrc.labs.plot` from the same tables.
+    The folder is a fresh one (:mod:`mrc.labs.outdir` puts the complete set in place of the
+    old one), so nothing of an earlier run can be left beside these. The pictures are drawn
+    by :mod:`mrc.labs.plot` from the same tables.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -288,7 +363,6 @@ def write_outputs(out_dir: Path, *, summary: Mapping[str, Any], timeseries: pd.D
                         ("collective.csv", collective), ("iterations.csv", iterations),
                         ("flows.csv", flows)):
         if frame is None:
-            (out_dir / name).unlink(missing_ok=True)  # no stale table from an earlier run
             continue
         write_csv(frame, out_dir / name)
         written.append(out_dir / name)

@@ -37,10 +37,8 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
     Each run's own outputs land in DIR/runs/<run id>/; re-running skips completed runs.
     """
     def go() -> int:
-        from mrc.labs.plot import plot_name
-        from mrc.labs.sweep_exec import default_workers, run_sweep
         from mrc.labs.sweep_file import load_sweep
-        from mrc.labs.sweep_run import read_marker
+        from mrc.labs.sweep_metrics import check_metric
 
         if (metric is None) != (by is None):
             raise LabError("--plot METRIC and --by PARAM go together",
@@ -52,6 +50,12 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
         if by is not None and by not in spec.params:
             raise LabError(f"{by!r} is not a swept parameter; swept: {', '.join(spec.params)}",
                            "--by")
+        if metric is not None:  # before any run: a typo must not cost the sweep
+            check_metric(spec, metric)
+        from mrc.labs.plot import plot_name
+        from mrc.labs.sweep_exec import default_workers, run_sweep
+        from mrc.labs.sweep_run import read_marker
+
         out_dir = Path(out) if out else Path("mrc-lab-out") / spec.name
         if dry_run:
             for run in spec.runs:

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from mrc.labs.errors import LabError
+from mrc.labs.outdir import FolderLock, replace_file
 from mrc.labs.plot import plot_name, plot_sweep
 from mrc.labs.sweep_file import load_sweep
 from mrc.labs.sweep_model import Sweep, SweepRun
@@ -38,6 +39,7 @@ from mrc.labs.sweep_run import (
 )
 from mrc.labs.sweep_table import build_table, error_line, overview, write_table
 
+SWEEP_FILE = "sweep.json"  # the expanded grid; also what marks a folder as a sweep's
 _ADDRESS_RE = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):[0-9]{1,5}")
 
 
@@ -86,16 +88,57 @@ def run_sweep(sweep: Sweep | str | Path | Mapping[str, Any], *, out: str | Path 
     if workers is not None and (scheduler is not None or client is not None):
         raise LabError("give --workers or --scheduler, not both", "--workers")
     out_dir = Path(out) if out is not None else Path("mrc-lab-out") / sweep.name
+    lock = open_sweep_folder(out_dir, sweep)  # checked and locked before anything runs
+    try:
+        return _run_sweep(sweep, out_dir.resolve(), workers=workers, scheduler=scheduler,
+                          client=client, progress=progress, runner=runner, wall0=wall0)
+    finally:
+        lock.release()
+
+
+def open_sweep_folder(out_dir: Path, sweep: Sweep) -> FolderLock:
+    """A sweep folder is new, empty, or one this sweep made (its ``sweep.json`` names it);
+    anything else is refused, since a sweep writes its tables there. Returns the held lock
+    (one sweep per folder at a time)."""
+    shown = str(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise LabError("exists and is not a directory", "--out", str(out_dir))
+        raise LabError("exists and is not a folder", "--out", shown)
+    if out_dir.is_dir():
+        try:
+            entries = os.listdir(out_dir)
+        except OSError as exc:
+            raise LabError(f"cannot read: {exc.strerror or exc}", "--out", shown) from None
+        if entries:
+            try:
+                made = json.loads((out_dir / SWEEP_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                made = None
+            if not isinstance(made, dict) or not isinstance(made.get("runs"), list):
+                raise LabError(f"is not empty and was not made by mrc-lab sweep (no "
+                               f"{SWEEP_FILE}); choose a new or empty folder: mrc-lab never "
+                               "deletes files it did not write", "--out", shown)
+            if made.get("name") != sweep.name:
+                raise LabError(f"holds the results of sweep {made.get('name')!r}, not "
+                               f"{sweep.name!r}; choose another folder", "--out", shown)
+    out_dir = Path(os.path.abspath(out_dir))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabError(f"cannot create: {exc.strerror or exc}", "--out", shown) from None
+    lock = FolderLock(out_dir, "--out")
+    lock.acquire()
+    return lock
+
+
+def _run_sweep(sweep: Sweep, out_dir: Path, *, workers: int | None, scheduler: str | None,
+               client: Any, progress: bool, runner: Runner | None,
+               wall0: float) -> SweepResult:
     own_client = client is None and scheduler is not None
     if own_client:  # before anything is written: a wrong address is bad input
         assert scheduler is not None
         client = connect(scheduler)
-    out_dir = out_dir.resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "sweep.json").write_text(
-        json.dumps(sweep.to_dict(), indent=2, default=json_default) + "\n", encoding="utf-8")
+    replace_file(out_dir / SWEEP_FILE,
+                 json.dumps(sweep.to_dict(), indent=2, default=json_default) + "\n")
 
     records: dict[str, dict[str, Any]] = {}
     pending: list[SweepRun] = []
@@ -111,7 +154,8 @@ def run_sweep(sweep: Sweep | str | Path | Mapping[str, Any], *, out: str | Path 
     tasks = [RunTask(run_id=r.run_id, index=r.index, lab=r.lab, lab_name=sweep.base.name,
                      source=sweep.base.source,
                      base_dir=str(sweep.base.base_dir) if sweep.base.base_dir else None,
-                     transports=sweep.transports, out_dir=str(run_dir(out_dir, r.run_id)))
+                     transports=sweep.transports, out_dir=str(run_dir(out_dir, r.run_id)),
+                     params=tuple(r.params.items()))
              for r in pending]
     bar = _progress_bar(len(sweep.runs), len(records), sweep.name) if progress else None
 

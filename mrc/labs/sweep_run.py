@@ -1,7 +1,8 @@
 """One grid point of a sweep: run it, write its outputs, and mark it complete.
 
 A worker (a local process or a Dask worker) gets a :class:`RunTask` of plain data, runs the
-lab and writes the run's own outputs into ``DIR/runs/<run id>/``; the parent then writes
+lab and writes the run's own outputs into ``DIR/runs/<run id>/`` as one result set (a
+manifest, renamed into place when complete: :mod:`mrc.labs.outdir`); the parent then writes
 ``sweep-run.json`` there, last and atomically: the marker that says the run is complete, so
 a sweep re-run in the same folder skips it. A run that raises is recorded
 (``status = "error"``, its message in ``error``) and the sweep goes on.
@@ -10,8 +11,8 @@ a sweep re-run in the same folder skips it. A run that raises is recorded
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
-import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -21,14 +22,21 @@ from typing import Any
 
 from mrc.labs.lab_file import validate
 from mrc.labs.model import Lab
+from mrc.labs.outdir import OutputFolder, replace_file
 from mrc.labs.runner import run_lab
 from mrc.labs.sweep_model import SweepRun
 from mrc.labs.sweep_table import error_line
 
 MARKER = "sweep-run.json"
+ERROR_FILE = "error.txt"
+#: Files of a run folder that are the sweep's own, not the run's result set (and the
+#: temporary names they are written under).
+RUN_OWN_FILES = (MARKER, ERROR_FILE, f".{MARKER}.*.tmp", f".{ERROR_FILE}.*.tmp",
+                 ".summary.json.*.tmp")
 
 #: ``runner(lab, transports)`` returns an object with ``.summary`` (a summary.json dict) and
-#: ``.write(dir)``; tests inject a fake one, the default is :func:`lab_runner`.
+#: ``.write_files(dir)`` (every output file into a folder, returning their paths); tests
+#: inject a fake one, the default is :func:`lab_runner`.
 Runner = Callable[[Lab, "list[str] | None"], Any]
 
 
@@ -44,6 +52,7 @@ class RunTask:
     base_dir: str | None
     transports: tuple[str, ...] | None
     out_dir: str
+    params: tuple[tuple[str, Any], ...] = ()
 
 
 def lab_runner(lab: Lab, transports: list[str] | None) -> Any:
@@ -62,14 +71,20 @@ def execute_run(task: RunTask, runner: Runner | None = None) -> dict[str, Any]:
     try:
         lab = validate(copy.deepcopy(task.lab), name=task.lab_name, source=task.source,
                        base_dir=Path(task.base_dir) if task.base_dir else None)
+        lab = dataclasses.replace(lab, overrides=task.params)
         result = (runner or lab_runner)(lab, list(task.transports) if task.transports else None)
-        result.write(out)  # no lock: every figure is its own object, not pyplot state
+        # the sweep holds the lock of the whole folder; each run is one result set, swapped
+        # in whole (no pyplot lock needed: every figure is its own object)
+        with OutputFolder(out, option="runs", own=RUN_OWN_FILES, lock=False) as folder:
+            folder.commit(result.write_files(folder.staging),
+                          {"lab": lab.name, "run_id": task.run_id, "seed": lab.run.seed,
+                           "overrides": dict(task.params)})
         record["summary"] = json.loads(json.dumps(result.summary, default=json_default))
     except Exception as exc:  # noqa: BLE001 (recorded, and the sweep goes on)
         record.update(status="error", error=error_line(exc), summary=None)
         try:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+            replace_file(out / ERROR_FILE, traceback.format_exc())
         except OSError:
             pass
     record["wall_s"] = round(time.perf_counter() - wall0, 3)
@@ -110,11 +125,13 @@ def write_marker(out_dir: Path, run: SweepRun, record: Mapping[str, Any]) -> dic
     folder.mkdir(parents=True, exist_ok=True)
     data = {**record, "run_id": run.run_id, "index": run.index, "params": run.params}
     text = json.dumps(data, indent=2, default=json_default) + "\n"
-    tmp = folder / f".{MARKER}.{os.getpid()}.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, folder / MARKER)
     if data.get("summary") and not (folder / "summary.json").exists():
         # a Dask worker without the shared folder wrote its files elsewhere; keep the summary
-        (folder / "summary.json").write_text(json.dumps(data["summary"], indent=2) + "\n",
-                                             encoding="utf-8")
+        # as a result set of its own (with its manifest), then mark the run
+        with OutputFolder(folder, option="runs", own=RUN_OWN_FILES, lock=False) as kept:
+            path = kept.staging / "summary.json"
+            path.write_text(json.dumps(data["summary"], indent=2) + "\n", encoding="utf-8")
+            kept.commit([path], {"run_id": run.run_id, "note": "summary only: the worker "
+                                 "wrote its files where this folder is not"})
+    replace_file(folder / MARKER, text)
     return json.loads(text)

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from mrc.labs.errors import LabError
+from mrc.labs.outdir import replace_file
 from mrc.labs.sweep_model import Sweep, SweepRun
 
 TABLE_CSV = "runs.csv"
@@ -88,16 +89,21 @@ def build_table(sweep: Sweep, records: Mapping[str, Mapping[str, Any]]) -> pd.Da
 
 
 def write_table(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """runs.csv always; runs.parquet too when pyarrow is installed (it is optional)."""
+    """runs.csv always; runs.parquet too when pyarrow is installed (it is optional). Each
+    file is replaced atomically: a reader never sees half a table."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / TABLE_CSV]
-    table.to_csv(written[0], index=False, float_format="%.9g")
+    replace_file(written[0], table.to_csv(index=False, float_format="%.9g"))
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         return written
     try:
-        table.to_parquet(out_dir / TABLE_PARQUET, index=False)
+        import io
+
+        buffer = io.BytesIO()
+        table.to_parquet(buffer, index=False)
+        replace_file(out_dir / TABLE_PARQUET, buffer.getvalue())
         written.append(out_dir / TABLE_PARQUET)
     except Exception as exc:  # noqa: BLE001 (the CSV is the table; parquet is a convenience)
         print(f"mrc-lab: warning: runs.parquet not written: {error_line(exc)}", file=sys.stderr)

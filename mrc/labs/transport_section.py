@@ -54,14 +54,25 @@ from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
 _UNITS = {"_us": "us", "_bytes": "bytes", "_pkts": "packets", "_gbps": "Gb/s"}
+#: Upper bounds (issue 16: every number has one, or a reason why it needs none). Times: a
+#: timer of more than 1,000 s is longer than any run (run.duration_us has the same bound).
+MAX_TIME_US = 1e9
+#: A NIC rate cc can size a window for: 256 planes of the fastest link (topology.spec).
+MAX_CC_LINE_RATE_GBPS = 256 * 100_000.0
+MAX_PI_GAIN = 1e6  # far beyond any useful gain; 1e300 overflows the window arithmetic
+MAX_QPS_PER_PLANE = 256  # NCCL uses a handful; QPNs of a run stay far inside 24 bits
+#: What a number without a stated maximum says: the code runs with any value (the slow
+#: test in tests/test_lab_bounds.py runs every such key at 2**62 and 1e300).
+ANY_VALUE = "none needed: any value runs"
 
 
 def _field(config: type, name: str, doc: str, *, range: Range | None = None,
            default: Any = None, report_on_table: bool = False,
-           unit: str | None = None) -> Field:
+           unit: str | None = None, maximum: float | None = None,
+           limit: str | None = None) -> Field:
     """The lab key of config field ``name``: its type and default read from the config, its
     unit from its name; a ``*_ps`` field is written in microseconds as ``*_us`` (a time,
-    so never negative)."""
+    so never negative), and a time is at most :data:`MAX_TIME_US`."""
     spec = {f.name: f for f in dataclasses.fields(config)}[name]
     hint = typing.get_type_hints(config)[name]
     if default is None:  # the config's own default; None there means "derived"
@@ -72,11 +83,18 @@ def _field(config: type, name: str, doc: str, *, range: Range | None = None,
             default = default / PS_PER_US
     if name.endswith("_ps"):
         return Field(name[:-3] + "_us", "number", doc, default=default, unit="us", minimum=0,
-                     range=range, config_name=name, scale=PS_PER_US)
+                     maximum=MAX_TIME_US, range=range, config_name=name, scale=PS_PER_US)
     if unit is None:
         unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
-    return Field(name, type_word(hint), doc, default=default, unit=unit, range=range,
-                 report_on_table=report_on_table)
+    word = type_word(hint)
+    if maximum is None and name.endswith("_us"):
+        maximum = MAX_TIME_US
+    bounded = maximum is not None or (range is not None and (
+        range.maximum is not None or range.lt is not None or range.choices is not None))
+    return Field(name, word, doc, default=default, unit=unit, range=range,
+                 report_on_table=report_on_table, maximum=maximum,
+                 limit=limit or (None if bounded or word not in ("integer", "number")
+                                 else ANY_VALUE))
 
 
 def _mrc(name: str, doc: str, **kwargs: Any) -> Field:
@@ -158,7 +176,8 @@ CC_FIELDS: tuple[Field | Rule, ...] = (
         range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
                     choices=ALGORITHMS), report_on_table=True),
     _cc("line_rate_gbps", "own: the NIC rate the window is sized for",
-        default=Derived("the fabric's NIC rate (planes x link_gbps)")),
+        default=Derived("the fabric's NIC rate (planes x link_gbps)"),
+        maximum=MAX_CC_LINE_RATE_GBPS),
     _nscc("base_rtt", "unloaded round trip the window is sized for", "ns",
           default=Derived("the fabric's base RTT")),
     Rule(("line_rate_gbps", "base_rtt"), "line rate and base RTT are positive",
@@ -211,7 +230,7 @@ CC_FIELDS: tuple[Field | Rule, ...] = (
         range=_positive("fixed_window_bytes", show=True),
         default=Derived("one bandwidth-delay product")),
     _cc("pi_gain", "own: proportional increase per acked byte at zero queueing delay (UEC's "
-        "alpha is not a header field)"),
+        "alpha is not a header field)", maximum=MAX_PI_GAIN),
     _cc("learn_base_rtt", "own: lower the base RTT to the smallest sample seen"),
 )
 
@@ -281,7 +300,8 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
          lambda v, spec: v["ev_min_active"] is None or v["ev_min_active"] <= v["ev_count"],
          lambda v, spec: f"ev_min_active must be in 0..ev_count ({v['ev_count']})"),
     Field("qps_per_connection", "integer", "QPs per connection (NCCL_IB_QPS_PER_CONNECTION)",
-          default=1, range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
+          default=1, range=Range("expected an integer >= 1, got {value!r}", minimum=1),
+          maximum=MAX_QPS_PER_PLANE),
     Field("split_data_on_qps", "boolean", "split each message over the connection's QPs "
           "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or send it whole on the next one", default=True),
     _mrc("reps_explore_every", "own model: REPS: every n-th packet of a plane explores "
@@ -324,7 +344,7 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
 # ---------------------------------------------------------------------- [transport.rc]
 RC_FIELDS: tuple[Field | Rule, ...] = (
     Field("qps_per_plane", "integer", "QPs per plane of one connection (NCCL_IB_QPS_PER_"
-          "CONNECTION: NCCL drives each NIC port as a device)", default=1,
+          "CONNECTION: NCCL drives each NIC port as a device)", default=1, maximum=MAX_QPS_PER_PLANE,
           range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
     Field("split_data_on_qps", "boolean", "stripe each message over every QP "
           "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or over the next QP of each plane", default=True),

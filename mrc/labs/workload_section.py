@@ -33,13 +33,16 @@ from mrc.labs.model import (
 from topology.spec import FabricSpec
 
 MAX_MESSAGE_BYTES = 1 << 40  # 1 TiB: beyond anything a packet-level run can carry
+#: Iterations are recorded one by one; a million per size is beyond any packet-level run.
+MAX_ITERS = 1_000_000
+_IN_RUN = "before run.duration_us"
 WORKLOAD_KINDS = ("write_bw", "sendrecv", "all_reduce", "all_to_all", "permutation",
                   "connection_matrix")
 COLLECTIVE_KINDS = ("sendrecv", "all_reduce", "all_to_all")
 
 KIND = Field("kind", "string", "the traffic pattern", choices=WORKLOAD_KINDS)
 START = Field("start_us", "number", "when the traffic starts", unit="us", minimum=0,
-              default=0.0)
+              default=0.0, limit=_IN_RUN)
 HOSTS = Field("hosts", "array", "the hosts taking part (at least 2, each once)",
               default=Derived("every host of the fabric"))
 
@@ -63,14 +66,15 @@ FIELDS: dict[str, tuple[Field, ...]] = {
               unit="bytes", default=Derived("[1048576], or the min/max/step series")),
         Field("min_bytes", "integer", "first size of a doubling (step_factor) series; "
               "required with max_bytes or step_factor", unit="bytes", gt=0,
-              missing=" (with max_bytes)"),
+              maximum=MAX_MESSAGE_BYTES, missing=" (with max_bytes)"),
         Field("max_bytes", "integer", "last size of the series at most", unit="bytes", gt=0,
               maximum=MAX_MESSAGE_BYTES, default=Derived("min_bytes")),
         Field("step_factor", "integer", "ratio between successive sizes", minimum=2,
-              default=2),
-        Field("iters", "integer", "timed iterations per size", minimum=1, default=5),
+              maximum=MAX_MESSAGE_BYTES, default=2),
+        Field("iters", "integer", "timed iterations per size", minimum=1, maximum=MAX_ITERS,
+              default=5),
         Field("warmup_iters", "integer", "untimed iterations per size, first", minimum=0,
-              default=1),
+              maximum=MAX_ITERS, default=1),
         START,
     ),
     "permutation": (
@@ -126,7 +130,7 @@ def check_workload_in_run(workload: Workload, run: RunSpec) -> None:
     """Traffic that would start after the run ends is a mistake, not an empty result."""
     if isinstance(workload, ConnectionMatrix):
         for flow in workload.flows:
-            if flow.start_us >= run.duration_us:
+            if flow.start_us is not None and flow.start_us >= run.duration_us:
                 where = "workload.file" if workload.file else "workload.text"
                 raise LabError(f"line {flow.line}: flow {flow.flow_id} starts at "
                                f"{flow.start_us:g} us, after the run ends "
@@ -207,12 +211,12 @@ def _connection_matrix(table: Mapping[str, Any], fields: Mapping[str, Field],
         file = fields["file"].read(table, "workload")
         text = _read_matrix_file(file, base_dir)
         matrix = parse_connection_matrix(text, f"workload.file ({Path(file).name})")
-    nodes, flows = matrix
+    nodes, flows, triggers = matrix
     if nodes > spec.hosts:
         raise LabError(f"the matrix has {nodes} nodes but the fabric only {spec.hosts} hosts",
                        "workload.file" if file else "workload.text")
     return ConnectionMatrix(flows=tuple(flows), nodes=nodes, file=file,
-                            text=None if file else text)
+                            text=None if file else text, triggers=tuple(triggers))
 
 
 def _read_matrix_file(file: str, base_dir: Path | None) -> str:

@@ -20,7 +20,7 @@ later run over the live runtime's stack.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,9 +30,11 @@ from mrc.labs.model import (
     ConnectionMatrix,
     Flow,
     Permutation,
+    TriggerSpec,
     Workload,
     WriteBw,
 )
+from mrc.labs.triggers import Triggers
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED
 from mrc.units import PS_PER_US
 
@@ -93,7 +95,7 @@ class FlowRecord:
     src: int
     dst: int
     size_bytes: int
-    start_ps: int
+    start_ps: int | None  # None: a triggered flow whose trigger has not fired
     end_ps: int | None = None
     ok: bool | None = None
 
@@ -384,11 +386,14 @@ class FlowJob(Job):
     """Independent flows, one connection each (permutation, htsim connection matrix)."""
 
     def __init__(self, stack: Stack, kind: str, params: dict[str, Any], seed: int,
-                 flows: list[Flow]) -> None:
+                 flows: list[Flow], triggers: Sequence[TriggerSpec] = ()) -> None:
         super().__init__(stack, kind, params, seed)
         self.flow_specs = flows
         self.records: list[FlowRecord] = []
         self._remaining = len(flows)
+        # htsim's triggers: a flow that is done may start others (mrc.labs.triggers)
+        self._triggers = Triggers(triggers, flows) if triggers else None
+        self._by_id: dict[int, tuple[Flow, Connection, FlowRecord]] = {}
 
     @property
     def ceiling_nics(self) -> int:
@@ -397,15 +402,21 @@ class FlowJob(Job):
     def start(self) -> None:
         for flow in self.flow_specs:
             conn = self.open(flow.src, flow.dst, f"flow {flow.flow_id}")
+            start = None if flow.start_us is None else us_to_ps(flow.start_us)
             record = FlowRecord(flow_id=flow.flow_id, src=flow.src, dst=flow.dst,
-                                size_bytes=flow.size_bytes, start_ps=us_to_ps(flow.start_us))
+                                size_bytes=flow.size_bytes, start_ps=start)
             self.records.append(record)
-            self.sim.at(record.start_ps, self._post, (conn, record))
+            self._by_id[flow.flow_id] = (flow, conn, record)
+            if start is not None:  # a triggered flow waits for its trigger
+                self.sim.at(start, self._post, (conn, record))
 
     def _post(self, arg: tuple[Connection, FlowRecord]) -> None:
         conn, record = arg
         if not self.posting:
             return
+        if record.start_ps is None:
+            record.start_ps = self.sim.now  # started by its trigger, now
+        started = record.start_ps
 
         def done(t: int, ok: bool) -> None:
             record.end_ps = t
@@ -415,7 +426,12 @@ class FlowJob(Job):
                 self.stack.note_event(t, "flow_completed", f"flow {record.flow_id}",
                                       src=record.src, dst=record.dst,
                                       size_bytes=record.size_bytes,
-                                      fct_us=(t - record.start_ps) / PS_PER_US)
+                                      fct_us=(t - started) / PS_PER_US)
+                if self._triggers is not None:
+                    flow = self._by_id[record.flow_id][0]
+                    for fid in self._triggers.flow_done(flow):
+                        _, nxt_conn, nxt = self._by_id[fid]
+                        self.sim.at(t, self._post, (nxt_conn, nxt))
                 if self._remaining == 0:
                     self.finish(t)
 
@@ -439,5 +455,5 @@ def make_job(stack: Stack, workload: Workload, kind: str, params: dict[str, Any]
                  for i, h in enumerate(workload.hosts)]
         return FlowJob(stack, kind, params, seed, flows)
     if isinstance(workload, ConnectionMatrix):
-        return FlowJob(stack, kind, params, seed, list(workload.flows))
+        return FlowJob(stack, kind, params, seed, list(workload.flows), workload.triggers)
     raise TypeError(f"unknown workload {workload!r}")

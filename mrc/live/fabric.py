@@ -82,8 +82,9 @@ Deliver = Callable[[int, bytearray, int], None]
 #: ``nic_link(host, plane, up, bps)``: what a host's NIC port sees of its link (loss of
 #: signal, or the rate it now runs at).
 NicLink = Callable[[int, int, bool, int], None]
-#: ``observer(time_ps, event)``: ``"trim"``, ``"ecn"`` or a drop reason, where it happened.
-Observer = Callable[[int, str], None]
+#: ``observer(time_ps, event, pkt)``: ``"trim"``, ``"ecn"`` or a drop reason, where it
+#: happened, and the packet (its ``kind`` says whether data, control or a probe was lost).
+Observer = Callable[[int, str, Packet | None], None]
 
 
 def write_outer(buf: bytearray, pkt: Packet) -> None:
@@ -278,7 +279,7 @@ class FabricCore:
 
     def _observe(self, now: int, where: str, pkt: Packet | None, event: str) -> None:
         if self.observer is not None:
-            self.observer(now, event)
+            self.observer(now, event, pkt)
 
     # ------------------------------------------------------------------ lookup
     def element(self, name: str) -> Host | Switch | Link | OutPort:

@@ -298,8 +298,8 @@ class LiveStack(Stack):
     def _nic_link(self, host: int, plane: int, up: bool, bps: int) -> None:
         self.nics[host].set_link(plane, up, bps)
 
-    def _fabric_event(self, now: int, event: str) -> None:
-        self._observe(now, "", None, event)
+    def _fabric_event(self, now: int, event: str, pkt: Any = None) -> None:
+        self._observe(now, "", pkt, event)  # the packet's kind splits the drops
 
     def _capture(self, time_ps: int, port: str, buf: bytearray) -> None:
         if self.pcap is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from mrc.sim.recorder import Recorder
+from mrc.sim.recorder import DROP_SERIES, Recorder
 from mrc.sim.stack import Connection, SimStack
 from mrc.transport.base import QueuePair, TransportEvent
 from mrc.units import PS_PER_US
@@ -143,7 +143,9 @@ class MixedStack(SimStack):
             self.recorder = self._fabric_recorder
         # what the fabric did to this transport's packets (trims and drops are per packet)
         out["trimmed_packets"] = sum(rec.counters["trims"].values)
-        out["dropped_packets"] = sum(rec.counters["drops"].values)
+        out["dropped_packets"] = sum(rec.total(series) for series in DROP_SERIES)
+        out["dropped_by_kind"] = {series.removeprefix("drops_"): rec.total(series)
+                                  for series in DROP_SERIES}
         return out
 
 

@@ -4,13 +4,34 @@ counters a lab plots next to it.
 Goodput is *unique* payload bytes placed in receivers' memory (duplicates from
 retransmission never count), binned at the time of placement. Everything is integer
 bytes/packets per bin; rates are computed only when the table is produced.
+
+Drops are split by what was lost, because the causes mean different things: ``drops_data``
+(DATA packets: payload that must be sent again), ``drops_control`` (ACK/NACK) and
+``drops_probe`` (MRC's PROBE and PROBE_REPLY: an MRC sender keeps probing the paths it
+believes broken, so a dead plane costs it probes, not data). The network knows the packet's
+kind where it drops it and reports it to the stack's observer, which calls :meth:`dropped`.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from mrc.packet import ACK, CNP, DATA, NACK, PROBE, PROBE_REPLY
+from mrc.transport.base import ASSUMED_BAD, DENIED
 from mrc.units import PS_PER_US
+
+#: The drop series, one per cause, and the packet kinds each counts.
+DROP_SERIES = ("drops_data", "drops_control", "drops_probe")
+_DROP_OF_KIND = {DATA: "drops_data", ACK: "drops_control", NACK: "drops_control", CNP: "drops_control",
+                 PROBE: "drops_probe", PROBE_REPLY: "drops_probe"}
+#: EV states whose EVs are counted per bin (a gauge each): out of use for the sender.
+GAUGED_STATES = {ASSUMED_BAD: "assumed_bad_evs", DENIED: "denied_evs"}
+
+
+def drop_series(kind: int | None) -> str:
+    """The series a dropped packet of ``kind`` counts in (an unknown kind counts as data:
+    a drop the lab cannot attribute is never hidden among probes)."""
+    return _DROP_OF_KIND.get(kind, "drops_data") if kind is not None else "drops_data"
 
 
 class _Series:
@@ -40,7 +61,7 @@ class Recorder:
     the bin's end; ``flow_gbps:<label>``, each connection's goodput (see ``sample``).
     """
 
-    COUNTERS = ("retransmissions", "trims", "drops", "probes", "cnps")
+    COUNTERS = ("retransmissions", "trims", *DROP_SERIES, "probes", "cnps")
 
     def __init__(self, planes: int, bin_ps: int) -> None:
         if bin_ps <= 0:
@@ -53,9 +74,10 @@ class Recorder:
         self.bytes_delivered = 0
         #: DATA packets that placed new bytes (the benchmark's unit of work)
         self.packets_delivered = 0
-        # assumed-bad EVs is a gauge: remember (time, value) changes, sample per bin later
-        self._bad_now = 0
-        self._bad_changes: list[tuple[int, int]] = []
+        # EVs per gauged state: remember (time, value) changes, sample per bin later
+        self._gauge_now = {metric: 0 for metric in GAUGED_STATES.values()}
+        self._gauge_changes: dict[str, list[tuple[int, int]]] = {
+            metric: [] for metric in GAUGED_STATES.values()}
         self.pfc = False  # a PFC fabric: the paused_ports series is part of the table
         self._paused_now = 0
         self._paused_changes: list[tuple[int, int]] = []
@@ -80,9 +102,21 @@ class Recorder:
     def count(self, name: str, now: int, amount: int = 1) -> None:
         self.counters[name].add(now // self.bin_ps, amount)
 
-    def bad_evs_changed(self, now: int, delta: int) -> None:
-        self._bad_now += delta
-        self._bad_changes.append((now, self._bad_now))
+    def dropped(self, now: int, kind: int | None) -> None:
+        """The fabric dropped a packet of ``kind`` (``mrc.packet.DATA``, ``ACK``...)."""
+        self.counters[drop_series(kind)].add(now // self.bin_ps, 1)
+
+    def total(self, name: str) -> int:
+        """A counter summed over the whole run (every bin, also past the lab's end)."""
+        return sum(self.counters[name].values)
+
+    def ev_state_changed(self, now: int, old: object, new: object) -> None:
+        """An EV moved from state ``old`` to ``new``: keeps the per-state gauges."""
+        for state, metric in GAUGED_STATES.items():
+            delta = (new == state) - (old == state)
+            if delta:
+                self._gauge_now[metric] += delta
+                self._gauge_changes[metric].append((now, self._gauge_now[metric]))
 
     def paused_ports_changed(self, now: int, delta: int) -> None:
         """A port's lossless egress was paused (+1) or resumed (-1) (``Network.pause_hook``)."""
@@ -109,12 +143,8 @@ class Recorder:
         nbins = max(1, -(-end_ps // self.bin_ps))
         bin_s = self.bin_ps / 1e12
         rows: list[tuple[float, str, str, float]] = []
-        change_iter = iter(self._bad_changes)
-        pending = next(change_iter, None)
-        bad = 0
-        paused_iter = iter(self._paused_changes)
-        paused_next = next(paused_iter, None)
-        paused = 0
+        gauges = [_Gauge(metric, changes) for metric, changes in self._gauge_changes.items()]
+        paused_gauge = _Gauge("paused_ports", self._paused_changes) if self.pfc else None
         flows = sorted(m for m in self.samples if m.startswith("flow_bytes:"))
         for i in range(nbins):
             start = i * self.bin_ps
@@ -126,20 +156,12 @@ class Recorder:
                              series.get(i) * 8 / width_s / 1e9))
             for name, series in self.counters.items():
                 rows.append((t_us, transport, name, float(series.get(i))))
-            # gauge: the largest number of assumed-bad EVs seen during the bin
-            peak = bad
-            while pending is not None and pending[0] < start + self.bin_ps:
-                bad = pending[1]
-                peak = max(peak, bad)
-                pending = next(change_iter, None)
-            rows.append((t_us, transport, "assumed_bad_evs", float(peak)))
-            if self.pfc:
-                most = paused
-                while paused_next is not None and paused_next[0] < start + self.bin_ps:
-                    paused = paused_next[1]
-                    most = max(most, paused)
-                    paused_next = next(paused_iter, None)
-                rows.append((t_us, transport, "paused_ports", float(most)))
+            for gauge in gauges:  # the largest number of EVs in the state during the bin
+                rows.append((t_us, transport, gauge.metric,
+                             float(gauge.peak_until(start + self.bin_ps))))
+            if paused_gauge is not None:  # the most ports paused at once during the bin
+                rows.append((t_us, transport, "paused_ports",
+                             float(paused_gauge.peak_until(start + self.bin_ps))))
             queue = self.samples.get("max_queue_bytes")
             if queue is not None:
                 rows.append((t_us, transport, "max_queue_bytes", float(queue.get(i))))
@@ -152,3 +174,24 @@ class Recorder:
                 rows.append((t_us, transport, "flow_gbps:" + metric[len("flow_bytes:"):],
                              (done - before) * 8 / width_s / 1e9))
         return pd.DataFrame(rows, columns=["time_us", "transport", "metric", "value"])
+
+
+class _Gauge:
+    """Walks one gauge's (time, value) changes bin by bin."""
+
+    __slots__ = ("metric", "_changes", "_pending", "_value")
+
+    def __init__(self, metric: str, changes: list[tuple[int, int]]) -> None:
+        self.metric = metric
+        self._changes = iter(changes)
+        self._pending = next(self._changes, None)
+        self._value = 0
+
+    def peak_until(self, end_ps: int) -> int:
+        """The largest value the gauge held from the previous bin's end to ``end_ps``."""
+        peak = self._value
+        while self._pending is not None and self._pending[0] < end_ps:
+            self._value = self._pending[1]
+            peak = max(peak, self._value)
+            self._pending = next(self._changes, None)
+        return peak

@@ -24,9 +24,9 @@ from mrc.sim.fabric import build_network
 from mrc.sim.network import Network
 from mrc.sim.nic import Nic
 from mrc.sim.nic_driver import NicDriver
-from mrc.sim.recorder import Recorder
+from mrc.sim.qpn import first_qpn
+from mrc.sim.recorder import DROP_SERIES, Recorder
 from mrc.transport.base import (
-    ASSUMED_BAD,
     EVENT_EV_STATE,
     EVENT_MESSAGE_COMPLETED,
     EVENT_SEND_COMPLETED,
@@ -96,7 +96,7 @@ class Stack:
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
         self._rows: list[tuple[float, str, str, str]] = []
-        self._next_qpn = FIRST_QPN
+        self._next_qpn = first_qpn(seed)  # seeded, as a NIC's allocation is arbitrary
 
     # ----------------------------------------------------------------- connections
     def open(self, kind: str, src: int, dst: int, params: dict[str, Any] | None = None
@@ -176,12 +176,8 @@ class Stack:
     # ----------------------------------------------------------------- events
     def _on_qp_event(self, event: TransportEvent, qp: QueuePair) -> None:
         detail = event.detail
-        if event.kind == EVENT_EV_STATE:
-            old, new = detail.get("old"), detail.get("new")
-            if new == ASSUMED_BAD and old != ASSUMED_BAD:
-                self.recorder.bad_evs_changed(event.time_ps, +1)
-            elif old == ASSUMED_BAD and new != ASSUMED_BAD:
-                self.recorder.bad_evs_changed(event.time_ps, -1)
+        if event.kind == EVENT_EV_STATE:  # gauges of ASSUMED_BAD and DENIED EVs
+            self.recorder.ev_state_changed(event.time_ps, detail.get("old"), detail.get("new"))
         target = f"h{qp.host}.qp{qp.qpn}"
         if event.kind not in _UNLOGGED:  # completions are logged by the workload
             row_detail = {k: v for k, v in detail.items() if k != "data"}
@@ -199,8 +195,8 @@ class Stack:
     def _observe(self, now: int, where: str, pkt: Any, event: str) -> None:
         if event == "trim":
             self.recorder.count("trims", now)
-        elif event in _DROP_EVENTS:
-            self.recorder.count("drops", now)
+        elif event in _DROP_EVENTS:  # split by what was lost: data, control, probe
+            self.recorder.dropped(now, pkt.kind if pkt is not None else None)
 
     def _paused_ports(self, now: int, delta: int) -> None:
         self.recorder.paused_ports_changed(now, delta)
@@ -282,6 +278,11 @@ class Stack:
             "retransmitted_packets": stat("retransmissions") + stat("retx_sent"),
             "trimmed_packets": trims,
             "dropped_packets": drops,
+            # what was lost, as the network reported each drop (a runtime whose fabric is
+            # not the simulator's network cannot say: None)
+            "dropped_by_kind": None if self.net is None else {
+                series.removeprefix("drops_"): self.recorder.total(series)
+                for series in DROP_SERIES},
             "probes_sent": stat("probes_sent"),
             "paths_marked_bad": sum(qp.stats.paths_marked_bad for qp in mrc),
             "paths_reintegrated": sum(qp.stats.reintegrated for qp in mrc),

@@ -1,0 +1,130 @@
+"""The labs layer's checks around a live run: what the live runtime cannot carry (refused
+before it starts) and whether it kept pace with its own modelled clock (judged after).
+
+Why the pace matters: a live run keeps modelled time in step with the wall clock slowed by
+the dilation, but the process doing the work is one Python thread. When it cannot do a
+modelled microsecond's work in ``dilation`` wall microseconds, NIC ports wake up late; a
+port that wakes later than its catch-up allowance sends less than its line rate allowed,
+and the modelled goodput reads low although nothing in the model was slow (seen: 1158 Gb/s
+instead of 1514 at ``--dilation 5000``). The hosts count that skipped sending time
+(``tx_lost_ps``); the kernel counts datagrams it dropped on full socket buffers. Either one
+above a small threshold means the modelled rates are understated, and the run says so in its
+table, its summary (``live.kept_up``, ``live.pace``) and on stderr.
+
+The suggested dilation is an estimate, named as one: the lost share falls roughly in
+proportion to the dilation, so it asks for the next 1-2-5 factor that would bring the worst
+transport's loss under the threshold, at least twice the one used.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mrc.labs.errors import LabError
+from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
+from mrc.packet import IMMDT_BYTES, data_bytes
+
+#: Sending time lost to late wake-ups above this share of the sending ports' time: the run
+#: did not keep pace (a percent).
+MAX_LOST_PCT = 1.0
+#: The largest UDP payload over IPv4 (65,535 - 20 - 8); a live packet is one datagram.
+MAX_UDP_PAYLOAD_IPV4 = 65_507
+MAX_UDP_PAYLOAD_IPV6 = 65_527
+#: The live runtime holds every message's real bytes (and a pool as large as the largest).
+MAX_LIVE_MESSAGE_BYTES = 1 << 30
+
+
+def check_live_lab(lab: Lab, bind_host: str = "127.0.0.1") -> None:
+    """Refuse, before any socket is opened, what the live runtime cannot carry."""
+    limit = MAX_UDP_PAYLOAD_IPV6 if ":" in bind_host else MAX_UDP_PAYLOAD_IPV4
+    packet = data_bytes(lab.fabric.mtu_bytes) + IMMDT_BYTES
+    if packet > limit:
+        biggest = limit - (data_bytes(0) + IMMDT_BYTES)
+        raise LabError(f"{lab.fabric.mtu_bytes} bytes make {packet}-byte packets, more than "
+                       f"one UDP datagram carries ({limit}); the live runtime sends each "
+                       f"packet as one datagram: at most {biggest}", "fabric.mtu_bytes",
+                       lab.source)
+    for key, size in _message_sizes(lab):
+        if size > MAX_LIVE_MESSAGE_BYTES:
+            raise LabError(f"{size:,} bytes is more than the live runtime holds in memory per "
+                           f"message ({MAX_LIVE_MESSAGE_BYTES:,}); it carries real bytes",
+                           key, lab.source)
+
+
+def _message_sizes(lab: Lab) -> list[tuple[str, int]]:
+    w = lab.workload
+    if isinstance(w, WriteBw):
+        return [("workload.message_bytes", w.message_bytes)]
+    if isinstance(w, Collective):
+        return [("workload.sizes_bytes", max(w.sizes_bytes))]
+    if isinstance(w, Permutation):
+        return [("workload.size_bytes", w.size_bytes)]
+    if isinstance(w, ConnectionMatrix):
+        return [("workload.file" if w.file else "workload.text",
+                 max(f.size_bytes for f in w.flows))]
+    return []
+
+
+def sending_ports(lab: Lab) -> int:
+    """NIC ports that carry the workload's DATA (the time base of the lost share)."""
+    w = lab.workload
+    if isinstance(w, WriteBw):
+        hosts = {s for s, _ in w.pairs} | ({d for _, d in w.pairs} if w.bidirectional else set())
+    elif isinstance(w, Collective | Permutation):
+        hosts = set(w.hosts)
+    elif isinstance(w, ConnectionMatrix):
+        hosts = {f.src for f in w.flows}
+    else:
+        hosts = set(range(lab.fabric.hosts))
+    return max(1, len(hosts)) * lab.fabric.planes
+
+
+def _next_step(value: float) -> float:
+    """The smallest 1-2-5 factor at or above ``value``."""
+    exp = math.floor(math.log10(max(value, 1.0)))
+    for e in (exp, exp + 1):
+        for step in (1, 2, 5):
+            if step * 10 ** e >= value:
+                return float(step * 10 ** e)
+    return float(10 ** (exp + 1))
+
+
+def judge_pace(result: Any) -> dict[str, Any]:
+    """Judge a finished live run's pace and record it in ``result.summary["live"]``:
+    ``kept_up``, ``pace`` (per transport: lost share, kernel drops, fabric lag) and, when it
+    fell behind, ``pace_warning`` and ``suggested_dilation``. Returns the ``live`` entry."""
+    summary = result.summary
+    info = summary.setdefault("live", {})
+    dilation = float(info.get("dilation") or 0)
+    ports = sending_ports(result.lab)
+    pace: dict[str, Any] = {}
+    worst = 0.0
+    behind: list[str] = []
+    for name, entry in summary.get("transports", {}).items():
+        live = entry.get("live") or {}
+        hosts = live.get("hosts") or {}
+        model_us = float(live.get("model_us") or 0)
+        lost_ps = int(hosts.get("tx_lost_ps", 0) or 0)
+        lost_pct = 100 * lost_ps / (ports * model_us * 1e6) if model_us > 0 else 0.0
+        kernel = live.get("kernel_drops")
+        fabric = live.get("fabric") or {}
+        pace[name] = {"tx_lost_pct": round(lost_pct, 3), "kernel_drops": kernel,
+                      "fabric_lag_max_us": fabric.get("lag_max_us")}
+        worst = max(worst, lost_pct)
+        if lost_pct > MAX_LOST_PCT:
+            behind.append(f"{name}: its NIC ports lost {lost_pct:.1f}% of their sending time "
+                          "to late wake-ups")
+        if kernel:
+            behind.append(f"{name}: the kernel dropped {kernel} datagrams on full socket "
+                          "buffers")
+    info["pace"] = pace
+    info["kept_up"] = not behind
+    if behind and dilation > 0:
+        suggested = _next_step(dilation * max(2.0, worst / MAX_LOST_PCT))
+        info["suggested_dilation"] = suggested
+        info["pace_warning"] = (
+            f"the live runtime fell behind its modelled clock at --dilation {dilation:g} ("
+            + "; ".join(behind) + "), so the modelled rates are understated; rerun with "
+            f"--dilation {suggested:g} or more (an estimate)")
+    return info
