@@ -67,14 +67,18 @@ def send(fabric: KernelFabric, sock: socket.socket, src: int, dst: int, address:
 
 
 def received(sock: socket.socket) -> list[bytes]:
+    """What arrives: the first packet may wait for neighbour discovery on each hop of a path
+    not used before (slow on a loaded machine), so wait up to 3 s for it, then 0.2 s after
+    each packet."""
     out = []
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + 3.0
     while time.monotonic() < deadline:
         try:
             out.append(sock.recv(65_535))
             deadline = time.monotonic() + 0.2
         except TimeoutError:
-            break
+            if out:
+                break
     return out
 
 
