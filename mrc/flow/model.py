@@ -36,8 +36,8 @@ from mrc.packet import ACK_BYTES
 from mrc.transport import params as transport_params
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
-#: Crossing connections above which MRC's EVs are spread by expectation, not enumerated
-#: (``build_ev_set`` costs ~0.5 ms per pair at 256 T1s).
+#: Crossing connections above which round-robin MRC's EVs are spread by expectation, not
+#: enumerated (``build_ev_set`` costs ~0.5 ms per pair at 256 T1s).
 EXACT_EV_LIMIT = 10_000
 #: Refuse a run whose estimated peak memory exceeds this (the issue's bar: 8 GB).
 MAX_BYTES = 8 * 1024**3
@@ -107,16 +107,18 @@ def plan(spec: FabricSpec, work: Workload, models: list[TransportModel],
     per_plane = max(1, -(-ev_count // spec.planes))
     out: dict[str, Any] = {"groups": groups, "aggregated": aggregated, "transports": {}}
     peak = 0
+    local = groups - crossing
     for m in models:
         if m.kind == "mrc":
-            exact = not aggregated and crossing <= EXACT_EV_LIMIT
+            exact = not m.reps and not aggregated and crossing <= EXACT_EV_LIMIT
             spread = min(per_plane, spec.t1) if exact else 1 + t1_faults
-            entries = groups * spec.planes * spread
+            entries = local * spec.planes + crossing * spec.planes * spread
             mode = "exact" if exact else "symmetric"
         else:
             mode = "multinomial" if aggregated else (
                 "exact" if crossing * m.qps * spec.t1 <= HASH_BUDGET else "sampled")
-            entries = groups * (spec.planes * (1 + t1_faults) if aggregated else m.qps)
+            entries = (local * spec.planes + crossing * spec.planes * (1 + t1_faults)
+                       if aggregated else local * spec.planes + crossing * m.qps)
         estimate = entries * _BYTES_PER_ENTRY + groups * spec.planes * _BYTES_PER_GROUP_PLANE
         out["transports"][m.name] = {"path_model": mode, "entries": entries,
                                      "estimate_bytes": estimate}

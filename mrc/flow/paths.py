@@ -4,12 +4,18 @@ Both come from the packet model's own definitions, imported, never re-derived:
 
 * MRC: :func:`mrc.transport.evset.build_ev_set` (the sender's EVs, as ``SimStack`` builds
   them with the run's seed): EV k on plane k mod P, and within a plane a seeded order of
-  T1s per host pair. ``exact`` spread counts each connection's EVs per (plane, T1). The
+  T1s per host pair. The ``exact`` spread counts each connection's EVs per (plane, T1):
+  what round-robin spraying (``spray = "round_robin"``) loads each path with. The
   ``symmetric`` spread keeps the per-plane counts (they do not depend on the pair) and
-  replaces the pair's seeded choice of T1s by its expectation, an even spread over the
-  plane's T1s: exact when a plane's EV count is a multiple of its T1 count (every bundled
-  lab: 16 EVs over 4 T1s), and otherwise the mean of a choice that the run's thousands of
-  pairs per T0 pair average out (per-link load within ~1/sqrt(pairs x EVs) of it).
+  spreads each plane's share evenly over the plane's live T1s. It is exact when a plane's EV
+  count is a multiple of its T1 count (every bundled lab: 16 EVs over 4 T1s: each pair has
+  4 EVs on every T1). Otherwise (Fairwater: 16 EVs over 256 T1s) it is REPS's steady state,
+  MRC's default spray: REPS keeps reusing the EVs whose packets come back unmarked and only
+  explores the others, so load leaves a path whose queue marks packets until no path is
+  hotter than the rest, and the paths of a T0 pair, reached by thousands of pairs' EV sets,
+  end up evenly loaded (fixed round-robin splits over each pair's 16 random T1s would load
+  some uplinks 50% above the mean). It is also the only affordable spread for an
+  aggregated all-to-all.
 * RC: :func:`mrc.transport.rc_connection.ecmp_t1` pins QP i of a connection to plane
   i mod P (``RcConnection``) and to the T1 its rendezvous hash of (src, dst, qpn) picks;
   QPNs are numbered as ``SimStack.allocate_qpn`` hands them out (from 1, a block of

@@ -22,8 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: A resource counts as full when less than this share of its capacity is left.
+#: Resources that fill within this relative margin of the first one fill with it (ties).
 FULL = 1e-9
+#: After this many rounds (a problem without the Clos's symmetry, e.g. random loads), the
+#: margin widens to ``LOOSE``: every rate is then within 1% of the exact max-min rate, and
+#: the number of rounds stays bounded.
+EXACT_ROUNDS = 100
+LOOSE = 1e-2
 
 
 @dataclass(frozen=True)
@@ -46,34 +51,39 @@ def max_min(rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, capacity: np.n
     if nvars == 0:
         return Allocation(rates, 0)
     nres = len(capacity)
-    remaining = capacity.astype(float).copy()
-    cap_floor = FULL * np.maximum(capacity, 1e-300)
-    bound = np.full(nvars, np.inf) if demand is None else demand.astype(float)
+    remaining = np.array(capacity, dtype=float)
+    bound = None if demand is None else np.asarray(demand, dtype=float)
     active = np.zeros(nvars, dtype=bool)
     active[cols] = True
-    active &= bound > 0
-    keep = active[cols]
-    r, c, k = rows[keep], cols[keep], coef[keep]
+    if bound is not None:
+        active &= bound > 0
+    r, c, k = rows, cols, coef
+    keep = active[c]
+    if not keep.all():
+        r, c, k = r[keep], c[keep], k[keep]
     rounds = 0
     while r.size:
         rounds += 1
+        tol = FULL if rounds <= EXACT_ROUNDS else LOOSE
         growth = np.bincount(r, weights=k, minlength=nres)
-        loaded = growth > 0
-        step = float(np.min(remaining[loaded] / growth[loaded]))
+        loaded = np.flatnonzero(growth > 0)
+        until_full = np.maximum(remaining[loaded], 0.0) / growth[loaded]
+        step = float(until_full.min())
         live = np.flatnonzero(active)
-        headroom = bound[live] - rates[live]
-        step = max(0.0, min(step, float(np.min(headroom))))
+        capped = None
+        if bound is not None:
+            headroom = bound[live] - rates[live]
+            step = min(step, float(headroom.min()))
+            capped = live[np.isfinite(headroom) & (headroom <= step * (1 + tol))]
         rates[live] += step
-        remaining -= step * growth
-        full = loaded & (remaining <= cap_floor)
+        remaining[loaded] -= step * growth[loaded]
+        full = np.zeros(nres, dtype=bool)
+        full[loaded[until_full <= step * (1 + tol) + 1e-300]] = True
         frozen = np.zeros(nvars, dtype=bool)
         frozen[c[full[r]]] = True
-        frozen[live[headroom - step <= FULL * np.maximum(bound[live], 1.0)]] = True
-        if not frozen.any():  # numerical corner: freeze the tightest resource's variables
-            tight = loaded & (remaining <= np.min(remaining[loaded]) + cap_floor)
-            frozen[c[tight[r]]] = True
+        if capped is not None:
+            frozen[capped] = True
         active &= ~frozen
         keep = active[c]
         r, c, k = r[keep], c[keep], k[keep]
-        np.maximum(remaining, 0.0, out=remaining)
     return Allocation(rates, rounds)

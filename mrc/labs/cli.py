@@ -80,14 +80,20 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
               help="Live: address the fabric and hosts bind.")
 @click.option("--allow-non-loopback", is_flag=True,
               help="Live: allow --bind to be an address other than loopback.")
+@click.option("--model", type=click.Choice(["packet", "flow"]), default="packet",
+              show_default=True,
+              help="packet: every packet simulated (pod-sized fabrics); flow: steady-state "
+                   "rates by max-min fairness, any fabric up to Fairwater's 131,072 NICs, "
+                   "same outputs marked flow-level.")
 def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         bin_us: str | None, assignments: tuple[str, ...], quiet: bool, runtime: str = "sim",
         dilation: str | None = None, pcap: str | None = None, bind_host: str = "127.0.0.1",
-        allow_non_loopback: bool = False) -> None:
+        allow_non_loopback: bool = False, model: str = "packet") -> None:
     """Run LAB (a .toml path or a bundled lab name) for every transport and compare them.
 
     Writes timeseries.csv, events.csv, summary.json, bandwidth.png (and collective.csv for
-    collectives) into --out, and prints a comparison table.
+    collectives) into --out, and prints a comparison table. With --model flow the same files
+    come from the flow-level model (steady-state rates), at any fabric size.
     """
     def go() -> int:
         from mrc.labs.runner import prepare, run_lab
@@ -96,7 +102,10 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         overrides = dict(parse_assignment(a) for a in assignments)
         seed_n = _parse_number(seed, int, "--seed")
         bin_x = _parse_number(bin_us, float, "--bin-us")
-        prepared = prepare(lab, seed=seed_n, bin_us=bin_x, overrides=overrides)
+        if model == "flow" and runtime != "sim":
+            raise LabError("--model flow computes rates; it has no --runtime live", "--model")
+        prepared = prepare(lab, seed=seed_n, bin_us=bin_x, overrides=overrides,
+                           **({"max_nic_ports": None} if model == "flow" else {}))
         out_dir = Path(out) if out else DEFAULT_OUT_ROOT / prepared.name
         if out_dir.exists() and not out_dir.is_dir():
             raise LabError("exists and is not a directory", "--out", str(out_dir))
@@ -110,8 +119,13 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
                 bind_host != "127.0.0.1":
             raise LabError("--dilation, --pcap, --bind and --allow-non-loopback need "
                            "--runtime live", "--runtime")
-        result = run_lab(prepared, transports=transports, progress=show_bar, runtime=runtime,
-                         live=live)
+        if model == "flow":
+            from mrc.labs.flowrun import run_flow_lab
+
+            result = run_flow_lab(prepared, transports=transports)
+        else:
+            result = run_lab(prepared, transports=transports, progress=show_bar,
+                             runtime=runtime, live=live)
         result.write(out_dir)
         if not quiet:
             click.echo(result.table())

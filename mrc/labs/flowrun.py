@@ -115,7 +115,7 @@ def run_flow_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     bin_ps = us(lab.run.bin_us)
     try:
         results = flow.run(spec, work, models, sched, seed=lab.run.seed, end_ps=duration_ps,
-                           ev_count=ev_count, max_bytes=max_bytes, batch_ps=bin_ps / 50)
+                           ev_count=ev_count, max_bytes=max_bytes, batch_ps=bin_ps)
     except flow.TooLarge as exc:
         raise LabError(str(exc), "fabric", lab.source) from None
     runs = [_transport_run(lab, spec_t, r, work, bin_ps)
