@@ -158,8 +158,8 @@ def make_layout(spec: FabricSpec, hosts: np.ndarray, changes: list[Change], *,
         keys: dict[tuple[str, int], int] = {}
         group_of_t0 = np.empty(t0s, dtype=np.int64)
         for i in range(t0s):
-            key = ("t0", i) if i in t0_faults else ("ranks", int(ranks_per_t0[i]))
-            group_of_t0[i] = keys.setdefault(key, len(keys))
+            t0_key = ("t0", i) if i in t0_faults else ("ranks", int(ranks_per_t0[i]))
+            group_of_t0[i] = keys.setdefault(t0_key, len(keys))
         group_size = np.bincount(group_of_t0, minlength=len(keys)).astype(np.int64)
         host_group = group_of_t0[t0_of_host]
         special = {h: frozenset(v) for h, v in host_faults.items()}
@@ -223,9 +223,9 @@ def make_view(layout: Layout, conditions: Conditions,
         e = names.resolve(spec, target)
         plane = int(e.plane) if e.plane is not None else 0
         if e.kind == names.T0:  # a named T0 is a group of its own
-            t0_ok[plane, layout.group_of_t0[int(e.index)]] = False  # type: ignore[arg-type]
+            t0_ok[plane][int(layout.group_of_t0[e.index or 0])] = False
         elif e.kind == names.T1:
-            g = layout.type_of[plane, int(e.index)]  # type: ignore[arg-type]
+            g = int(layout.type_of[plane][e.index or 0])
             if family == "drain":
                 drained[g] = True
             else:
@@ -241,8 +241,8 @@ def make_view(layout: Layout, conditions: Conditions,
             elif family == "loss":
                 host_loss[c, plane] = value
         else:  # a T0-T1 link
-            g = layout.type_of[plane, int(e.t1)]  # type: ignore[arg-type]
-            i = layout.group_of_t0[int(e.t0)]  # type: ignore[arg-type]
+            g = int(layout.type_of[plane][e.t1 or 0])
+            i = int(layout.group_of_t0[e.t0 or 0])
             if family == "down":
                 type_ok[i, g] = False
             elif family == "degrade":

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from mrc.flow import conditions as cond
-from mrc.flow.engine import TransportModel, Trace, simulate
+from mrc.flow.engine import Trace, TransportModel, simulate
 from mrc.flow.fabric import Layout, touched
 from mrc.flow.paths import (
     HASH_BUDGET,

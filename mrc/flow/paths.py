@@ -130,9 +130,9 @@ def mrc_entries(spec: FabricSpec, layout: Layout, groups: Groups, ev_count: int,
         per_plane = ev_counts_per_plane(spec, ev_count, seed)
         share = per_plane[layout.type_plane] * layout.type_size / spec.t1  # per type
         types = np.flatnonzero(share > 0)
-        g = np.repeat(cross, len(types))
-        t = np.tile(types, len(cross))
-        parts.append(Entries(g, layout.type_plane[t], t, share[t]))
+        gs = np.repeat(cross, len(types))
+        ts = np.tile(types, len(cross))
+        parts.append(Entries(gs, layout.type_plane[ts], ts, share[ts]))
     return Entries.concat(parts)
 
 
@@ -166,18 +166,18 @@ def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: 
     assert groups.opened is not None and groups.src_host is not None
     assert groups.dst_host is not None
     g = np.repeat(cross, qps)
-    i = np.tile(np.arange(qps), len(cross))
-    p = planes_of_qp[i]
+    qp = np.tile(np.arange(qps), len(cross))
+    p = planes_of_qp[qp]
     if pinning == "exact":
         base = 1 + groups.opened[g] * qps  # SimStack.allocate_qpn: from 1, a block each
-        t1 = np.array([ecmp_t1(spec, int(s), int(d), int(q)) for s, d, q in zip(
-            groups.src_host[g].tolist(), groups.dst_host[g].tolist(), (base + i).tolist(),
+        pins = np.array([ecmp_t1(spec, int(s), int(d), int(q)) for s, d, q in zip(
+            groups.src_host[g].tolist(), groups.dst_host[g].tolist(), (base + qp).tolist(),
             strict=True)], dtype=np.int64)
     elif pinning == "sampled":
-        t1 = rng.integers(0, spec.t1, size=len(g))
+        pins = rng.integers(0, spec.t1, size=len(g))
     else:
         raise ValueError(f"unknown RC pinning {pinning!r}")
-    gtype = layout.type_of[p, t1]
+    gtype = layout.type_of[p, pins]
     key = (g * layout.types + gtype)
     uniq, counts = np.unique(key, return_counts=True)
     gt = uniq % layout.types

@@ -125,16 +125,16 @@ def mrc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, aliv
     var_key = entries.group * planes + entries.plane
     plane_weight = np.bincount(var_key, weights=weight, minlength=len(groups) * planes)
     usable = (plane_weight > 0).reshape(len(groups), planes)
-    dead = ~usable.any(axis=1)
+    dead = np.asarray(~usable.any(axis=1))
     sel = np.flatnonzero((weight > 0) & running[entries.group])
     share = weight[sel] / plane_weight[var_key[sel]]
     wire = share / (1.0 - np.minimum(alive.loss[sel], 0.999)) * groups.mult[entries.group[sel]]
     var_ids, var_of = np.unique(var_key[sel], return_inverse=True)
     rows, cols, coef = _coo(layout, groups, entries, alive, sel, var_of, wire, ack_ratio)
     alloc = max_min(rows, cols, coef, _capacity(layout, view), len(var_ids))
-    per_plane = np.zeros(len(groups) * planes)
-    per_plane[var_ids] = alloc.rates
-    per_plane = per_plane.reshape(len(groups), planes)
+    flat = np.zeros(len(groups) * planes)
+    flat[var_ids] = alloc.rates
+    per_plane = flat.reshape(len(groups), planes)
     conn = per_plane.sum(axis=1)
     share_p = np.divide(per_plane, conn[:, None], out=np.zeros_like(per_plane),
                         where=conn[:, None] > 0)

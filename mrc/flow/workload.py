@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mrc.flow.fabric import Layout, make_layout
 from mrc.flow.conditions import Change
+from mrc.flow.fabric import Layout, make_layout
 from mrc.flow.paths import Groups
 from topology.spec import FabricSpec
 
@@ -118,7 +118,6 @@ def build(spec: FabricSpec, work: Workload, changes: list[Change], *, symmetric_
 
 def class_index(layout: Layout, work: Workload, hosts: list[int]) -> dict[int, int]:
     """The class of each of ``hosts`` (hosts a fault names) that the workload uses."""
-    out: dict[int, int] = {}
     if isinstance(work, Collective) and work.aggregated():
         # a host a fault names is alone in its class (the fault names it), so it is its
         # class's representative

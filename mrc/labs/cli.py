@@ -119,6 +119,7 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
                 bind_host != "127.0.0.1":
             raise LabError("--dilation, --pcap, --bind and --allow-non-loopback need "
                            "--runtime live", "--runtime")
+        result: Any
         if model == "flow":
             from mrc.labs.flowrun import run_flow_lab
 

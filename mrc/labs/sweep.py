@@ -7,7 +7,9 @@ file (TOML) names a base lab and the lab keys to vary, by their dotted paths (th
     name = "sweep-t1-reboot"             # optional, default: the file name
     description = "one line"
     lab = "t1-reboot"                    # base lab: a path (relative to this file), a bundled
-                                         # lab name, or an inline [lab] table (a whole lab)
+                                         # lab name, or an inline [lab] table (a whole lab);
+                                         # or a fleet file (kind = "fleet": mrc-lab fleet)
+    model = "packet"                     # packet (default) | flow: the flow-level model
     transports = ["mrc", "rc"]           # optional subset of the lab's transports
 
     [set]                                # optional: fixed overrides applied to every run
@@ -60,6 +62,7 @@ from typing import Any
 
 import pandas as pd
 
+from mrc.labs import models
 from mrc.labs.errors import LabError
 from mrc.labs.schema import (
     Lab,
@@ -69,7 +72,6 @@ from mrc.labs.schema import (
     check_table,
     find_bundled,
     load_lab,
-    materialize,
     parse_toml,
     read_lab_text,
     resolve_lab_path,
@@ -78,7 +80,7 @@ from mrc.labs.schema import (
     validate,
 )
 
-SWEEP_KEYS = ("name", "description", "lab", "transports", "set", "grid", "zip")
+SWEEP_KEYS = ("name", "description", "lab", "model", "transports", "set", "grid", "zip")
 SEED_PARAM = "run.seed"
 MAX_RUNS = 100_000
 MAX_SWEEP_BYTES = 4 * 1024 * 1024
@@ -118,11 +120,12 @@ class Sweep:
     name: str
     description: str
     source: str | None
-    base: Lab
+    base: Any  # a Lab, or a Fleet when model == "fleet"
     fixed: dict[str, Any]
     axes: tuple[tuple[str, ...], ...]  # the parameter paths of each axis (a zip has several)
     transports: tuple[str, ...] | None  # the selection passed to the runner (None: all)
     runs: tuple[SweepRun, ...]
+    model: str = "packet"  # packet | flow | fleet (mrc.labs.models)
 
     @property
     def params(self) -> list[str]:
@@ -133,7 +136,7 @@ class Sweep:
         return {"name": self.name, "description": self.description, "source": self.source,
                 "lab": self.base.name, "lab_source": self.base.source, "set": self.fixed,
                 "params": self.params, "transports": list(self.transports or ()) or None,
-                "runs": [{"run_id": r.run_id, "index": r.index, "params": r.params}
+                "model": self.model, "runs": [{"run_id": r.run_id, "index": r.index, "params": r.params}
                          for r in self.runs]}
 
 
@@ -143,11 +146,16 @@ def canonical_json(value: Any) -> str:
                       allow_nan=False)
 
 
-def run_id(lab: Mapping[str, Any], lab_name: str, transports: Sequence[str] | None) -> str:
-    """A stable id for one run: blake2b of its resolved lab and transport selection, so the
-    same run gets the same folder on every invocation and machine (unlike ``hash()``)."""
-    payload = canonical_json({"lab": lab, "name": lab_name,
-                              "transports": list(transports) if transports else None})
+def run_id(lab: Mapping[str, Any], lab_name: str, transports: Sequence[str] | None,
+           model: str = "packet") -> str:
+    """A stable id for one run: blake2b of its resolved lab, transport selection and (when
+    not the packet model) model, so the same run gets the same folder on every invocation
+    and machine (unlike ``hash()``)."""
+    doc: dict[str, Any] = {"lab": lab, "name": lab_name,
+                           "transports": list(transports) if transports else None}
+    if model != "packet":
+        doc["model"] = model
+    payload = canonical_json(doc)
     return hashlib.blake2b(payload.encode(), digest_size=ID_BYTES).hexdigest()
 
 
@@ -191,25 +199,33 @@ def _build(raw: dict[str, Any], default_name: str, source: str | None,
                        "output folder)", "name")
     description = check_str(raw.get("description", ""), "description").strip()
     base = _base_lab(raw, base_dir)
+    model = "fleet" if not isinstance(base, Lab) else check_str(
+        raw.get("model", "packet"), "model", models.LAB_MODELS)
     transports = _transport_selection(raw.get("transports"))
     fixed = dict(_leaves(check_table(raw.get("set", {}), "set"), "", "set"))
     axes_values = _axes(raw)
     paths = [(where, p) for where, axis in axes_values for p in axis]
     _check_disjoint([(f"set.{p}", p) for p in fixed] + paths)
-    start = materialize(base)
+    start = models.materialize(base)
     for path, value in fixed.items():
         start = apply_param(start, path, value, f"set.{path}")
-    runs = _expand(base, start, fixed, axes_values, transports)
+    runs = _expand(base, start, fixed, axes_values, transports, model)
     return Sweep(name=sweep_name, description=description, source=source, base=base,
                  fixed=fixed, axes=tuple(tuple(axis) for _, axis in axes_values),
-                 transports=transports, runs=tuple(runs))
+                 transports=transports, runs=tuple(runs), model=model)
 
 
-def _base_lab(raw: Mapping[str, Any], base_dir: Path) -> Lab:
+def _base_lab(raw: Mapping[str, Any], base_dir: Path) -> Any:
     if "lab" not in raw:
         raise LabError("missing required key (a lab file, a bundled lab name, or an inline "
                        "[lab] table)", "lab")
     spec = raw["lab"]
+    try:
+        fleet = models.fleet_base(spec, base_dir)
+    except LabError as exc:
+        raise LabError(f"base fleet {exc}", "lab") from None
+    if fleet is not None:
+        return fleet
     if isinstance(spec, dict):
         try:
             return validate(copy.deepcopy(spec), name=str(spec.get("name", "lab")),
@@ -321,11 +337,9 @@ def apply_param(lab: Mapping[str, Any], path: str, value: Any, key: str) -> dict
         raise LabError(exc.message, key) from None
 
 
-def _expand(base: Lab, start: dict[str, Any], fixed: Mapping[str, Any],
+def _expand(base: Any, start: dict[str, Any], fixed: Mapping[str, Any],
             axes: list[tuple[str, dict[str, list[Any]]]],
-            transports: tuple[str, ...] | None) -> list[SweepRun]:
-    from mrc.labs.runner import prepare, select_transports
-
+            transports: tuple[str, ...] | None, model: str = "packet") -> list[SweepRun]:
     total = math.prod(len(next(iter(group.values()))) for _, group in axes)
     if total > MAX_RUNS:
         raise LabError(f"{total:,} runs is more than a sweep runs (at most {MAX_RUNS:,})", "grid")
@@ -343,12 +357,11 @@ def _expand(base: Lab, start: dict[str, Any], fixed: Mapping[str, Any],
                 params[path] = values[k]
                 origin[path] = key
         try:
-            checked = prepare(validate(copy.deepcopy(lab), name=base.name, source=base.source,
-                                       base_dir=base.base_dir))  # + the simulator's size limit
-            selected = select_transports(checked, transports)
+            # a full check (the packet model's size limit included)
+            _, selected = models.check_point(model, lab, base, transports)
         except LabError as exc:
             raise _point_error(exc, params, origin, fixed) from None
-        rid = run_id(lab, base.name, transports)
+        rid = run_id(lab, base.name, transports, model)
         if rid in seen:
             raise LabError(f"runs {seen[rid]} and {index} are the same lab (a value is repeated "
                            f"in the grid): {_show_params(params)}", "grid")
@@ -392,6 +405,7 @@ class RunTask:
     base_dir: str | None
     transports: tuple[str, ...] | None
     out_dir: str
+    model: str = "packet"
 
 
 def lab_runner(lab: Lab, transports: list[str] | None) -> Any:
@@ -419,9 +433,10 @@ def execute_run(task: RunTask, runner: Runner | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"run_id": task.run_id, "status": "ok", "error": None,
                               "summary": None}
     try:
-        lab = validate(copy.deepcopy(task.lab), name=task.lab_name, source=task.source,
-                       base_dir=Path(task.base_dir) if task.base_dir else None)
-        result = (runner or lab_runner)(lab, list(task.transports) if task.transports else None)
+        lab = models.load(task.model, task.lab, task.lab_name, task.source,
+                          Path(task.base_dir) if task.base_dir else None)
+        run = runner or (lab_runner if task.model == "packet" else models.runner(task.model))
+        result = run(lab, list(task.transports) if task.transports else None)
         with _WRITE_LOCK:
             result.write(out)
         record["summary"] = json.loads(json.dumps(result.summary, default=_json_default))
@@ -622,7 +637,8 @@ def run_sweep(sweep: Sweep | str | Path | Mapping[str, Any], *, out: str | Path 
     tasks = [RunTask(run_id=r.run_id, index=r.index, lab=r.lab, lab_name=sweep.base.name,
                      source=sweep.base.source,
                      base_dir=str(sweep.base.base_dir) if sweep.base.base_dir else None,
-                     transports=sweep.transports, out_dir=str(run_dir(out_dir, r.run_id)))
+                     transports=sweep.transports, out_dir=str(run_dir(out_dir, r.run_id)),
+                     model=sweep.model)
              for r in pending]
     bar = _progress_bar(len(sweep.runs), len(records), sweep.name) if progress else None
 
