@@ -167,7 +167,7 @@ def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: 
     assert groups.dst_host is not None
     g = np.repeat(cross, qps)
     qp = np.tile(np.arange(qps), len(cross))
-    p = planes_of_qp[qp]
+    qp_plane = planes_of_qp[qp]
     if pinning == "exact":
         base = 1 + groups.opened[g] * qps  # SimStack.allocate_qpn: from 1, a block each
         pins = np.array([ecmp_t1(spec, int(s), int(d), int(q)) for s, d, q in zip(
@@ -177,7 +177,7 @@ def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: 
         pins = rng.integers(0, spec.t1, size=len(g))
     else:
         raise ValueError(f"unknown RC pinning {pinning!r}")
-    gtype = layout.type_of[p, pins]
+    gtype = layout.type_of[qp_plane, pins]
     key = (g * layout.types + gtype)
     uniq, counts = np.unique(key, return_counts=True)
     gt = uniq % layout.types

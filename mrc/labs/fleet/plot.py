@@ -38,12 +38,14 @@ def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,
     ax_int.set_ylabel("job interruptions per day")
     ax_thr.set_ylabel("effective training throughput (of ideal)")
     ax_thr.set_ylim(0, 1.02)
-    inputs = summary.get("inputs", {})
-    job = inputs.get("job", {})
+    ticks = sorted(set(table["gpus"].tolist()))
+    for ax in (ax_int, ax_thr):
+        ax.set_xticks(ticks, [f"{g // 1024}K" if g >= 1024 else str(g) for g in ticks])
+        ax.minorticks_off()
     fig.suptitle(f"{summary.get('fleet', 'fleet')}: {summary.get('trials')} trials x "
-                 f"{summary.get('days')} days, {job.get('workload')}, checkpoint every "
-                 f"{job.get('checkpoint_interval_min')} min, restart "
-                 f"{job.get('restart_min')} min (bands: 90% of trials)", fontsize=9)
+                 f"{summary.get('days'):g} days, {summary.get('workload')}, checkpoint every "
+                 f"{summary.get('checkpoint_interval_min'):g} min, restart "
+                 f"{summary.get('restart_min'):g} min (bands: 90% of trials)", fontsize=9)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130, metadata={"Software": None})

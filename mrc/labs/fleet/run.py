@@ -6,9 +6,9 @@ Outputs (``--out DIR``, default ``./mrc-lab-out/<fleet name>/``):
   per day, effective throughput, interruptions by fault class;
 * ``fleet.csv``: per (job size, transport): the mean and a 90% interval over trials;
 * ``impacts.csv``: what each fault class does to each job size (from the flow model);
-* ``summary.json``: the inputs as understood (every rate and its source) and the headline
-  numbers; ``fleet.png``: interruptions per day and effective throughput against job size,
-  MRC and RC.
+* ``summary.json``: the headline numbers; ``fleet.json``: the inputs as understood (every
+  rate resolved) and where the defaults come from; ``fleet.png``: interruptions per day and
+  effective throughput against job size, MRC and RC.
 """
 
 from __future__ import annotations
@@ -56,12 +56,20 @@ class FleetResult:
                             ("impacts.csv", self.impacts)):
             write_csv(frame, out / name)
             written.append(out / name)
-        (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n",
-                                          encoding="utf-8")
-        written.append(out / "summary.json")
+        for name, doc in (("summary.json", self.summary), ("fleet.json", self.inputs())):
+            (out / name).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            written.append(out / name)
         fig = self.plot(out / "fleet.png")
         close(fig)
         return [*written, out / "fleet.png"]
+
+    def inputs(self) -> dict[str, Any]:
+        """The fleet file as understood (every rate resolved) and where the defaults come
+        from: fleet.json, the fleet's lab.json."""
+        from mrc.labs.fleet import rates as rate_notes
+
+        return {**self.fleet.to_dict(),
+                "rate_sources": " ".join((rate_notes.__doc__ or "").split())}
 
     def text(self) -> str:
         """The table a terminal shows: per job size, both transports side by side."""
@@ -153,8 +161,6 @@ def _table(trials: pd.DataFrame) -> pd.DataFrame:
 
 def _summary(fleet: Fleet, table: pd.DataFrame, models: dict[str, TransportModel],
              wall_s: float) -> dict[str, Any]:
-    from mrc.labs.fleet import rates as rate_notes
-
     by_size: dict[str, dict[str, Any]] = {}
     for row in table.to_dict("records"):
         entry = by_size.setdefault(str(row["gpus"]), {})
@@ -170,6 +176,8 @@ def _summary(fleet: Fleet, table: pd.DataFrame, models: dict[str, TransportModel
             f"effective_throughput_{r['gpus']}": round(r["effective_throughput"], 4)
             for r in rows.to_dict("records")}}
     return {"fleet": fleet.name, "model": "fleet", "seed": fleet.seed, "trials": fleet.trials,
-            "days": fleet.days, "wall_s": round(wall_s, 2), "inputs": fleet.to_dict(),
-            "rate_sources": " ".join(rate_notes.__doc__.split()) if rate_notes.__doc__
-            else "", "by_gpus": by_size, "transports": transports}
+            "days": fleet.days, "workload": fleet.workload,
+            "comm_fraction": fleet.comm_fraction,
+            "checkpoint_interval_min": fleet.checkpoint_s / 60,
+            "restart_min": fleet.restart_s / 60, "wall_s": round(wall_s, 2),
+            "by_gpus": by_size, "transports": transports}
