@@ -46,10 +46,11 @@ Where a choice is random per pair (MRC's T1 order, RC's hash) and too many pairs
 enumerate, its expectation or a draw from its distribution stands in, and the summary says
 which (``flow.<transport>.path_model``).
 
-Layering: this package sits at the simulator's level (beside ``mrc.sim``, above
-``mrc.transport``): it imports ``topology``, ``mrc.units``, ``mrc.ev`` and the transports'
-definitions (EV sets, ECMP pins, configs, and the lab-parameter mapping in
-``mrc.transport.params``), never the labs layer; ``mrc.labs.flowrun`` adapts a lab to it.
+Layering: this package sits directly above the simulator (``mrc.sim < mrc.flow <
+mrc.labs``): it imports ``topology``, ``mrc.units``, ``mrc.ev``, ``mrc.packet`` and the
+transports' definitions (EV sets, ECMP pins, RC/MRC configs and the lab-parameter mapping,
+which issue 13 moves from ``mrc.transport`` into ``mrc.sim``), never ``mrc.sim``'s engine and
+never the labs layer; ``mrc.labs.flowrun`` adapts a lab to it.
 """
 
 from mrc.flow.model import MAX_BYTES, FlowRun, TooLarge, estimate_bytes, plan, run, transport_model
