@@ -3,7 +3,9 @@
 A lab's ``[[fault]]`` entries expand (``mrc.labs.schedule.schedule``) into timed primitives
 (``link_down``, ``switch_up``, ``loss_start``...). Here they become *conditions*, keyed by
 (family, element): ``("down", "p0.t1.3")``, ``("loss", link) -> p``, ``("degrade", link) ->
-fraction``, ``("drain", t1)``. The fabric's state over an interval is the set of active
+fraction``, ``("drain", t1)``, ``("stall", host)`` (``nic_stall``: a stuck NIC drops what
+it receives, so every connection to or from it stops: its data or its ACKs are lost). The
+fabric's state over an interval is the set of active
 conditions, so two intervals with equal sets have equal rates (a flapping link costs two
 solves, not one per flap). As in the simulator, a link is unusable while *any* cause holds it
 down (its own ``link_down``, a dead switch at either end, a dead NIC port).
@@ -34,7 +36,10 @@ ACTIONS: dict[str, tuple[str, bool]] = {
     "loss_start": ("loss", True), "loss_end": ("loss", False),
     "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
     "drain_start": ("drain", True), "drain_end": ("drain", False),
+    "stall_start": ("stall", True), "stall_end": ("stall", False),
 }
+#: Families whose end MRC trusts only after its probes (a path that comes back).
+_PROBED = ("down", "stall")
 _VALUE = {"loss": "probability", "degrade": "rate_fraction"}
 
 Conditions = frozenset[tuple[tuple[str, str], float]]
@@ -98,7 +103,7 @@ def mrc_view(changes: list[Change], reintegrate_ps: int) -> list[Change]:
     out: list[Change] = []
     pending: dict[str, Change] = {}  # target -> its delayed up, not yet effective
     for change in sorted(changes, key=lambda c: c.time_ps):
-        if change.family == "down":
+        if change.family in _PROBED:
             late = pending.get(change.target)
             if late is not None and late.time_ps > change.time_ps:
                 if change.starts:  # down again before MRC trusted it: it never came back

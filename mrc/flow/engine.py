@@ -4,11 +4,21 @@ Events are the fault schedule in the transport's view (:mod:`mrc.flow.conditions
 workload's own (a flow starts or ends, an iteration ends) and the transports' timers, taken
 from the packet model's definitions:
 
-* RC (``RcQp``): a QP whose path dies stops making progress at that instant; its local ACK
-  timer retries every ``timeout`` and, if the path is back at a retry, the QP resumes there;
-  otherwise it errors at ``last progress + (retry_cnt + 1) x timeout``
-  (``RcConfig.error_after_ps``). A stalled QP stalls its connection (striping), and the first
-  QP error fails the job (NCCL aborts on any QP error; ``RcConnection`` aborts the rest).
+* RC (``RcRequester``, as deployed: DCQCN paces it, so at most ``window_pkts`` = 1024 packets
+  are ever outstanding, far more than a round trip): a QP whose path dies stops making
+  progress at that instant but keeps sending until its window is full. When the path comes
+  back while it still sends, the first packet through is out of sequence, the responder's
+  NAK rewinds it, and it makes progress again one and a half round trips later
+  (``resume_ps``); when its window filled first, it waits for its next local ACK timer
+  retry (every ``timeout``). Otherwise it errors at ``last progress + (retry_cnt + 1) x
+  timeout`` (``RcConfig.error_after_ps``). A stalled QP stalls its connection (striping),
+  and the first QP error fails the job (NCCL aborts on any QP error; ``RcConnection``
+  aborts the rest).
+* RC's DCQCN (:class:`Dcqcn`): at a lasting bottleneck in a switch the QPs sit at their
+  share (the max-min rates); when the bottleneck goes away they do not jump back to the
+  line: each climbs as ``DcqcnRp`` climbs after a cut (fast recovery toward a target
+  clamped at the share, then additive and hyper increase on its timer and byte counter),
+  which with the lab's DCQCN timing takes milliseconds.
 * MRC (``MrcQueuePair``): a connection with no live path on any plane errors at ``last
   progress + MrcConfig.error_after_ps()`` unless some path answers a probe before (progress);
   while any path lives it never errors.
@@ -29,7 +39,8 @@ from mrc.flow import conditions as cond
 from mrc.flow.fabric import Layout, View, make_view
 from mrc.flow.paths import Entries, Groups
 from mrc.flow.rates import Alive, Rates, liveness, mrc_rates, rc_rates
-from mrc.flow.workload import Progress, Stream, Workload
+from mrc.flow.workload import GBPS, Progress, Stream, Workload
+from mrc.transport.rc.dcqcn import DcqcnRp
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,12 @@ class TransportModel:
     ev_count: int = 128  # MRC: EVs per QP
     profile: Any = None  # MRC: its EV profile (mrc.ev.profile.EvProfile; None: generated)
     pfc: bool = False  # RC: DATA on the fabric's lossless class (PFC)
+    timeout_packets: float = 0.0  # RC: packets the line carries in one local ACK timeout
+    resume_ps: int = 0  # RC: path back -> NAK -> rewind -> first resent packet placed
+    fill_ps: float = float("inf")  # RC: time to send a full window at the line
+    dcqcn: Any = None  # RC: its DcqcnConfig when cc = "dcqcn" (None: no rate control)
+    line_bps: float = 0.0  # RC: the port's wire rate (DCQCN's ceiling)
+    goodput_fraction: float = 1.0  # payload share of the wire (DCQCN rates are wire rates)
 
 
 Row = tuple[float, str, str, dict[str, Any]]
@@ -99,6 +116,7 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
     state_actual: dict[tuple[str, str], float] = {}
     i_seen = i_actual = 0
     timers = _Timers(model, groups, entries, trace)
+    dcqcn = Dcqcn(model, n) if model.kind == "rc" and model.dcqcn is not None else None
     prev_alive: np.ndarray | None = None
     t = 0.0
 
@@ -125,20 +143,36 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
             break
         run = wanted & ~timers.stalled() if trace.failed_at_ps is None \
             else np.zeros(n, dtype=bool)
-        # ---- rates (each distinct view and set of running connections solved once)
-        rkey = (key_seen, hashlib.blake2b(np.packbits(run).tobytes(), digest_size=16).digest())
-        rates = solved.get(rkey)
-        if rates is None:
-            if model.kind == "mrc":
-                rates = mrc_rates(layout, groups, entries, view, alive, run, reps=model.reps,
-                                  ack_ratio=model.ack_ratio)
-            else:
-                rates = rc_rates(layout, groups, entries, view, alive, run, qps=model.qps,
-                                 resend_packets=model.resend_packets,
-                                 ack_ratio=model.ack_ratio)
-            solved[rkey] = rates
-            trace.solves += 1
-            trace.rounds += rates.rounds
+        # ---- rates (each distinct view, set of running connections and DCQCN caps solved
+        # once)
+        def solve(cap: np.ndarray | None, view: View = view, alive: Alive = alive,
+                  run: np.ndarray = run, key_seen: cond.Conditions = key_seen) -> Rates:
+            digest = hashlib.blake2b(np.packbits(run).tobytes(), digest_size=16)
+            if cap is not None:
+                digest.update(cap.tobytes())
+            rkey = (key_seen, digest.digest())
+            rates = solved.get(rkey)
+            if rates is None:
+                if model.kind == "mrc":
+                    rates = mrc_rates(layout, groups, entries, view, alive, run,
+                                      reps=model.reps, ack_ratio=model.ack_ratio)
+                else:
+                    rates = rc_rates(layout, groups, entries, view, alive, run, qps=model.qps,
+                                     resend_packets=model.resend_packets,
+                                     timeout_packets=model.timeout_packets,
+                                     ack_ratio=model.ack_ratio, cap=cap)
+                solved[rkey] = rates
+                trace.solves += 1
+                trace.rounds += rates.rounds
+            return rates
+
+        if dcqcn is None:
+            rates = solve(None)
+        else:
+            dcqcn.climb(t)
+            rates = solve(dcqcn.cap)
+            if dcqcn.after_solve(t, rates, run):  # a bottleneck went away: DCQCN climbs
+                rates = solve(dcqcn.cap)
         if model.kind == "mrc":
             prev_alive = _ev_changes(trace, model, groups, entries, alive, prev_alive, t)
         conn = np.where(run, rates.conn_gbps, 0.0)
@@ -153,6 +187,8 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
         if trace.failed_at_ps is None:
             nxt = min(nxt, progress.next_event(t, conn, blocked, run, batch_ps),
                       timers.due(t, alive_actual))
+            if dcqcn is not None:
+                nxt = min(nxt, dcqcn.due(t, rates, run))
         if nxt <= t:
             nxt = float(end_ps)  # nothing moves and nothing is due
         trace.times.append(t)
@@ -161,6 +197,8 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
         trace.bad_evs.append(rates.bad_evs)
         if trace.failed_at_ps is None:
             trace.rows.extend(progress.advance(t, nxt, conn, blocked, run))
+        if dcqcn is not None:
+            dcqcn.sent(t, nxt, rates, run)
         t = nxt
     trace.end_ps = min(t, float(end_ps))
     trace.times.append(trace.end_ps)
@@ -184,6 +222,80 @@ def _ev_changes(trace: Trace, model: TransportModel, groups: Groups, entries: En
     return now
 
 
+class Dcqcn:
+    """RC's rate control at flow level: where DCQCN holds each connection's QPs.
+
+    While a connection's pace is set by a full switch queue (``Rates.congested``), DCQCN's
+    cuts keep its QPs near their share and the max-min rates stand for it. When that
+    bottleneck goes away (a degraded link recovers, a competitor leaves), its QPs start
+    from the share they had, with the target clamped there, and climb as one ``DcqcnRp``
+    climbs (:meth:`DcqcnRp.settle`, then its own timer and byte counter): the cap this
+    class keeps per connection, passed to the solver as an upper bound. Byte-counter steps
+    are counted at each event of the run (at the latest every ``rpg_time_reset``), not at
+    the exact byte.
+    """
+
+    def __init__(self, model: TransportModel, n: int) -> None:
+        self.model = model
+        self.cap = np.full(n, np.inf)  # per-QP goodput Gb/s allowed (inf: the line)
+        self.level = np.zeros(n)  # per-QP goodput Gb/s while congested
+        self.congested = np.zeros(n, dtype=bool)
+        self.rps: dict[int, DcqcnRp] = {}
+
+    def _gbps(self, rp: DcqcnRp) -> float:
+        return rp.rate / 1e9 * self.model.goodput_fraction
+
+    def _set(self, g: int) -> None:
+        rp = self.rps[g]
+        if rp.limited:
+            self.cap[g] = self._gbps(rp)
+        else:
+            del self.rps[g]
+            self.cap[g] = np.inf
+
+    def climb(self, t: float) -> None:
+        """Apply the timer increases due by ``t``."""
+        for g in list(self.rps):
+            self.rps[g].on_timer(int(t))
+            self._set(g)
+
+    def after_solve(self, t: float, rates: Rates, run: np.ndarray) -> bool:
+        """Update from a solve at ``t``; True when a cap changed (solve again)."""
+        assert rates.congested is not None
+        per_qp = rates.conn_gbps / self.model.qps
+        cong = rates.congested & run
+        changed = False
+        for g in np.flatnonzero(cong & np.isfinite(self.cap)).tolist():
+            del self.rps[g]  # congested again: its cuts follow the share
+            self.cap[g] = np.inf
+            changed = True
+        gone = self.congested & ~cong & run
+        for g in np.flatnonzero(gone).tolist():
+            if per_qp[g] <= self.level[g] * (1 + 1e-9):
+                continue  # its share did not grow: nothing to climb
+            rp = DcqcnRp(self.model.dcqcn, self.model.line_bps)
+            rp.settle(int(t), self.level[g] / self.model.goodput_fraction * 1e9)
+            self.rps[g] = rp
+            self._set(g)
+            changed = changed or g in self.rps
+        self.level[cong] = per_qp[cong]
+        self.congested = np.where(run, cong, self.congested)  # a stalled QP keeps its state
+        return changed
+
+    def due(self, t: float, rates: Rates, run: np.ndarray) -> float:
+        """The next timer increase of a climbing connection."""
+        times = [rp.next_increase for rp in self.rps.values() if rp.next_increase is not None]
+        return float(min(times)) if times else np.inf
+
+    def sent(self, t0: float, t1: float, rates: Rates, run: np.ndarray) -> None:
+        """The byte counters: what each climbing connection's QP sent from t0 to t1."""
+        for g, rp in list(self.rps.items()):
+            if run[g] and t1 > t0:
+                gbps = rates.conn_gbps[g] / self.model.qps / self.model.goodput_fraction
+                rp.on_sent(int(gbps * (t1 - t0) / GBPS / 8))
+                self._set(g)
+
+
 class _Timers:
     """The transports' clocks: RC's local ACK timer per stalled connection, MRC's watchdog
     per connection with no live path (module docstring)."""
@@ -196,6 +308,7 @@ class _Timers:
         self.trace = trace
         n = len(groups)
         self.since = np.full(n, np.inf)  # RC: last progress of a stalled connection
+        self.resume = np.full(n, np.inf)  # RC: when a stalled connection progresses again
         self.silent = np.full(n, np.inf)  # MRC: since when no path of the connection lives
 
     def stalled(self) -> np.ndarray:
@@ -212,19 +325,32 @@ class _Timers:
             dead = self._dead(alive)
             stalled = self.stalled()
             self.since[wanted & ~stalled & dead] = t
-            if model.timeout_ps is None:
-                return
-            timeout = float(model.timeout_ps)
-            waited = np.where(stalled, t - self.since, 0.0)
-            k = np.round(waited / timeout)
-            on_retry = stalled & (np.abs(waited - k * timeout) < 1.0) & (k >= 1)
-            resume = on_retry & (k <= model.retry_cnt) & ~dead
-            for g in np.flatnonzero(resume).tolist():
+            stalled = self.stalled()
+            self.resume[stalled & dead] = np.inf  # its path is (again) down
+            timeout = float(model.timeout_ps) if model.timeout_ps is not None else np.inf
+            # retries so far (each resends from the oldest unacknowledged packet and sends
+            # on until the window is full again)
+            k = np.where(stalled, np.floor((t - self.since) / timeout + 1e-9), 0.0)
+            k = np.minimum(k, model.retry_cnt)
+            back = stalled & ~dead & ~np.isfinite(self.resume)
+            if back.any():
+                restart = self.since + np.nan_to_num(k * timeout, nan=0.0)
+                sending = (t - restart) < model.fill_ps
+                nak = back & sending
+                self.resume[nak] = t + model.resume_ps
+                retry = back & ~sending & (k + 1 <= model.retry_cnt)
+                self.resume[retry] = self.since[retry] + (k[retry] + 1) * timeout
+            done = stalled & (self.resume <= t + 1.0)
+            for g in np.flatnonzero(done).tolist():
                 label = _label(self.groups, g)
                 for j in range(1, int(k[g]) + 1):
                     self.trace.rows.append((self.since[g] + j * timeout, "retry", label,
                                             {"retry": j, "model": "flow"}))
-            self.since[resume] = np.inf
+            self.since[done] = np.inf
+            self.resume[done] = np.inf
+            stalled = self.stalled()
+            if model.timeout_ps is None:
+                return
             errored = stalled & (t >= self.since + (model.retry_cnt + 1) * timeout - 1.0)
             if errored.any():
                 g = int(np.flatnonzero(errored)[0])
@@ -244,16 +370,13 @@ class _Timers:
         """The next timer that can change something after ``t``."""
         model = self.model
         nxt = np.inf
-        if model.kind == "rc" and model.timeout_ps is not None:
+        if model.kind == "rc":
             stalled = self.stalled()
             if stalled.any():
-                timeout = float(model.timeout_ps)
-                anchor = self.since[stalled]
-                k = np.floor((t - anchor) / timeout + 1e-9) + 1
-                retry = anchor + k * timeout
-                error = anchor + (model.retry_cnt + 1) * timeout
-                dead = self._dead(alive)[stalled]
-                nxt = float(np.where(dead, error, np.minimum(retry, error)).min())
+                nxt = float(self.resume[stalled].min())
+                if model.timeout_ps is not None:
+                    error = self.since[stalled] + (model.retry_cnt + 1) * float(model.timeout_ps)
+                    nxt = min(nxt, float(error.min()))
         if model.kind == "mrc" and model.error_after_ps is not None:
             waiting = np.isfinite(self.silent)
             if waiting.any():

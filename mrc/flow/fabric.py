@@ -230,11 +230,13 @@ def make_view(layout: Layout, conditions: Conditions,
                 drained[g] = True
             else:
                 type_ok[:, g] = False
-        elif e.host is not None:  # NIC port or host link
+        elif e.host is not None:  # NIC port, host link or (nic_stall) a host
             c = class_index.get(int(e.host))
             if c is None:
                 continue  # a host the workload does not use
-            if family == "down":
+            if family == "stall":  # its NIC drops what it receives, on every plane
+                host_ok[c, :] = False
+            elif family == "down":
                 host_ok[c, plane] = False
             elif family == "degrade":
                 host_cap[c, plane] = value

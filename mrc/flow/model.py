@@ -34,6 +34,7 @@ from mrc.flow.workload import (
 )
 from mrc.packet import ACK_BYTES
 from mrc.sim import transport_params
+from mrc.sim.rc_connection import bdp_packets
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 #: Crossing connections above which round-robin MRC's EVs are spread by expectation, not
@@ -75,10 +76,28 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
     if rc.reroute_after_us is not None:
         raise ValueError(f"transport.{name}.reroute_after_us: RC re-convergence is not "
                          "modelled at flow level (static SRv6 paths only)")
+    # RC as deployed (issue 15): DATA on the lossless class when the fabric runs PFC, paced
+    # by DCQCN; what the flow model needs of it (mrc.flow.engine, mrc.flow.rates.gbn_cost)
+    wire_bits = (spec.packet_bytes(spec.mtu_bytes) + ETHERNET_OVERHEAD_BYTES) * 8
+    line_bps = rc.line_rate_gbps * 1e9
+    pkt_ps = wire_bits / line_bps * 1e12
+    rtt = spec.base_rtt_ps()
     return TransportModel(name, kind, error_after_ps=rc.error_after_ps,
                           timeout_ps=rc.timeout_ps, retry_cnt=rc.retry_cnt,
-                          qps=per_plane * spec.planes, resend_packets=rc.window_pkts,
-                          ack_ratio=ack_ratio(spec, rc.ack_every))
+                          qps=per_plane * spec.planes,
+                          # sent after a lost packet until its NAK is back: a round trip at
+                          # the line and the packet that showed the gap (at most a window)
+                          resend_packets=min(float(rc.window_pkts), bdp_packets(spec) + 1.0),
+                          timeout_packets=0.0 if rc.timeout_ps is None
+                          else rc.timeout_ps / pkt_ps,
+                          # the first packet after a path is back: one way to the responder,
+                          # its NAK back, the rewound packet one way again
+                          resume_ps=int(round(1.5 * rtt)),
+                          fill_ps=rc.window_pkts * pkt_ps,
+                          ack_ratio=ack_ratio(spec, rc.ack_every),
+                          pfc=spec.pfc and rc.priority == spec.pfc_priority,
+                          dcqcn=rc.dcqcn if rc.cc == "dcqcn" else None, line_bps=line_bps,
+                          goodput_fraction=spec.goodput_ceiling_fraction())
 
 
 @dataclass

@@ -54,6 +54,9 @@ class Rates:
     dead: np.ndarray  # [group] RC: a QP's path is down; MRC: no usable EV on any plane
     bad_evs: float  # MRC: EVs of running senders whose path is down in MRC's view
     rounds: int
+    #: RC: the group's pace is set by a full switch queue it crosses (where ECN marks and
+    #: DCQCN cuts), not by its own NIC port or its DCQCN cap
+    congested: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -142,22 +145,58 @@ def mrc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, aliv
     return Rates(conn, share_p, dead, float(lost.sum()), alloc.rounds)
 
 
+def gbn_cost(loss: np.ndarray, resend_packets: float, timeout_packets: float) -> np.ndarray:
+    """Wire packets per packet placed for RC's go-back-N at loss ``p`` per packet.
+
+    Each loss costs what the requester sent after it until the sequence-error NAK comes
+    back (``resend_packets``: one round trip at the line plus the packet that shows the gap;
+    ``RcRequester`` resends all of it), and with probability ``p`` that NAK (or the resent
+    packet's NAK episode) is lost as well, in which case the QP sends nothing useful until
+    its local ACK timer (``timeout_packets`` at the line, capped by its window): the
+    responder sends one NAK per gap and then drops silently."""
+    per_loss = resend_packets + loss * timeout_packets
+    return 1.0 + loss * per_loss
+
+
 def rc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, alive: Alive,
-             running: np.ndarray, *, qps: int, resend_packets: float, ack_ratio: float
-             ) -> Rates:
-    """RC: a variable per running group whose QPs are all on live paths (module docstring)."""
+             running: np.ndarray, *, qps: int, resend_packets: float, ack_ratio: float,
+             timeout_packets: float = 0.0, cap: np.ndarray | None = None) -> Rates:
+    """RC: a variable per running group whose QPs are all on live paths (module docstring).
+
+    ``cap``: per group, the per-QP rate DCQCN allows while it climbs back after a bottleneck
+    went away (inf: the line); see :class:`mrc.flow.engine.Dcqcn`."""
     planes = layout.spec.planes
     dead = np.bincount(entries.group, weights=(entries.count > 0) & ~alive.up,
                        minlength=len(groups)) > 0
     live = running & ~dead
     sel = np.flatnonzero(live[entries.group] & (entries.count > 0))
     g = entries.group[sel]
-    wire = entries.count[sel] * (1.0 + alive.loss[sel] * resend_packets) * groups.mult[g]
+    wire = (entries.count[sel] * gbn_cost(alive.loss[sel], resend_packets, timeout_packets)
+            * groups.mult[g])
     var_ids, var_of = np.unique(g, return_inverse=True)
     rows, cols, coef = _coo(layout, groups, entries, alive, sel, var_of, wire, ack_ratio)
-    alloc = max_min(rows, cols, coef, _capacity(layout, view), len(var_ids))
+    capacity = _capacity(layout, view)
+    demand = None if cap is None else cap[var_ids]
+    alloc = max_min(rows, cols, coef, capacity, len(var_ids), demand)
     conn = np.zeros(len(groups))
     conn[var_ids] = alloc.rates * qps  # the per-QP pace times the QPs striped over
     share_p = np.zeros((len(groups), planes))
     share_p[live] = 1.0 / planes  # every plane has qps_per_plane QPs at the same pace
-    return Rates(conn, share_p, dead, 0.0, alloc.rounds)
+    # a switch queue (T0 to host, T0 to T1, T1 to T0) builds, marks ECN and has DCQCN hold
+    # the groups it limits near their share when it is full and their own NIC port is not
+    # (a flow at line rate into a line-rate link fills it without a queue)
+    assert alloc.remaining is not None
+    full = alloc.remaining <= 1e-6 * np.maximum(capacity, 1e-300)
+    switch = np.arange(len(capacity)) >= layout.classes * planes
+    n_data = len(sel)
+    cross = entries.gtype[sel] != LOCAL
+    data_rows = np.concatenate([rows[n_data:2 * n_data],  # host_down of the receiver
+                                rows[2 * n_data:2 * n_data + 2 * int(cross.sum())]])
+    data_vars = np.concatenate([var_of, np.tile(var_of[cross], 2)])
+    hit = np.zeros(len(var_ids), dtype=bool)
+    hit[data_vars[full[data_rows] & switch[data_rows]]] = True
+    own = rows[:n_data]  # the sender's NIC ports
+    hit[var_of[full[own]]] = False
+    congested = np.zeros(len(groups), dtype=bool)
+    congested[var_ids] = hit
+    return Rates(conn, share_p, dead, 0.0, alloc.rounds, congested)

@@ -37,6 +37,7 @@ class Allocation:
 
     rates: np.ndarray
     rounds: int
+    remaining: np.ndarray | None = None  # capacity left on each resource
 
 
 def max_min(rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, capacity: np.ndarray,
@@ -49,7 +50,7 @@ def max_min(rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, capacity: np.n
     """
     rates = np.zeros(nvars)
     if nvars == 0:
-        return Allocation(rates, 0)
+        return Allocation(rates, 0, np.array(capacity, dtype=float))
     nres = len(capacity)
     remaining = np.array(capacity, dtype=float)
     bound = None if demand is None else np.asarray(demand, dtype=float)
@@ -86,4 +87,4 @@ def max_min(rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, capacity: np.n
         active &= ~frozen
         keep = active[c]
         r, c, k = r[keep], c[keep], k[keep]
-    return Allocation(rates, rounds)
+    return Allocation(rates, rounds, remaining)
