@@ -53,7 +53,16 @@ which issue 13 moves from ``mrc.transport`` into ``mrc.sim``), never ``mrc.sim``
 never the labs layer; ``mrc.labs.flowrun`` adapts a lab to it.
 """
 
-from mrc.flow.model import MAX_BYTES, FlowRun, TooLarge, estimate_bytes, plan, run, transport_model
+from mrc.flow.model import (
+    MAX_BYTES,
+    FlowRun,
+    TooLarge,
+    check_size,
+    estimate_bytes,
+    plan,
+    run,
+    transport_model,
+)
 
-__all__ = ["MAX_BYTES", "FlowRun", "TooLarge", "estimate_bytes", "plan", "run",
+__all__ = ["MAX_BYTES", "FlowRun", "TooLarge", "check_size", "estimate_bytes", "plan", "run",
            "transport_model"]

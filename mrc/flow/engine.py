@@ -117,6 +117,8 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
     i_seen = i_actual = 0
     timers = _Timers(model, groups, entries, trace)
     dcqcn = Dcqcn(model, n) if model.kind == "rc" and model.dcqcn is not None else None
+    backlog = Backlog(model, groups, entries, work.drain_bytes) \
+        if model.kind == "rc" and isinstance(work, Stream) and work.drain_bytes > 0 else None
     prev_alive: np.ndarray | None = None
     t = 0.0
 
@@ -177,7 +179,18 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
             prev_alive = _ev_changes(trace, model, groups, entries, alive, prev_alive, t)
         conn = np.where(run, rates.conn_gbps, 0.0)
         blocked = wanted & ~run if model.kind == "rc" else wanted & (rates.dead | ~run)
-        total, per_plane = progress.goodput(t, conn, rates.plane_share, blocked, run)
+        stalled = timers.stalled() & wanted if trace.failed_at_ps is None \
+            else np.zeros(n, dtype=bool)
+        if backlog is not None and backlog.draining(stalled).any():
+            d = backlog.draining(stalled)
+            frac, live_share = backlog.live_share(alive_actual, n, layout.spec.planes)
+            placed = conn.copy()
+            placed[d] = backlog.pace[d] * frac[d]
+            share = rates.plane_share.copy()
+            share[d] = live_share[d]
+            total, per_plane = progress.goodput(t, placed, share, blocked & ~d, run | d)
+        else:
+            total, per_plane = progress.goodput(t, conn, rates.plane_share, blocked, run)
         # ---- the next event
         nxt = float(end_ps)
         if i_seen < len(seen):
@@ -189,6 +202,8 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
                       timers.due(t, alive_actual))
             if dcqcn is not None:
                 nxt = min(nxt, dcqcn.due(t, rates, run))
+            if backlog is not None:
+                nxt = min(nxt, backlog.end(t, stalled))
         if nxt <= t:
             nxt = float(end_ps)  # nothing moves and nothing is due
         trace.times.append(t)
@@ -199,6 +214,9 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
             trace.rows.extend(progress.advance(t, nxt, conn, blocked, run))
         if dcqcn is not None:
             dcqcn.sent(t, nxt, rates, run)
+        if backlog is not None:
+            backlog.spend(t, nxt, stalled)
+            backlog.remember(conn, run & (conn > 0))
         t = nxt
     trace.end_ps = min(t, float(end_ps))
     trace.times.append(trace.end_ps)
@@ -220,6 +238,55 @@ def _ev_changes(trace: Trace, model: TransportModel, groups: Groups, entries: En
                                {"assumed_bad": round(bad), "reintegrated": round(back),
                                 "model": "flow"}))
     return now
+
+
+class Backlog:
+    """What a stalled RC connection still places (write_bw streams).
+
+    A message is striped over all the connection's QPs and perftest keeps ``tx_depth`` of
+    them posted, so when one QP stalls the others go on placing their chunks of the posted
+    messages: about ``tx_depth - 1/2`` messages' worth at the pace they had, the live QPs'
+    share of it, and then the connection stops. The others are then that far ahead of the
+    stalled QP, and stay ahead (it never runs faster than they do), so the credit is spent
+    once, not refilled after a resume: later stalls stop the connection at once, as the
+    packet model shows flap after flap.
+    """
+
+    def __init__(self, model: TransportModel, groups: Groups, entries: Entries,
+                 drain_bytes: float) -> None:
+        n = len(groups)
+        self.credit = np.full(n, float(drain_bytes))
+        self.entries = entries
+        self.qps = float(model.qps)
+        self.pace = np.zeros(n)  # the connection's rate before it stalled (Gb/s)
+
+    def live_share(self, alive: Alive, n: int, planes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per group: the share of its QPs on live paths, and their spread over planes."""
+        e = self.entries
+        live = (e.count * alive.up)
+        frac = np.bincount(e.group, weights=live, minlength=n) / self.qps
+        per_plane = np.zeros((n, planes))
+        np.add.at(per_plane, (e.group, e.plane), live)
+        total = per_plane.sum(axis=1, keepdims=True)
+        share = np.divide(per_plane, total, out=np.zeros_like(per_plane), where=total > 0)
+        return frac, share
+
+    def draining(self, stalled: np.ndarray) -> np.ndarray:
+        return stalled & (self.credit > 0) & (self.pace > 0)
+
+    def remember(self, conn: np.ndarray, run: np.ndarray) -> None:
+        self.pace[run] = conn[run]
+
+    def end(self, t: float, stalled: np.ndarray) -> float:
+        d = self.draining(stalled)
+        if not d.any():
+            return np.inf
+        return t + float((self.credit[d] * 8 / self.pace[d] * GBPS).min())
+
+    def spend(self, t0: float, t1: float, stalled: np.ndarray) -> None:
+        d = self.draining(stalled)
+        self.credit[d] = np.maximum(0.0, self.credit[d] - self.pace[d] * (t1 - t0) / GBPS / 8)
+        self.credit[d & (self.credit < 1.0)] = 0.0
 
 
 class Dcqcn:

@@ -152,6 +152,20 @@ def plan(spec: FabricSpec, work: Workload, models: list[TransportModel],
     return out
 
 
+def check_size(spec: FabricSpec, work: Workload, models: list[TransportModel],
+               changes: list[cond.Change], *, ev_count: int | None = None,
+               max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    """The plan, or :class:`TooLarge` with the estimate when it would not fit (nothing big is
+    allocated before this answers)."""
+    cond.check_actions(changes)
+    layout_plan = plan(spec, work, models, changes, ev_count)
+    if layout_plan["estimate_bytes"] > max_bytes:
+        raise TooLarge(f"the flow model needs about {layout_plan['estimate_bytes'] / 2**30:.1f} "
+                       f"GiB for {layout_plan['groups']:,} connection groups (limit "
+                       f"{max_bytes / 2**30:.1f} GiB); use fewer hosts or a smaller fabric")
+    return layout_plan
+
+
 def estimate_bytes(spec: FabricSpec, work: Workload, models: list[TransportModel],
                    changes: list[cond.Change], ev_count: int | None = None) -> int:
     return int(plan(spec, work, models, changes, ev_count)["estimate_bytes"])
@@ -161,12 +175,8 @@ def run(spec: FabricSpec, work: Workload, models: list[TransportModel],
         changes: list[cond.Change], *, seed: int, end_ps: float, ev_count: int | None = None,
         max_bytes: int = MAX_BYTES, batch_ps: float = 0.0) -> list[FlowRun]:
     """Every transport through the schedule (each on its own, as the packet runs are)."""
-    cond.check_actions(changes)
-    layout_plan = plan(spec, work, models, changes, ev_count)
-    if layout_plan["estimate_bytes"] > max_bytes:
-        raise TooLarge(f"the flow model needs about {layout_plan['estimate_bytes'] / 2**30:.1f} "
-                       f"GiB for {layout_plan['groups']:,} connection groups (limit "
-                       f"{max_bytes / 2**30:.1f} GiB); use fewer hosts or a smaller fabric")
+    layout_plan = check_size(spec, work, models, changes, ev_count=ev_count,
+                             max_bytes=max_bytes)
     out = []
     for m in models:
         mode = layout_plan["transports"][m.name]["path_model"]
@@ -205,4 +215,4 @@ def ceiling_nics(work: Workload) -> int:
 
 
 __all__ = ["EXACT_EV_LIMIT", "FlowRun", "MAX_BYTES", "TooLarge", "Transfers", "ceiling_nics",
-           "estimate_bytes", "plan", "run", "transport_model"]
+           "check_size", "estimate_bytes", "plan", "run", "transport_model"]

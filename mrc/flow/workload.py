@@ -3,8 +3,9 @@
 Three shapes cover every lab workload (the labs adapter translates them):
 
 * :class:`Stream` (``write_bw``): long-running connections, each at its own rate; goodput is
-  the sum. perftest keeps ``tx_depth`` messages in flight, which matters only for how a
-  stalled RC connection drains (not modelled: it stops at once).
+  the sum. perftest keeps ``tx_depth`` messages in flight, which matters for how a stalled
+  RC connection drains: its other QPs still place their chunks of the posted messages
+  (:class:`mrc.flow.engine.Backlog`).
 * :class:`Transfers` (``permutation``, ``connection_matrix``): one finite flow per
   connection, from its start time until its bytes are placed; a finished flow leaves the
   fabric to the others (the rates are solved again).
@@ -42,6 +43,9 @@ class Stream:
     src: np.ndarray
     dst: np.ndarray
     start_ps: int = 0
+    #: bytes a striped RC connection's other QPs still place when one QP stalls: perftest's
+    #: ``tx_depth`` posted messages less half of one (on average under way)
+    drain_bytes: float = 0.0
 
 
 @dataclass(frozen=True)

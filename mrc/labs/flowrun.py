@@ -19,6 +19,7 @@ import numpy as np
 
 from mrc import flow
 from mrc.flow.conditions import Change
+from mrc.flow.engine import TransportModel
 from mrc.flow.model import ceiling_nics
 from mrc.flow.tables import events, timeseries
 from mrc.flow.workload import Collective as FlowCollective
@@ -95,7 +96,8 @@ def workload(lab: Lab) -> Workload:
         pairs = [(s, d) for s, d in w.pairs for s, d in ([(s, d), (d, s)] if w.bidirectional
                                                           else [(s, d)])]
         src, dst = (np.array(x, dtype=np.int64) for x in zip(*pairs, strict=True))
-        return Stream(src, dst, us(w.start_us))
+        return Stream(src, dst, us(w.start_us),
+                      drain_bytes=(w.tx_depth - 0.5) * w.message_bytes)
     if isinstance(w, Collective):
         plan = tuple((size, i, i < w.warmup_iters) for size in w.sizes_bytes
                      for i in range(w.warmup_iters + w.iters))
@@ -117,6 +119,37 @@ def workload(lab: Lab) -> Workload:
                      np.array([f.flow_id for f in flows], dtype=np.int64))
 
 
+def check_flow(lab: Lab, specs: Sequence[Any], *, max_bytes: int = flow.MAX_BYTES
+               ) -> tuple[Workload, list[Change], list[TransportModel]]:
+    """Everything short of running: the flow model's inputs, each transport's model (what a
+    transport table asks that the flow model does not model is refused here, naming its
+    key) and the memory estimate, refused with the estimate when over ``max_bytes``
+    (before anything big is allocated). Sweeps call it for every grid point."""
+    spec = lab.fabric
+    try:
+        models = [flow.transport_model(spec, t.name, t.kind, dict(t.params)) for t in specs]
+    except (ParamError, ValueError) as exc:
+        message = str(exc)
+        key, _, rest = message.partition(": ")
+        raise LabError(rest or message, key if rest else None, lab.source) from None
+    stalls = [f for f in lab.faults if f.kind == "nic_stall"]
+    for m in models:
+        if m.kind == "rc" and m.pfc and stalls:
+            raise LabError(
+                f"a stuck NIC on a PFC fabric spreads pause frames switch by switch (a PFC "
+                f"storm), which the flow model does not model; run transport {m.name!r} "
+                "with --model packet, without PFC (fabric.pfc = false, or "
+                f"transport.{m.name}.pfc = false), or pick --transport mrc",
+                f"fault.{stalls[0].index}.kind", lab.source)
+    work = workload(lab)
+    sched = changes(lab)
+    try:
+        flow.check_size(spec, work, models, sched, max_bytes=max_bytes)
+    except flow.TooLarge as exc:
+        raise LabError(str(exc), "fabric", lab.source) from None
+    return work, sched, models
+
+
 def changes(lab: Lab) -> list[Change]:
     """The lab's fault primitives (``schedule``) in integer picoseconds."""
     return [Change(us(a.time_us), a.action, a.target, a.fault, dict(a.params))
@@ -133,14 +166,7 @@ def run_flow_lab(path_or_spec: str | Path | Mapping[str, Any] | Lab, *,
     lab = prepare_flow(path_or_spec, seed=seed, bin_us=bin_us, overrides=overrides)
     specs = select_transports(lab, transports)
     spec = lab.fabric
-    work = workload(lab)
-    sched = changes(lab)
-    try:
-        models = [flow.transport_model(spec, t.name, t.kind, dict(t.params)) for t in specs]
-    except (ParamError, ValueError) as exc:
-        message = str(exc)
-        key, _, rest = message.partition(": ")
-        raise LabError(rest or message, key if rest else None, lab.source) from None
+    work, sched, models = check_flow(lab, specs, max_bytes=max_bytes)
     duration_ps = us(lab.run.duration_us)
     bin_ps = us(lab.run.bin_us)
     try:

@@ -36,7 +36,14 @@ def check_point(model: str, raw: dict[str, Any], base: Any,
 
     lab = validate(copy.deepcopy(raw), name=base.name, source=base.source,
                    base_dir=base.base_dir)
-    checked = prepare(lab, **({"max_nic_ports": None} if model == "flow" else {}))
+    if model == "flow":
+        from mrc.labs.flowrun import check_flow, prepare_flow
+
+        checked = prepare_flow(lab)
+        selected = select_transports(checked, transports)
+        check_flow(checked, selected)  # refusals and the memory estimate, before any run
+        return checked, selected
+    checked = prepare(lab)
     return checked, select_transports(checked, transports)
 
 
