@@ -113,6 +113,12 @@ def _coo(layout: Layout, groups: Groups, entries: Entries, alive: Alive, sel: np
     return rows, cols, coef
 
 
+def _data_entries(rows: np.ndarray) -> np.ndarray:
+    """Which of :func:`_coo`'s entries are DATA (its first half; the second half is the
+    ACKs, which ride the control queue ahead of DATA and so never hold a sender back)."""
+    return np.arange(len(rows)) < len(rows) // 2
+
+
 def mrc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, alive: Alive,
               running: np.ndarray, *, reps: bool, ack_ratio: float) -> Rates:
     """MRC: a variable per (running group, plane) with a GOOD EV (module docstring)."""
@@ -134,7 +140,8 @@ def mrc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, aliv
     wire = share / (1.0 - np.minimum(alive.loss[sel], 0.999)) * groups.mult[entries.group[sel]]
     var_ids, var_of = np.unique(var_key[sel], return_inverse=True)
     rows, cols, coef = _coo(layout, groups, entries, alive, sel, var_of, wire, ack_ratio)
-    alloc = max_min(rows, cols, coef, _capacity(layout, view), len(var_ids))
+    alloc = max_min(rows, cols, coef, _capacity(layout, view), len(var_ids),
+                    binds=_data_entries(rows))
     flat = np.zeros(len(groups) * planes)
     flat[var_ids] = alloc.rates
     per_plane = flat.reshape(len(groups), planes)
@@ -177,7 +184,8 @@ def rc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, alive
     rows, cols, coef = _coo(layout, groups, entries, alive, sel, var_of, wire, ack_ratio)
     capacity = _capacity(layout, view)
     demand = None if cap is None else cap[var_ids]
-    alloc = max_min(rows, cols, coef, capacity, len(var_ids), demand)
+    alloc = max_min(rows, cols, coef, capacity, len(var_ids), demand,
+                    binds=_data_entries(rows))
     conn = np.zeros(len(groups))
     conn[var_ids] = alloc.rates * qps  # the per-QP pace times the QPs striped over
     share_p = np.zeros((len(groups), planes))

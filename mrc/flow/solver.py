@@ -41,12 +41,17 @@ class Allocation:
 
 
 def max_min(rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, capacity: np.ndarray,
-            nvars: int, demand: np.ndarray | None = None) -> Allocation:
+            nvars: int, demand: np.ndarray | None = None,
+            binds: np.ndarray | None = None) -> Allocation:
     """Max-min fair rates of ``nvars`` variables (see the module docstring).
 
     ``capacity``: per resource (length = number of resources). ``demand``: optional upper bound
     per variable (``inf`` = elastic). A variable without entries and without a finite demand
     is left at rate 0 (it crosses nothing the model knows, so it has no rate to find).
+    ``binds``: per entry, whether a full resource stops the entry's variable (default: all).
+    An entry that does not bind is load that has priority (ACKs on the control queue): it
+    takes its share of the resource, which then fills sooner for the others, but it never
+    holds its own variable back (it may overfill a resource by its own small growth).
     """
     rates = np.zeros(nvars)
     if nvars == 0:
@@ -59,32 +64,38 @@ def max_min(rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, capacity: np.n
     if bound is not None:
         active &= bound > 0
     r, c, k = rows, cols, coef
+    b = np.ones(len(rows), dtype=bool) if binds is None else np.asarray(binds, dtype=bool)
     keep = active[c]
     if not keep.all():
-        r, c, k = r[keep], c[keep], k[keep]
+        r, c, k, b = r[keep], c[keep], k[keep], b[keep]
+    saturated = np.zeros(nres, dtype=bool)
     rounds = 0
     while r.size:
         rounds += 1
         tol = FULL if rounds <= EXACT_ROUNDS else LOOSE
         growth = np.bincount(r, weights=k, minlength=nres)
-        loaded = np.flatnonzero(growth > 0)
+        loaded = np.flatnonzero((growth > 0) & ~saturated)
         until_full = np.maximum(remaining[loaded], 0.0) / growth[loaded]
-        step = float(until_full.min())
+        step = float(until_full.min()) if loaded.size else np.inf
         live = np.flatnonzero(active)
         capped = None
         if bound is not None:
             headroom = bound[live] - rates[live]
             step = min(step, float(headroom.min()))
             capped = live[np.isfinite(headroom) & (headroom <= step * (1 + tol))]
+        if not np.isfinite(step):  # only non-binding load is left growing: nothing stops it
+            break
         rates[live] += step
-        remaining[loaded] -= step * growth[loaded]
+        grown = np.flatnonzero(growth > 0)
+        remaining[grown] -= step * growth[grown]
         full = np.zeros(nres, dtype=bool)
         full[loaded[until_full <= step * (1 + tol) + 1e-300]] = True
+        saturated |= full
         frozen = np.zeros(nvars, dtype=bool)
-        frozen[c[full[r]]] = True
+        frozen[c[saturated[r] & b]] = True
         if capped is not None:
             frozen[capped] = True
         active &= ~frozen
         keep = active[c]
-        r, c, k = r[keep], c[keep], k[keep]
+        r, c, k, b = r[keep], c[keep], k[keep], b[keep]
     return Allocation(rates, rounds, remaining)

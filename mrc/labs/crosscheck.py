@@ -50,6 +50,23 @@ def steady_levels(result: Any) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def flow_levels(lab: Any) -> tuple[dict[str, dict[str, float | None]], dict[str, str]]:
+    """The flow model's steady levels of every transport of ``lab`` it models, and for each
+    transport it refuses (:func:`mrc.labs.flowrun.check_flow`) the one-line reason."""
+    from mrc.labs.errors import LabError
+    from mrc.labs.flowrun import run_flow_lab
+    from mrc.labs.runner import prepare
+
+    levels: dict[str, dict[str, float | None]] = {}
+    refused: dict[str, str] = {}
+    for name in prepare(lab, max_nic_ports=None).transports:
+        try:
+            levels.update(steady_levels(run_flow_lab(lab, transports=name)))
+        except LabError as exc:
+            refused[name] = str(exc)
+    return levels, refused
+
+
 def compare(packet: dict[str, dict[str, float | None]],
             flow: dict[str, dict[str, float | None]]) -> list[dict[str, Any]]:
     """Rows per (transport, window): both levels, and the gap as a share of the packet
