@@ -68,3 +68,16 @@ def test_mrc_view_delays_ups_and_cancels_a_quick_relapse(reintegrate: int) -> No
         assert view == [(10, "link_down"), (130, "link_up")]
     else:
         assert view == [(10, "link_down"), (20, "link_up"), (25, "link_down"), (100, "link_up")]
+
+
+def test_non_binding_load_takes_capacity_but_never_stops_its_variable() -> None:
+    """ACKs: variable 0 sends DATA on resource 0, variable 1 sends DATA on resource 1 and a
+    little ACK load on resource 0; resource 0 filling must not freeze variable 1."""
+    rows = np.array([0, 1, 0])
+    cols = np.array([0, 1, 1])
+    coef = np.array([1.0, 1.0, 0.01])
+    binds = np.array([True, True, False])
+    alloc = max_min(rows, cols, coef, np.array([10.0, 100.0]), 2, binds=binds)
+    assert alloc.rates[0] < 10.0 and alloc.rates[1] == pytest.approx(100.0)
+    frozen = max_min(rows, cols, coef, np.array([10.0, 100.0]), 2)
+    assert frozen.rates[1] < 11.0  # without binds, the ACK entry holds its sender back

@@ -12,7 +12,8 @@ down (its own ``link_down``, a dead switch at either end, a dead NIC port).
 
 Each transport sees the fabric through its own *view*:
 
-* RC sees it as it is (a dead path simply stops its QP; the retry timer decides the rest).
+* RC sees it as it is (a dead path simply stops its QP; the NAK or the retry timer decides
+  the rest, :mod:`mrc.flow.engine`).
 * MRC stops using a path when it dies and uses it again only after its probes prove it
   healthy: ``probes_to_reintegrate`` answered probes, ``probe_interval`` apart, so an ``up``
   takes effect ``K x probe_interval`` later in MRC's view (an element that goes down again
