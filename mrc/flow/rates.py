@@ -160,7 +160,9 @@ def gbn_cost(loss: np.ndarray, resend_packets: float, timeout_packets: float) ->
     ``RcRequester`` resends all of it), and with probability ``p`` that NAK (or the resent
     packet's NAK episode) is lost as well, in which case the QP sends nothing useful until
     its local ACK timer (``timeout_packets`` at the line, capped by its window): the
-    responder sends one NAK per gap and then drops silently."""
+    responder sends one NAK per gap and then drops silently. The idle time of that wait is
+    charged as wire load on the QP's path (the pace it leaves is right; other flows on the
+    same links are squeezed a little more than they would be)."""
     per_loss = resend_packets + loss * timeout_packets
     return 1.0 + loss * per_loss
 

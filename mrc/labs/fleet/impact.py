@@ -14,7 +14,8 @@ fabric's view and the flow model's rates say how fast the job still goes:
   (ECMP pins are independent and uniform over T1s). An exposed job stalls until the path
   is back at a retry, or fails at ``(retry_cnt + 1) x timeout`` (the flow model's timers,
   ``RcConfig``). A lossy link an RC QP crosses slows its connection, and so the job, by the
-  flow model's go-back-N cost ``1 / (1 + loss x window)``.
+  flow model's go-back-N cost (:func:`mrc.flow.rates.gbn_cost`: a round trip resent per
+  loss, and a local ACK timeout when the NAK is lost too).
 
 The footprint counts (how many elements of each class the job can hit) are closed-form.
 """
@@ -30,7 +31,7 @@ from mrc.flow import conditions as cond
 from mrc.flow.engine import TransportModel
 from mrc.flow.fabric import make_view
 from mrc.flow.paths import mrc_entries
-from mrc.flow.rates import liveness, mrc_rates
+from mrc.flow.rates import gbn_cost, liveness, mrc_rates
 from mrc.flow.workload import Collective, build, class_index
 from topology.spec import FabricSpec
 
@@ -115,7 +116,7 @@ def job_impacts(spec: FabricSpec, gpus: int, workload: str, mrc: TransportModel,
     ends = (layout.class_group[groups.src] == t0_group) | (layout.class_group[groups.dst]
                                                            == t0_group)
     lam_link = float((groups.mult[crossing & ends] * qpp).sum()) / spec.t1 if crosses else 0.0
-    rc_loss = 1.0 / (1.0 + loss * rc.resend_packets)
+    rc_loss = float(1.0 / gbn_cost(np.array([loss]), rc.resend_packets, rc.timeout_packets)[0])
 
     def exposure(lam: float) -> float:
         return 1.0 - math.exp(-lam)
