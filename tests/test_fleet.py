@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -167,3 +168,28 @@ def _value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     return repr(value)
+
+
+@pytest.mark.parametrize("kind", ["flow", "fleet"])
+def test_flow_and_fleet_sweeps_on_processes_and_dask_agree(tmp_path: Path, kind: str) -> None:
+    """The new models go through the sweep executors as the packet model does: a local pool
+    of 2 processes and a real Dask LocalCluster (in process) give the same table."""
+    distributed = pytest.importorskip("distributed")
+    if kind == "flow":
+        doc = {"lab": "t1-reboot", "model": "flow",
+               "grid": {"fault.0.target": ["p1.t1.3", "p1.t1.0"], "run.seed": [1, 2]}}
+    else:
+        doc = {"lab": str(DEFAULT), "set": {"run.trials": 1, "job.gpus": [1024]},
+               "grid": {"rates.t1_reboot.per_year": [0.01, 1.0]}}
+    local = run_sweep(load_sweep(doc, base_dir=tmp_path), out=tmp_path / "local", workers=2,
+                      progress=False).table
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        dask = run_sweep(load_sweep(doc, base_dir=tmp_path), out=tmp_path / "dask",
+                         scheduler=cluster.scheduler_address, progress=False).table
+    assert set(local["status"]) == {"ok"}
+
+    def same(t: pd.DataFrame) -> pd.DataFrame:
+        return t[[c for c in t.columns if not c.endswith("wall_s")]].reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(same(local), same(dask))
