@@ -37,7 +37,9 @@ What is modelled
 
 What is not
     Packets, queues, trimming, ECN and the congestion controls' dynamics beyond DCQCN's
-    recovery (rates are their fixed point); PFC pause spreading; NACK and probe traffic;
+    recovery (rates are their fixed point; under many ECMP collisions the packet model's
+    DCQCN, with the lab's slow timing, stays well below that fixed point: README); RC run
+    lossy (``pfc = false``) loses no packets to congestion here; PFC pause spreading; NACK and probe traffic;
     MRC's detection delay (tens of us) and its loss recovery (what a ring all-reduce feels
     when a T1 dies mid-iteration); RC re-convergence (``reroute_after_us``), mixed runs,
     htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
