@@ -37,10 +37,11 @@ from typing import Any
 import numpy as np
 
 from mrc.flow import conditions as cond
+from mrc.flow.detection import Detection
 from mrc.flow.fabric import Layout, View, make_view
 from mrc.flow.paths import Entries, Groups
 from mrc.flow.rates import Alive, Rates, liveness, mrc_rates, rc_rates
-from mrc.flow.workload import GBPS, Progress, Stream, Workload
+from mrc.flow.workload import GBPS, Collective, Progress, Stream, Workload
 from mrc.transport.rc.dcqcn import DcqcnRp
 
 
@@ -67,6 +68,7 @@ class TransportModel:
     dcqcn: Any = None  # RC: its DcqcnConfig when cc = "dcqcn" (None: no rate control)
     line_bps: float = 0.0  # RC: the port's wire rate (DCQCN's ceiling)
     goodput_fraction: float = 1.0  # payload share of the wire (DCQCN rates are wire rates)
+    detect: Any = None  # MRC: its DetectParams (mrc.flow.detection; None: no detection delay)
 
 
 Row = tuple[float, str, str, dict[str, Any]]
@@ -121,6 +123,11 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
     backlog = Backlog(model, groups, entries, work.drain_bytes) \
         if model.kind == "rc" and isinstance(work, Stream) and work.drain_bytes > 0 else None
     prev_alive: np.ndarray | None = None
+    detection = Detection(model.detect, groups, entries, layout.spec.planes) \
+        if model.kind == "mrc" and model.detect is not None else None
+    prev_good: np.ndarray | None = None  # MRC: EVs GOOD in the last segment
+    prev_conn: np.ndarray | None = None  # and what each group sent then
+    prev_share: np.ndarray | None = None
     t = 0.0
 
     def view_of(key: cond.Conditions) -> tuple[View, Alive]:
@@ -180,6 +187,18 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
             prev_alive = _ev_changes(trace, model, groups, entries, alive, prev_alive, t)
         conn = np.where(run, rates.conn_gbps, 0.0)
         blocked = wanted & ~run if model.kind == "rc" else wanted & (rates.dead | ~run)
+        if detection is not None:
+            good = _good(entries, alive, view)
+            if prev_good is not None and (prev_good & ~good).any() and prev_conn is not None:
+                phase = progress.step_phase(t, prev_conn[wanted], detection.p.mtu_bytes) \
+                    if isinstance(work, Collective) else None
+                trace.rows.extend(detection.fault(t, prev_good, alive, view, prev_share,
+                                                  prev_conn, run, phase))
+            prev_good, prev_conn, prev_share = good, conn, rates.plane_share
+            detection.recover(t, alive_actual)
+            if detection.held(t):  # the step in flight waits for its lost packets
+                blocked = blocked | wanted
+            conn = detection.placed(t, conn)
         stalled = timers.stalled() & wanted if trace.failed_at_ps is None \
             else np.zeros(n, dtype=bool)
         if backlog is not None and backlog.draining(stalled).any():
@@ -205,6 +224,8 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
                 nxt = min(nxt, dcqcn.due(t, rates, run))
             if backlog is not None:
                 nxt = min(nxt, backlog.end(t, stalled))
+            if detection is not None:
+                nxt = min(nxt, detection.due(t))
         if nxt <= t:
             nxt = float(end_ps)  # nothing moves and nothing is due
         trace.times.append(t)
@@ -222,6 +243,13 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
     trace.end_ps = min(t, float(end_ps))
     trace.times.append(trace.end_ps)
     return trace, progress
+
+
+def _good(entries: Entries, alive: Alive, view: View) -> np.ndarray:
+    """MRC: entries whose EVs are GOOD (path up, not drained by an operator)."""
+    cross = entries.gtype >= 0
+    drained = cross & view.drained[np.where(cross, entries.gtype, 0)]
+    return alive.up & (entries.count > 0) & ~drained
 
 
 def _ev_changes(trace: Trace, model: TransportModel, groups: Groups, entries: Entries,

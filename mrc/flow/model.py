@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from mrc.flow import conditions as cond
+from mrc.flow.detection import DetectParams
 from mrc.flow.engine import Trace, TransportModel, simulate
 from mrc.flow.fabric import Layout, touched
 from mrc.flow.paths import (
@@ -35,6 +36,7 @@ from mrc.flow.workload import (
 from mrc.packet import ACK_BYTES
 from mrc.sim import transport_params
 from mrc.sim.rc_connection import bdp_packets
+from mrc.transport.mrc.config import MrcConfig
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 #: Crossing connections above which round-robin MRC's EVs are spread by expectation, not
@@ -67,7 +69,8 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
                               reintegrate_ps=cfg.probes_to_reintegrate * cfg.probe_interval_ps,
                               error_after_ps=cfg.error_after_ps(), qps=1,
                               ack_ratio=ack_ratio(spec, cfg.ack_every),
-                              ev_count=conn.profile.ev_count, profile=conn.profile)
+                              ev_count=conn.profile.ev_count, profile=conn.profile,
+                              detect=detect_params(spec, cfg))
     rc, per_plane, split = transport_params.rc_connection(spec, params, f"transport.{name}")
     if not split and per_plane > 1:
         raise ValueError(f"transport.{name}.split_data_on_qps: whole messages taking turns "
@@ -98,6 +101,21 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
                           pfc=spec.pfc and rc.priority == spec.pfc_priority,
                           dcqcn=rc.dcqcn if rc.cc == "dcqcn" else None, line_bps=line_bps,
                           goodput_fraction=spec.goodput_ceiling_fraction())
+
+
+def detect_params(spec: FabricSpec, cfg: MrcConfig) -> DetectParams:
+    """MRC's loss-recovery parameters that set its detection delay (mrc.flow.detection):
+    the per-EV timer, and the overdue evidence's window (fixed, or the adaptive window's
+    floor: ``reorder_margin_rtts`` base round trips, capped by the timer), grace and
+    strikes."""
+    rtt = float(spec.base_rtt_ps())
+    window = float(cfg.reorder_window_ps) if cfg.reorder_window_ps is not None \
+        else min(float(cfg.ev_timeout_ps), cfg.reorder_margin_rtts * rtt)
+    return DetectParams(ev_timeout_ps=cfg.ev_timeout_ps, overdue=cfg.overdue_loss,
+                        window_ps=window, rtt_ps=rtt, grace_ps=float(cfg.loss_grace_ps),
+                        strikes=cfg.overdue_strikes, mtu_bytes=spec.mtu_bytes,
+                        wire_bits=(spec.packet_bytes(spec.mtu_bytes)
+                                   + ETHERNET_OVERHEAD_BYTES) * 8.0)
 
 
 @dataclass
