@@ -13,9 +13,13 @@ What is modelled
       MRC's EV set (``evset.build_ev_set``) sprayed round robin over GOOD EVs plane by plane,
       each plane pulled by its own NIC port; RC's QPs pinned by ``rc_connection.ecmp_t1`` and
       striped, so a connection moves at its slowest QP's pace (:mod:`mrc.flow.rates`).
-    * Faults change the fabric at their instants; MRC stops using a dead path at once and
-      uses a restored one again after its probes (``probes_to_reintegrate x
-      probe_interval``); operator drains deny EVs at once (:mod:`mrc.flow.conditions`).
+    * Faults change the fabric at their instants; MRC uses a restored path again after its
+      probes (``probes_to_reintegrate x probe_interval``); operator drains deny EVs at once
+      (:mod:`mrc.flow.conditions`). A dead path costs MRC its detection delay
+      (:mod:`mrc.flow.detection`, from ``MrcConfig``'s own timers): a stream loses the dead
+      EVs' share until overdue evidence (~25 us on lab-8plane); a collective's step in
+      flight waits for the per-EV timer (``ev_timeout``, 65.5 us), and once more for the
+      dead EVs its message had already passed when the fault hit.
     * RC as deployed (issue 15: lossless with PFC, paced by DCQCN), at the packet model's
       times (:mod:`mrc.flow.engine`): no congestion loss (PFC), so rates are max-min on each
       QP's one hashed path; DCQCN holds a QP at its share while a switch queue limits it and,
@@ -40,8 +44,9 @@ What is not
     recovery (rates are their fixed point; under many ECMP collisions the packet model's
     DCQCN, with the lab's slow timing, stays well below that fixed point: README); RC run
     lossy (``pfc = false``) loses no packets to congestion here; PFC pause spreading; NACK and probe traffic;
-    MRC's detection delay (tens of us) and its loss recovery (what a ring all-reduce feels
-    when a T1 dies mid-iteration); RC re-convergence (``reroute_after_us``), mixed runs,
+    MRC's loss recovery beyond its detection waves (congestion control's cuts after the
+    losses, overdue strikes between a ring's chains: ~30 us more in the packet model's
+    allreduce-t1-reboot iteration); RC re-convergence (``reroute_after_us``), mixed runs,
     htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
     (``split_data_on_qps = false``): each refused with one line naming its key. Counters
     that only packets have (retransmissions, trims, drops, probes) are 0 in the summary,

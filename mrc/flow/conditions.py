@@ -18,9 +18,9 @@ Each transport sees the fabric through its own *view*:
   healthy: ``probes_to_reintegrate`` answered probes, ``probe_interval`` apart, so an ``up``
   takes effect ``K x probe_interval`` later in MRC's view (an element that goes down again
   within that time never came back, for MRC). A drain (DENIED) takes effect at once and ends
-  at once (``allow`` without validation), as ``SimStack.allow`` does. The failure detection
-  itself (tens of microseconds in the packet model) is not modelled: a path leaves MRC's
-  view at the fault instant.
+  at once (``allow`` without validation), as ``SimStack.allow`` does. A dead path leaves
+  MRC's view at the fault instant (the rates it settles at); what it costs until MRC's
+  timers find it is :mod:`mrc.flow.detection`'s.
 """
 
 from __future__ import annotations

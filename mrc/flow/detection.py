@@ -16,39 +16,52 @@ connection is still sending:
   ``W + RTT + grace + (strikes - 1) x cycle`` after the fault (:func:`evidence_ps`), capped
   by the per-EV timer. ``W`` is the adaptive window's floor, ``reorder_margin_rtts`` base
   round trips (the flow model has no queueing spread), or ``reorder_window_ps`` when fixed.
-* *The per-EV timer* (``ev_timeout_ps``, 65.5 us): the oldest unacknowledged packet of an EV
-  unanswered that long. A collective's step sends one message per connection and then waits
-  for the step before: when its burst is shorter than the evidence needs (``W`` plus the
-  strikes' cycles), nothing is sent late enough to prove the loss, and the step in flight
-  waits for the timer. Every chain of the ring then stalls on the message that lost packets,
-  and the iteration waits for the slowest chain: ``ev_timeout`` per *wave*.
+* *The per-EV timer* (``ev_timeout_ps``, 65.5 us): an EV's oldest unacknowledged packet
+  unanswered that long; it resends everything the EV still carried. A collective's step
+  sends one message per connection and then waits for the step before (a ring's chain
+  forwards what it just received): when the message's burst ends less than ``W`` after its
+  loss, nothing is sent late enough to prove it, and the message ends at the timer, not at
+  its burst's end: a stall of ``ev_timeout`` less what the burst still had to send. The
+  ring's chains stall on their messages that lost packets and the iteration waits for the
+  slowest: measured in the packet model (allreduce-t1-reboot), every chain stalls 62-65 us
+  on the first wave, every EV marked with reason ``timeout``.
 
-Why there can be a second wave: each message sprays ``P`` packets per plane round robin over
-the plane's ``N`` GOOD EVs. If the fault lands a fraction ``x`` into a step's burst, the
-message in flight reaches only the EVs its remaining ``(1 - x) P`` packets cover; the dead EVs
-it had already passed are still GOOD when the ring resumes after the timer, and the next
-message on that connection loses packets on them again: another ``ev_timeout``. With
-``P >= N`` (the bundled all-reduce: 16 packets and 16 EVs per plane) a second wave is all
-it takes; a smaller message needs ``ceil(left / (P / N))`` more. Where in a step the fault
-lands comes from the flow model's own step clock (alpha-beta: burst, then the path latency),
-which is not the packet model's clock (its steps are a few percent longer): for one fault the
-two models can disagree on the wave count, for a fault at a random time both give a second
-wave with probability about burst / step. The expected count of passed dead EVs (``x`` times
-the dead EVs of every affected connection) decides whether the second wave happens (at least
-one half, rounded to one).
+Why there can be a second wave (and more): each message sprays ``P`` packets per plane round
+robin over the plane's ``N`` GOOD EVs, a share ``cover = P / N`` of the EV cycle. If the fault
+lands a fraction ``x`` into a step's burst, the message in flight reaches only the EVs its
+remaining ``(1 - x) P`` packets cover; the dead EVs it had already passed are still GOOD when
+the ring resumes after the timer, and the next message on that connection loses packets on
+them: another stall (:meth:`Detection.collective_waves`). With ``P >= N`` (the bundled
+all-reduce: 16 packets on 16 EVs per plane) one more wave covers the rest; a smaller message
+needs one per ``cover`` of the cycle left, at most one per dead EV left (they are hit one at
+a time). A wave happens while at least half a dead EV (expected, over every affected
+connection) is left. A burst that goes on past its loss by more than ``W`` is found by the
+evidence and its end is delayed by what is left of that (a long all-to-all message: not at
+all). The stalls are taken at once, at the fault (the levels compared are over windows).
 
-A stream loses the dead EVs' share of its traffic until the evidence fires (resent later, the
-line is spent twice); the steady windows the cross-check compares start 50 us after a fault,
-after that transient (about 25 us on lab-8plane). What is not modelled: the packet model's
-own cascade inside the ring's second wave (an overdue strike resends a lost packet but keeps
-its EV GOOD while a newer packet on it is in flight, so a later message on that connection
-can lose again and wait for that packet's own timer: a third, partial stall that depends on
-when each chain reaches each connection), and congestion control's reaction to the losses.
+Where in a step the fault lands comes from the flow model's own step clock (alpha-beta: the
+burst at the pace, then one path latency), not the packet model's (its healthy steps are
+about 4% longer): for one fault the two can disagree on the wave count; for a fault at a
+random time both give a second wave with probability about burst / step.
+
+A stream loses the dead EVs' share of its traffic until the evidence fires (resent later, so
+the line is spent twice), or until the path is back if that comes first (a short flap); the
+steady windows the cross-check compares start 50 us after a fault, after that transient
+(about 25 us on lab-8plane; the packet model marks the EVs 20-32 us after the fault, reason
+``overdue ... strikes=2``). An operator drain is told to MRC (no loss), and so is a QP's own
+NIC port going down (``port_down``).
+
+Not modelled (the packet model's allreduce-t1-reboot iteration takes ~30 us more than the
+two waves): congestion control's reaction to the losses (windows cut after the first wave
+slow the next messages), and the overdue strikes inside the second wave: once the ring
+resumes, other chains' messages on a connection prove a lost packet overdue, which resends
+it but leaves its EV GOOD while a newer packet on it is in flight (one strike of two), so
+later messages lose there again and wait for that newer packet's own timer. Both depend on
+when each chain reaches each connection, which a flow model does not follow.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,7 +82,6 @@ class DetectParams:
     grace_ps: float  # loss_grace_ps
     strikes: int  # overdue_strikes
     mtu_bytes: int  # payload of a full packet
-    wire_bits: float  # one full packet on the wire
 
 
 def evidence_ps(p: DetectParams, cycle_ps: float | np.ndarray) -> float | np.ndarray:
@@ -132,9 +144,10 @@ class Detection:
         hit = lost > 0
         rows: list[tuple[float, str, str, dict[str, object]]] = []
         if collective is None:
-            # a stream keeps sending: overdue evidence, one EV cycle per further strike
+            # a stream keeps sending: overdue evidence, one EV cycle (a full packet on each
+            # of the plane's GOOD EVs, at the plane's goodput) per further strike
             plane_bps = conn_before[:, None] * share_before * 1e9 / 1e12  # bits per ps
-            cycle = np.divide(n_good * self.p.wire_bits, plane_bps,
+            cycle = np.divide(n_good * self.p.mtu_bytes * 8.0, plane_bps,
                               out=np.full_like(n_good, np.inf), where=plane_bps > 0)
             found = np.asarray(evidence_ps(self.p, cycle))
             delay = np.where(k_dead > 0, found, 0.0).max(axis=1)
