@@ -38,7 +38,9 @@ def _waves(x: float, burst_ps: float, packets: float) -> tuple[int, float]:
     k_dead = np.zeros((8, 8))
     k_dead[:, 1] = 4.0  # a T1 of plane 1's four: 4 of every connection's 16 EVs there
     share = np.full((8, 8), 1 / 8)
-    return d.collective_waves(x, burst_ps, packets, n_good, k_dead, share, np.ones(8, bool))
+    stalls, hold, _ = d.collective_waves(x, burst_ps, packets, n_good, k_dead, share,
+                                         np.ones(8, bool))
+    return stalls, hold
 
 
 def test_a_fault_inside_a_short_burst_costs_two_timer_waves() -> None:
@@ -75,6 +77,18 @@ def test_the_ring_all_reduce_waits_two_timers_when_a_t1_dies_mid_step() -> None:
     hit = max(times)
     assert hit == pytest.approx(healthy + row["held_us"], abs=0.01)
     assert sum(1 for x in times if x > healthy + 1) == 1  # only the iteration it hit
+    # the summary's detect_us: the first EVs found by their timer (packet model: 64.1 us)
+    assert flow.summary["transports"]["mrc"]["detect_us"] == pytest.approx(65.536, abs=0.01)
+
+
+def test_a_stream_finds_a_dead_t1_on_overdue_evidence() -> None:
+    """t1-reboot: write_bw keeps sending, so the loss is proven by later packets (packet
+    model: the first EV ASSUMED_BAD 23.7 us after the fault, reason overdue, strikes=2)."""
+    flow = run_flow_lab("t1-reboot", transports="mrc")
+    detect = flow.summary["transports"]["mrc"]["detect_us"]
+    assert 20 < detect < 32
+    row = flow.events[flow.events["kind"] == "ev_state"]
+    assert json.loads(row["detail"].iloc[0])["reason"] == "overdue"
 
 
 def test_own_port_down_is_known_at_once() -> None:
@@ -84,6 +98,7 @@ def test_own_port_down_is_known_at_once() -> None:
     rows = flow.events[flow.events["kind"] == "detection"]
     assert len(rows) == 1
     assert json.loads(rows["detail"].iloc[0])["connections"] == 1
+    assert flow.summary["transports"]["mrc"]["detect_us"] == 0.0  # port down: at once
 
 
 def test_a_drain_costs_nothing() -> None:

@@ -134,15 +134,23 @@ class Detection:
             return []
         src = self.groups.src[e.group]
         own = ~view.host_ok[src, e.plane] | ~view.t0_ok[e.plane, alive.src_t0]
-        died = good_before & ~alive.up & ~own & (e.count > 0) & running[e.group]
+        lost_path = good_before & ~alive.up & (e.count > 0) & running[e.group]
+        died = lost_path & ~own
+        rows: list[tuple[float, str, str, dict[str, object]]] = []
+        told = lost_path & own
+        if told.any():  # the QP's own NIC port went down: port_down, at once
+            rows.append((t, "ev_state", "mrc", {
+                "new": "ASSUMED_BAD", "old": "GOOD", "reason": "port down",
+                "evs": round(float((e.count * self.groups.mult[e.group])[told].sum())),
+                "model": "flow"}))
         if not died.any():
-            return []
+            return rows
         n_good = self._per_plane(good_before)
         k_dead = self._per_plane(died)
         frac = np.divide(k_dead, n_good, out=np.zeros_like(k_dead), where=n_good > 0)
         lost = (share_before * frac).sum(axis=1)
         hit = lost > 0
-        rows: list[tuple[float, str, str, dict[str, object]]] = []
+        evs = round(float((e.count * self.groups.mult[e.group])[died].sum()))
         if collective is None:
             # a stream keeps sending: overdue evidence, one EV cycle (a full packet on each
             # of the plane's GOOD EVs, at the plane's goodput) per further strike
@@ -157,6 +165,11 @@ class Detection:
                                             lost[hit])
             self.lossy_until[hit] = np.maximum(self.lossy_until[hit], until[hit])
             self.dead |= died
+            first = float(delay[hit].min())
+            by = "overdue" if self.p.overdue and first < self.p.ev_timeout_ps else "timeout"
+            rows.append((t + first, "ev_state", "mrc", {
+                "new": "ASSUMED_BAD", "old": "GOOD", "reason": by, "evs": evs,
+                "model": "flow"}))
             rows.append((t, "detection", "mrc", {
                 "connections": int(self.groups.mult[hit].sum()),
                 "lost_share_max": round(float(lost[hit].max()), 4),
@@ -166,10 +179,15 @@ class Detection:
                 "model": "flow"}))
             return rows
         x, burst_ps, packets = collective
-        waves, hold = self.collective_waves(x, burst_ps, packets, n_good, k_dead, share_before,
-                                            hit)
+        waves, hold, first = self.collective_waves(x, burst_ps, packets, n_good, k_dead,
+                                                   share_before, hit)
         self.waves = waves
         self.hold_until = max(self.hold_until, t + hold)
+        if waves:
+            by = "timeout" if first >= self.p.ev_timeout_ps else "overdue"
+            rows.append((t + first, "ev_state", "mrc", {
+                "new": "ASSUMED_BAD", "old": "GOOD", "reason": by, "evs": evs,
+                "model": "flow"}))
         rows.append((t, "detection", "mrc", {
             "connections": int(self.groups.mult[hit].sum()), "waves": waves,
             "held_us": round(hold / 1e6, 3), "model": "flow"}))
@@ -177,8 +195,8 @@ class Detection:
 
     def collective_waves(self, x: float, burst_ps: float, packets: float, n_good: np.ndarray,
                          k_dead: np.ndarray, share: np.ndarray, hit: np.ndarray
-                         ) -> tuple[int, float]:
-        """(stalls, total hold in ps) for a collective whose step burst is ``burst_ps`` long
+                         ) -> tuple[int, float, float]:
+        """(stalls, total hold in ps, when the first EVs are found) for a collective whose step burst is ``burst_ps`` long
         and whose fault landed ``x`` of the way into it (``x >= 1``: between bursts).
 
         Each message sprays ``packets x share`` packets on a plane, a fraction ``cover`` of
@@ -194,32 +212,34 @@ class Detection:
         cover = np.divide(per_plane, n_good, out=np.zeros_like(per_plane), where=n_good > 0)
         dead = (k_dead > 0) & hit[:, None] & (cover > 0)
         if not dead.any():
-            return 0, 0.0
+            return 0, 0.0, 0.0
         c = float(cover[dead].min())  # the slowest to go round its cycle
         weight = float((k_dead * self.groups.mult[:, None])[dead].sum())  # dead EVs in all
         left_burst = (1.0 - x) * burst_ps if x < 1.0 else burst_ps
         reach = min(1.0, left_burst / burst_ps * c)  # share of the cycle wave 1 covers
-        hold = self._stall(min(left_burst, reach / c * burst_ps), left_burst, burst_ps, c)
+        hold, first = self._stall(min(left_burst, reach / c * burst_ps), left_burst, burst_ps,
+                                  c)
         stalls = 1 if hold > 0 else 0
         left = 1.0 - reach
         budget = max(1, int(round(left * weight)))  # at most one stall per dead EV left
         while left * weight >= 0.5 and budget > 0:
             step = min(left, c)
-            extra = self._stall(step / c * burst_ps, burst_ps, burst_ps, c)
+            extra, _ = self._stall(step / c * burst_ps, burst_ps, burst_ps, c)
             if extra <= 0:
                 break  # long bursts recover within themselves: later ones will too
             hold += extra
             stalls += 1
             budget -= 1
             left -= step
-        return stalls, hold
+        return stalls, hold, first
 
     def _stall(self, first_hit_ps: float, burst_left_ps: float, burst_ps: float,
-               cover: float) -> float:
+               cover: float) -> tuple[float, float]:
         """How much later than its burst's end a message completes when its last dead EV's
         first loss is sent ``first_hit_ps`` into the ``burst_left_ps`` it still sends: the
         evidence when a packet goes out ``W`` after that loss (and, if the EV carries
-        another packet before, one more strike's cycle), else the per-EV timer."""
+        another packet before, one more strike's cycle), else the per-EV timer. Returns
+        (the stall, the detection delay from the first loss)."""
         p = self.p
         after = max(0.0, burst_left_ps - first_hit_ps)
         cycle = burst_ps / cover
@@ -227,7 +247,7 @@ class Detection:
             detect = float(np.asarray(evidence_ps(p, cycle if cycle < after else 0.0)))
         else:
             detect = float(p.ev_timeout_ps)
-        return max(0.0, detect - after)
+        return max(0.0, detect - after), detect
 
     # ------------------------------------------------------------------ the engine's side
     def recover(self, t: float, alive: Alive) -> None:

@@ -34,8 +34,7 @@ from mrc.units import PS_PER_US, us
 
 RUNTIME = "flow"
 #: Counters only packets have: 0 in a flow run's summary, and listed as such.
-NOT_MODELLED = ("retransmitted_packets", "trimmed_packets", "dropped_packets", "probes_sent",
-                "detect_us (MRC)")
+NOT_MODELLED = ("retransmitted_packets", "trimmed_packets", "dropped_packets", "probes_sent")
 
 
 class FlowLabResult(LabResult):
