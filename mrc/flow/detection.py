@@ -44,9 +44,12 @@ burst at the pace, then one path latency), not the packet model's (its healthy s
 about 4% longer): for one fault the two can disagree on the wave count; for a fault at a
 random time both give a second wave with probability about burst / step.
 
-A stream loses the dead EVs' share of its traffic until the evidence fires (resent later, so
-the line is spent twice), or until the path is back if that comes first (a short flap); the
-steady windows the cross-check compares start 50 us after a fault, after that transient
+A stream loses the dead EVs' share of its traffic until the evidence fires with round-robin
+spraying; with REPS (the default) only for one round of the EV cycle, since REPS reuses only
+the EVs whose packets came back, so each dead EV takes one packet and is left alone (measured:
+the packet model's t0-t1-link-flap loses about a third of what share x 20 us would cost, one
+cycle's worth). Either way, the loss ends when the path is back if that comes first (a short
+flap), and what was lost is resent (the line is spent twice). The steady windows the cross-check compares start 50 us after a fault, after that transient
 (about 25 us on lab-8plane; the packet model marks the EVs 20-32 us after the fault, reason
 ``overdue ... strikes=2``). An operator drain is told to MRC (no loss), and so is a QP's own
 NIC port going down (``port_down``).
@@ -82,6 +85,7 @@ class DetectParams:
     grace_ps: float  # loss_grace_ps
     strikes: int  # overdue_strikes
     mtu_bytes: int  # payload of a full packet
+    reps: bool = True  # spray = "reps": an EV whose packet is lost is not reused
 
 
 def evidence_ps(p: DetectParams, cycle_ps: float | np.ndarray) -> float | np.ndarray:
@@ -159,7 +163,11 @@ class Detection:
                               out=np.full_like(n_good, np.inf), where=plane_bps > 0)
             found = np.asarray(evidence_ps(self.p, cycle))
             delay = np.where(k_dead > 0, found, 0.0).max(axis=1)
-            until = t + delay
+            # REPS sprays on the EVs whose packets came back: a dead EV takes the packet
+            # it is due next and is not reused, so the share is lost for one round of the
+            # cycle, not until the evidence (round robin keeps spraying on it until then)
+            losing = np.minimum(found, cycle) if self.p.reps else found
+            until = t + np.where(k_dead > 0, losing, 0.0).max(axis=1)
             self.lost_share[hit] = np.where(self.lossy_until[hit] > t,
                                             np.maximum(self.lost_share[hit], lost[hit]),
                                             lost[hit])

@@ -113,7 +113,8 @@ def detect_params(spec: FabricSpec, cfg: MrcConfig) -> DetectParams:
         else min(float(cfg.ev_timeout_ps), cfg.reorder_margin_rtts * rtt)
     return DetectParams(ev_timeout_ps=cfg.ev_timeout_ps, overdue=cfg.overdue_loss,
                         window_ps=window, rtt_ps=rtt, grace_ps=float(cfg.loss_grace_ps),
-                        strikes=cfg.overdue_strikes, mtu_bytes=spec.mtu_bytes)
+                        strikes=cfg.overdue_strikes, mtu_bytes=spec.mtu_bytes,
+                        reps=cfg.spray == "reps")
 
 
 @dataclass
