@@ -17,9 +17,10 @@ What is modelled
       probes (``probes_to_reintegrate x probe_interval``); operator drains deny EVs at once
       (:mod:`mrc.flow.conditions`). A dead path costs MRC its detection delay
       (:mod:`mrc.flow.detection`, from ``MrcConfig``'s own timers): a stream loses the dead
-      EVs' share until overdue evidence (~25 us on lab-8plane); a collective's step in
-      flight waits for the per-EV timer (``ev_timeout``, 65.5 us), and once more for the
-      dead EVs its message had already passed when the fault hit.
+      EVs' share for a round of its EV cycle (REPS) or until overdue evidence (~25 us on
+      lab-8plane, round robin); a collective's step in flight waits for the per-EV timer
+      (``ev_timeout``, 65.5 us), and once more for the dead EVs its message had already
+      passed when the fault hit.
     * RC as deployed (issue 15: lossless with PFC, paced by DCQCN), at the packet model's
       times (:mod:`mrc.flow.engine`): no congestion loss (PFC), so rates are max-min on each
       QP's one hashed path; DCQCN holds a QP at its share while a switch queue limits it and,
