@@ -4,6 +4,7 @@
     python benchmarks/flow_crosscheck.py --write    # also refreshes tests/data/flow_crosscheck.json
     python benchmarks/flow_crosscheck.py --wide     # a larger fabric too (~4 min of packets)
     python benchmarks/flow_crosscheck.py --seeds 8 gray-link-loss   # a stochastic fault over seeds
+    python benchmarks/flow_crosscheck.py --at 560,600,607 allreduce-t1-reboot  # fault times
 
 ``--wide`` adds WIDE_LAB: 256 hosts x 8 planes (16 T0 x 16 hosts, 16 T1 per plane), 64
 write_bw pairs crossing T0s, a T1 reboot then a T0 failure: many connections sharing T0-T1
@@ -18,6 +19,14 @@ starts near 63 Tb/s and drifts down to 11-17 Tb/s by 300 us, under the flow mode
 that seed's first RC QP on plane 1 hashes to (seeded QPNs, ``mrc.sim.qpn``), and prints the
 per-seed levels and their means: random loss is a draw, and one seed's packet run is one
 sample of it.
+
+``--at T1,T2,...`` reruns the named labs with the first fault moved to each time (us), the
+during level of both models and the longest iteration of a collective: where in a ring step
+a fault lands is a draw too. Measured for allreduce-t1-reboot, MRC (reboot at 560, 580, 600,
+603, 605, 607, 609, 620, 650, 680 us): the packet model's hit iteration 216-303 us (healthy
+142; the 560 one's second wave falls in the next iteration), the flow model's 265 us (two
+per-EV timers, ``mrc.flow.detection``), during-window gap 4.7-11.9% of healthy (11.9% at
+600, the bundled time; 4.4% of it is the healthy gap).
 
 The JSON holds the packet model's steady levels (``mrc.labs.crosscheck.steady_levels``) so
 ``tests/test_flow_crosscheck.py`` can hold the flow model to them in seconds, without
@@ -98,14 +107,46 @@ def seeds(labs: list[str], count: int) -> None:
                   f"{sum(values) / len(values):.1f} Gb/s")
 
 
+def at_times(labs: list[str], times: list[float]) -> None:
+    """Each lab with its first fault at each of ``times`` (us): during levels, longest
+    iteration (collectives) of both models."""
+    for name in labs:
+        for at in times:
+            raw = materialize(load_lab(name))
+            raw["fault"][0]["at_us"] = at
+            packet_run, flow_run = run_lab(raw, progress=False), run_flow_lab(raw)
+            for row in compare(steady_levels(packet_run), steady_levels(flow_run)):
+                if row["window"] != "during":
+                    continue
+                longest = [_longest(run.iterations, row["transport"])
+                           for run in (packet_run, flow_run)]
+                print(f"{name:<22}at {at:>8g} us {row['transport']:<6}"
+                      f"{row['packet_gbps']:>9.1f}{row['flow_gbps']:>9.1f}"
+                      f"{100 * row['gap_of_healthy']:>7.1f}%   longest iteration "
+                      f"{longest[0]:.1f} / {longest[1]:.1f} us")
+
+
+def _longest(iterations: Any, transport: str) -> float:
+    """The longest completed iteration of ``transport`` (us), nan if none."""
+    if iterations is None or not len(iterations):
+        return float("nan")
+    ok = iterations[(iterations["transport"] == transport) & (iterations["ok"] == True)]  # noqa: E712
+    return float(ok["time_us"].max()) if len(ok) else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="refresh the test's reference")
     parser.add_argument("--wide", action="store_true", help="also WIDE_LAB (not stored)")
     parser.add_argument("--seeds", type=int, metavar="N",
                         help="the named labs over seeds 1..N (faults moved onto RC's link)")
+    parser.add_argument("--at", metavar="T1,T2,...",
+                        help="the named labs with the first fault moved to each time (us)")
     parser.add_argument("labs", nargs="*", help="labs to check (default: every fault lab)")
     args = parser.parse_args()
+    if args.at:
+        at_times(list(args.labs), [float(x) for x in args.at.split(",")])
+        return
     if args.seeds:
         seeds(list(args.labs), args.seeds)
         return

@@ -46,8 +46,8 @@ What is not
     DCQCN, with the lab's slow timing, stays well below that fixed point: README); RC run
     lossy (``pfc = false``) loses no packets to congestion here; PFC pause spreading; NACK and probe traffic;
     MRC's loss recovery beyond its detection waves (congestion control's cuts after the
-    losses, overdue strikes between a ring's chains: ~30 us more in the packet model's
-    allreduce-t1-reboot iteration); RC re-convergence (``reroute_after_us``), mixed runs,
+    losses, overdue strikes between a ring's chains: 303 us against the flow model's 265 for
+    allreduce-t1-reboot's hit iteration); RC re-convergence (``reroute_after_us``), mixed runs,
     htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
     (``split_data_on_qps = false``): each refused with one line naming its key. Counters
     that only packets have (retransmissions, trims, drops, probes) are 0 in the summary,

@@ -190,7 +190,7 @@ def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
         if detection is not None:
             good = _good(entries, alive, view)
             if prev_good is not None and (prev_good & ~good).any() and prev_conn is not None:
-                phase = progress.step_phase(t, prev_conn[wanted], detection.p.mtu_bytes) \
+                phase = progress.step_burst(t, prev_conn[wanted], detection.p.mtu_bytes) \
                     if isinstance(work, Collective) else None
                 trace.rows.extend(detection.fault(t, prev_good, alive, view, prev_share,
                                                   prev_conn, run, phase))

@@ -219,12 +219,12 @@ class Progress:
             return 0.0
         return float(conn.min()) if conn.size else 0.0
 
-    def step_phase(self, t: float, conn: np.ndarray, mtu_bytes: int
-                   ) -> tuple[float, float, float] | None:
-        """Where a collective stands in its current step at ``t``, by the alpha-beta clock
+    def step_burst(self, t: float, conn: np.ndarray, mtu_bytes: int
+                   ) -> tuple[float, float] | None:
+        """A collective's message per connection and step at ``t``, by the alpha-beta clock
         of :meth:`iteration_ps` (each step: its message's burst at the pace, then one path
-        latency): (position in the burst as a fraction, ``>= 1`` between bursts; the burst
-        in ps; packets per message). None when no iteration is under way."""
+        latency): (the burst in ps, packets per message). None when no iteration is under
+        way."""
         work = self.work
         if not isinstance(work, Collective) or self.finished or t < work.start_ps:
             return None
@@ -232,13 +232,8 @@ class Progress:
         if pace <= 0:
             return None
         size = work.plan[self._next][0]
-        n = work.ranks
-        chunk = size if work.kind == "sendrecv" else max(1, -(-size // n))
-        steps = 2 * (n - 1) if work.kind == "all_reduce" else 1
-        burst = chunk * 8 / pace * GBPS
-        step = burst + self._latency
-        into = (self._frac * steps * step) % step
-        return into / burst, burst, float(-(-chunk // mtu_bytes))
+        chunk = size if work.kind == "sendrecv" else max(1, -(-size // work.ranks))
+        return chunk * 8 / pace * GBPS, float(-(-chunk // mtu_bytes))
 
     def iteration_ps(self, pace: float) -> float:
         volume, latency, _ = self._iteration()
