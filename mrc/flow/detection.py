@@ -68,7 +68,9 @@ slow the next messages), and the overdue strikes inside the second wave: once th
 resumes, other chains' messages on a connection prove a lost packet overdue, which resends
 it but leaves its EV GOOD while a newer packet on it is in flight (one strike of two), so
 later messages lose there again and wait for that newer packet's own timer. Both depend on
-when each chain reaches each connection, which a flow model does not follow.
+when each chain reaches each connection, which a flow model does not follow. Nor is the tail
+of a finite transfer (permutation, connection matrix): a flow whose last packets die waits
+for the per-EV timer to finish; here transfers follow the stream rule.
 """
 
 from __future__ import annotations
