@@ -338,6 +338,7 @@ def flow_stats(flows: pd.DataFrame | None,
         out["ideal_fct_us"] = _r(ideal_us)
         out["ideal_done_us"] = _r(float(flows["start_us"].min()) + ideal_us)
         out["p50_vs_ideal"] = _r(np.percentile(fct, 50) / ideal_us, 4) if fct.size else None
+        out["p99_vs_ideal"] = _r(np.percentile(fct, 99) / ideal_us, 4) if fct.size else None
         out["max_vs_ideal"] = _r(fct.max() / ideal_us, 4) if fct.size else None
     return out
 

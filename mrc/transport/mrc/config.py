@@ -127,8 +127,8 @@ class MrcConfig:
         for name in ("ack_delay_ps", "probe_interval_ps", "ev_timeout_ps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        if self.slow_margin_rtts < 0:
-            raise ValueError("slow_margin_rtts must not be negative")
+        if not 0 <= self.slow_margin_rtts <= 1000:
+            raise ValueError("slow_margin_rtts must be in 0..1000")
         if self.loss_grace_ps < 0:
             raise ValueError("loss_grace_ps must not be negative")
         if self.probe_timeout_ps is not None and self.probe_timeout_ps <= 0:
