@@ -35,8 +35,8 @@ def test_clean_deliveries_recycle_slow_and_marked_ones_do_not() -> None:
     spray = q._sender.spray
     a, b, c, d = q._path_manager.evs
     spray.delivered(0, a, 10 * US, False)  # the first sample: the unloaded RTT
-    assert spray.floor == 10 * US and spray.margin == 5 * US  # slow_margin_rtts = 0.5
-    spray.delivered(1, b, 14 * US, False)  # within the margin: recycled
+    assert spray.floor == 10 * US and spray.margin == 3 * US  # slow_margin_rtts = 0.3
+    spray.delivered(1, b, 12 * US, False)  # within the margin: recycled
     spray.delivered(2, c, 16 * US, False)  # 6 us over the QP's usual: a slow path
     spray.delivered(3, d, 10 * US, True)  # CE-marked: never recycled (REPS)
     spray.delivered(4, a, -1, False)  # which transmission arrived is unknown: recycled

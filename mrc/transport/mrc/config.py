@@ -85,7 +85,7 @@ class MrcConfig:
     spray: str = "reps"  # "round_robin" | "reps"
     reps_explore_every: int = 8  # REPS: every n-th packet of a plane explores (round robin)
     path_aware: bool = True  # REPS recycles only EVs that delivered in time (see spray.py)
-    slow_margin_rtts: float = 0.5  # slow: delivered this many unloaded RTTs over the QP's usual
+    slow_margin_rtts: float = 0.3  # slow: delivered this many unloaded RTTs over the QP's usual
     ack_every: int = 4  # coalesce: one ACK per this many new packets
     ack_delay_ps: int = 1 * PS_PER_US  # delayed ACK for a tail
     probe_interval_ps: int = 10 * PS_PER_US
