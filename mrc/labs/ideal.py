@@ -15,8 +15,8 @@ eight at 25% leaves 7.25/8 of every T0's capacity (ideal 189.6 us), four such T1
 
 Only degradations active when the flows start count (a fault later in the run, or a link
 taken down, is the experiment, not the yardstick), and only workloads whose flows all have
-one size and one start time get an ideal: a connection matrix of mixed sizes has no single
-number to compare with.
+one size and one start time get an ideal: a connection matrix of mixed sizes (or of flows
+started by triggers) has no single number to compare with.
 """
 
 from __future__ import annotations
@@ -79,7 +79,10 @@ def flow_ideal_us(lab: Lab) -> float | None:
         starts = {f.start_us for f in workload.flows}
         if len(sizes) != 1 or len(starts) != 1:
             return None
-        size, start = sizes.pop(), starts.pop()
+        size, first = sizes.pop(), starts.pop()
+        if first is None:  # started by triggers: no common start to measure from
+            return None
+        start = first
     else:
         return None
     return healthy_fct_us(lab.fabric, size) / capacity_share(lab, start)
