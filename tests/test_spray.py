@@ -3,10 +3,13 @@ small version of the slow-T1 scenario (issue 18) against the ideal (mrc.labs.ide
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from mrc.labs.ideal import capacity_share, flow_ideal_us, healthy_fct_us
 from mrc.labs.lab_file import load_lab, validate
+from mrc.labs.model import ConnectionMatrix, Flow
 from mrc.labs.runner import run_lab
 from mrc.labs.sweep_file import load_sweep
 from mrc.sim import faults
@@ -124,6 +127,18 @@ def test_capacity_share_and_ideal_of_slow_t1s() -> None:
     raw["fault"] = [{"kind": "degrade", "target": "p0.t1.0", "at_us": 50,
                      "rate_fraction": 0.25}]
     assert capacity_share(validate(raw, name="later")) == 1.0  # not there at the start
+
+
+def test_only_flows_of_one_size_and_one_start_have_an_ideal() -> None:
+    lab = load_lab("degraded-t1s")
+    one = (Flow(0, 9, 2_000_000, 0.0, 1), Flow(9, 0, 2_000_000, 0.0, 2))
+    same = dataclasses.replace(lab, workload=ConnectionMatrix(one, 128))
+    assert flow_ideal_us(same) == pytest.approx(189.60, abs=0.01)
+    mixed = (one[0], Flow(9, 0, 1_000_000, 0.0, 2))
+    assert flow_ideal_us(dataclasses.replace(lab, workload=ConnectionMatrix(mixed, 128))) is None
+    triggered = (Flow(0, 9, 2_000_000, None, 1, trigger=1),)
+    assert flow_ideal_us(
+        dataclasses.replace(lab, workload=ConnectionMatrix(triggered, 128))) is None
 
 
 def test_the_sweep_over_slow_t1s_expands_to_four_labs() -> None:
