@@ -156,3 +156,5 @@ def test_degrading_a_switch_slows_every_link_of_it_both_ways() -> None:
     assert all(p.bps == 25 * 10**9 for p in ports)
     assert record.target == "p0.t1.1" and len(record.effect["rate_bps"]) == len(ports)
     assert all(p.bps == 100 * 10**9 for p in stack.net.ports.values() if "t1.0" in p.name)
+    faults.degrade(stack.net, "p0.t1.1", 1.0)  # what a lab's degrade_end does
+    assert all(p.bps == 100 * 10**9 for p in ports)
