@@ -70,6 +70,26 @@ def test_the_running_median_ignores_a_slow_minority() -> None:
     assert 12 * US - spray._step <= spray.ref <= 13 * US
 
 
+def test_a_queue_every_path_shares_is_not_one_slow_path() -> None:
+    """The incast case: every delivery gets slower at once; the median trails, but what the
+    QP's fastest paths deliver right now is the yardstick for the window rule."""
+    q = qp()
+    spray = q._sender.spray
+    evs = q._path_manager.evs
+    for k in range(64):  # the usual: 10 us, every 0.1 us
+        spray.delivered(k * US // 10, evs[k % 4], 10 * US, False)
+    assert spray.slow_after() == spray.ref + spray.margin
+    t = 64 * US // 10
+    for k in range(24):  # a shared queue builds: every path at 20 us for 2.4 us
+        spray.delivered(t + k * US // 10, evs[k % 4], 20 * US, False)
+    assert spray.ref < 14 * US  # the median has not caught up ...
+    assert spray.slow_after() == 20 * US + spray.margin  # ... the recent minimum has
+    # one path alone slow while the others still deliver at 10 us: the median rules
+    for k in range(20):
+        spray.delivered(t + 3 * US + k * US // 10, evs[k % 4], 10 * US, False)
+    assert spray.slow_after() == spray.ref + spray.margin
+
+
 def test_slow_after_bounds_the_rtt_and_is_unbounded_before_any_sample() -> None:
     q = qp()
     assert q._sender.spray.slow_after() > 1 << 60
