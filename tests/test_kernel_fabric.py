@@ -176,6 +176,7 @@ def test_a_dead_link_loses_only_what_crosses_it(fabric: KernelFabric) -> None:
                 assert crossed[dead] == 0
         assert fabric.drops()["total"] > 0
         assert fabric.set_link(dead, True)
+        fabric.wait_running()  # Linux attaches the qdisc when its link watcher runs
         for path in paths.paths_between(SMALL, 0, 2):  # routes came back with the link
             send(fabric, socks[0], 0, 2, path.address)
             assert len(received(socks[2])) == 1, path.address_text
