@@ -66,6 +66,7 @@ MODULES = (
     "mrc.transport.mrc.records",
     "mrc.transport.mrc.paths",
     "mrc.transport.mrc.reorder",
+    "mrc.transport.mrc.spray",
     "mrc.transport.mrc.sender",
     "mrc.transport.mrc.receiver",
     "mrc.transport.mrc.recovery",
