@@ -23,11 +23,11 @@ sample of it.
 
 ``--at T1,T2,...`` reruns the named labs with the first fault moved to each time (us), the
 during level of both models and the longest iteration of a collective: where in a ring step
-a fault lands is a draw too. Measured for allreduce-t1-reboot, MRC (reboot at 560, 580, 600,
-603, 605, 607, 609, 620, 650, 680 us): the packet model's hit iteration 216-303 us (healthy
-142; the 560 one's second wave falls in the next iteration), the flow model's 265 us (two
-per-EV timers, ``mrc.flow.detection``), during-window gap 4.7-11.9% of healthy (11.9% at
-600, the bundled time; 4.4% of it is the healthy gap).
+a fault lands is a draw too. Measured for allreduce-t1-reboot, MRC (reboot at 560, 580,
+600, 603, 605, 607, 609, 620, 650, 680 us): the packet model's hit iteration 207-322 us
+(healthy 142; mean 272), the flow model's 265 us (two per-EV timers,
+``mrc.flow.detection``); during-window gap 0.5-19.4% of healthy, mean 7.5% (2.5% at 600, the
+bundled time; 4.4% is the healthy gap: the flow model's iterations are 4% shorter).
 
 The JSON holds the packet model's steady levels (``mrc.labs.crosscheck.steady_levels``) so
 ``tests/test_flow_crosscheck.py`` can hold the flow model to them in seconds, without

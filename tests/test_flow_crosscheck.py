@@ -22,16 +22,6 @@ REFERENCE = Path(__file__).resolve().parent / "data" / "flow_crosscheck.json"
 TOLERANCE = 0.05
 #: (lab, transport, window) -> (bound, why the packet model differs there)
 NOT_WITHIN_5: dict[tuple[str, str, str], tuple[float, str]] = {
-    ("allreduce-t1-reboot", "mrc", "during"): (
-        0.13, "the iteration the reboot hits takes 303 us in the packet model (142 healthy), "
-              "265 in the flow model, which holds it for two waves of MRC's per-EV timer "
-              "(mrc.flow.detection: the message in flight, then the dead EVs it had passed), "
-              "not for what the packet model adds inside the second wave here (congestion "
-              "control's cuts after the losses, an overdue strike that resends a lost packet "
-              "but keeps its EV GOOD, so ring chains lose there again); its healthy "
-              "iterations are also 4% shorter (the before window's 4.4%). With the reboot at "
-              "nine other times from 560 to 680 us (flow_crosscheck.py --at) the packet "
-              "model's hit iteration is 216-301 us and the gap 4.7-11.0%"),
     ("allreduce-t1-reboot", "rc", "before"): (
         0.12, "ECMP collisions between ring hops: the flow model runs every hop at once at "
               "max-min rates, the packet model's chained ring steps drift apart and collide "

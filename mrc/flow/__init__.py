@@ -46,8 +46,9 @@ What is not
     DCQCN, with the lab's slow timing, stays well below that fixed point: README); RC run
     lossy (``pfc = false``) loses no packets to congestion here; PFC pause spreading; NACK and probe traffic;
     MRC's loss recovery beyond its detection waves (congestion control's cuts after the
-    losses, overdue strikes between a ring's chains: 303 us against the flow model's 265 for
-    allreduce-t1-reboot's hit iteration); RC re-convergence (``reroute_after_us``), mixed runs,
+    losses, overdue strikes between a ring's chains: allreduce-t1-reboot's hit iteration
+    takes 207-322 us in the packet model depending on when the T1 dies, 265 in the flow
+    model); RC re-convergence (``reroute_after_us``), mixed runs,
     htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
     (``split_data_on_qps = false``): each refused with one line naming its key. Counters
     that only packets have (retransmissions, trims, drops, probes) are 0 in the summary,
@@ -57,7 +58,7 @@ Why max-min fairness: see :mod:`mrc.flow.rates`. In short, NIC ports serve their
 robin and both transports' congestion controls share a bottleneck evenly while leaving a
 flow limited elsewhere its own rate, which is the progressive-filling fixed point; the test
 ``tests/test_flow_crosscheck.py`` holds the flow model's steady goodput within 5% of the
-packet model's before, during and after every bundled fault, except three windows (named
+packet model's before, during and after every bundled fault, except two windows (named
 there, each with its reason and a looser bound) and RC in the two PFC-storm labs (refused).
 
 Scale comes from symmetry (:mod:`mrc.flow.fabric`): links are grouped into bundles whose

@@ -46,11 +46,11 @@ microseconds within an iteration (queueing at shared T0 uplinks), so a fault "be
 by the nominal clock still catches some connection's tail in flight, its chain stalls, and
 the connections that chain feeds idle with dead EVs unused. It takes the message in flight at
 the middle of its burst (:data:`MID_BURST`, the mean of a uniform position): with ``P >= N``
-that is two waves. Measured in the packet model (allreduce-t1-reboot, the reboot moved to
-560, 580, 600, 603, 605, 607, 609, 620, 650 and 680 us): the hit iteration took 262-303 us
-against 142 healthy, about two timers every time, including faults that land between
-bursts by the nominal clock (the first, at 560, is the last step of an iteration: its
-second wave falls in the next one).
+that is two waves, 265 us for allreduce-t1-reboot's hit iteration (142 healthy). Measured in
+the packet model (``benchmarks/flow_crosscheck.py --at``, the reboot moved to 560, 580, 600,
+603, 605, 607, 609, 620, 650 and 680 us): 207-322 us, mean 272, a draw of where the fault
+lands (before path-aware spraying: 262-303 us, and 216 at 560, the last step of an
+iteration, whose second wave falls in the next one).
 
 A stream loses the dead EVs' share of its traffic until the evidence fires with round-robin
 spraying; with REPS (the default) only for one round of the EV cycle, since REPS reuses only
@@ -62,8 +62,7 @@ flap), and what was lost is resent (the line is spent twice). The steady windows
 ``overdue ... strikes=2``). An operator drain is told to MRC (no loss), and so is a QP's own
 NIC port going down (``port_down``).
 
-Not modelled (at the bundled 600 us the packet model's hit iteration takes 303 us, the flow
-model's 265): congestion control's reaction to the losses (windows cut after the first wave
+Not modelled (what makes the packet model's hit iteration vary around the flow model's): congestion control's reaction to the losses (windows cut after the first wave
 slow the next messages), and the overdue strikes inside the second wave: once the ring
 resumes, other chains' messages on a connection prove a lost packet overdue, which resends
 it but leaves its EV GOOD while a newer packet on it is in flight (one strike of two), so
