@@ -7,7 +7,8 @@
 Each lab keeps ``summary.json`` and ``bandwidth.png`` (plus ``collective.csv`` for the
 collectives) under ``results/<lab>/``; ``results/README.md`` gets the headline table. Runs
 are seeded, so every kept file is identical on every machine: the run's wall time, the one
-machine-dependent field, is left out of the reference ``summary.json``. ``--check`` is how a
+machine-dependent field, and which build ran (compiled core or pure Python: the same
+results) are left out of the reference ``summary.json``. ``--check`` is how a
 change proves it moved no result (a refactoring must pass it).
 """
 
@@ -79,9 +80,10 @@ def pfc_table(summaries: dict[str, dict]) -> str:
 
 def _reference_bytes(tmp: Path, file: str) -> bytes:
     data = (tmp / file).read_bytes()
-    if file == "summary.json":  # drop the wall time: the only field that is not a result
+    if file == "summary.json":  # drop the wall time and the build: they are not results
         summary = json.loads(data)
         summary.pop("wall_s", None)
+        summary.pop("build", None)
         data = (json.dumps(summary, indent=2) + "\n").encode()
     return data
 

@@ -67,13 +67,11 @@ pause and resume (the paused-ports series of the labs).
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import PAUSE, Packet
 from mrc.sim.ports import OutPort
 from mrc.units import PS_PER_US
-from topology import usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -81,8 +79,6 @@ if TYPE_CHECKING:
     from mrc.sim.switch import Switch
 
 _ETH = ETHERNET_OVERHEAD_BYTES
-_BLOCK_MASK = usid.BLOCK_MASK
-_CARRIER_MASK = usid.CARRIER_MASK
 
 
 class PauseFrame(Packet):
@@ -144,8 +140,7 @@ class PfcIngress:
             self._gen += 1
             self._send(self.quanta)
             sim = self.sim
-            heappush(sim.heap, (sim.now + self.refresh_ps, sim.next_seq(), self._refresh_cb,
-                                self._gen))
+            sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, self._gen)
         return True
 
     def release(self, size: int) -> None:
@@ -175,7 +170,7 @@ class PfcIngress:
             return
         self._send(self.quanta)
         sim = self.sim
-        heappush(sim.heap, (sim.now + self.refresh_ps, sim.next_seq(), self._refresh_cb, gen))
+        sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, gen)
 
 
 class PauseState:
@@ -212,10 +207,6 @@ class PauseState:
         last_pause_rx: int
         _expire_cb: Callable[[int], None]
         _far: Switch | None
-        _far_block: int
-        _far_usid: int
-        _far_next: dict[int, OutPort]
-        _far_ua: dict[int, OutPort]
         _tap: Any
 
         def _pause_begin(self, now: int) -> None: ...
@@ -273,7 +264,7 @@ class PauseState:
             if self.watchdog_ps:
                 self.sim.at(now + self.watchdog_ps, self._watchdog, now)
         self.pause_until = until = now + frame.quanta * self.quantum_ps
-        heappush(self.sim.heap, (until, self.sim.next_seq(), self._expire_cb, self.pause_gen))
+        self.sim.schedule(until, self._expire_cb, self.pause_gen)
 
     def _expire(self, gen: int) -> None:
         if gen == self.pause_gen and self.paused:
@@ -329,25 +320,9 @@ class PauseState:
         self.delivered += 1  # type: ignore[attr-defined]
         if self._tap is not None:
             self._tap(now, self.name, pkt)
-        da = pkt.da
-        if da >> 96 != self._far_block:
-            self._far._no_route(pkt)  # type: ignore[union-attr]
-            return
-        active = (da >> 80) & 0xFFFF
-        own = self._far_usid
-        while active == own:
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-            active = (da >> 80) & 0xFFFF
-        port = self._far_next.get(active)
-        if port is None:
-            port = self._far_ua.get(active)
-            if port is None:
-                self._far._no_route(pkt)  # type: ignore[union-attr]
-                return
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-        pkt.da = da
-        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
-        port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
+        port = self._far.forward(pkt)  # type: ignore[union-attr]
+        if port is not None:
+            port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
 
     def pfc_counters(self) -> tuple[int, int, int, int]:
         """(PAUSE frames sent on this port, PAUSE frames received for it, ps its lossless

@@ -9,7 +9,6 @@ accounting, being paused, the watchdog).
 from __future__ import annotations
 
 from collections import deque
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
@@ -17,7 +16,6 @@ from mrc.sim.host import NicPort
 from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
-from topology import usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -26,8 +24,6 @@ if TYPE_CHECKING:
     from mrc.sim.switch import Switch
 
 _ETH = ETHERNET_OVERHEAD_BYTES
-_BLOCK_MASK = usid.BLOCK_MASK
-_CARRIER_MASK = usid.CARRIER_MASK
 
 
 class PfcPort(PauseState, OutPort):
@@ -90,7 +86,7 @@ class PfcPort(PauseState, OutPort):
                 pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
                 self.tx_packets += 1
                 self.tx_bytes += size
-                heappush(self._heap, (end + self._flight, self._seq(), self._arrive, pkt))
+                self.sim.schedule(end + self._flight, self._arrive, pkt)
                 return
         size = pkt.size
         if lossless:
@@ -135,8 +131,7 @@ class PfcPort(PauseState, OutPort):
         q = self.q
         lq = self.lq
         t = self.busy_until
-        heap = self._heap
-        seq = self._seq
+        sim = self.sim
         arrive = self._arrive
         flight = self._flight
         ppb = self._ppb
@@ -151,7 +146,7 @@ class PfcPort(PauseState, OutPort):
                 if pkt.kind == PAUSE:
                     t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
                     pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-                    heappush(heap, (t + self.delay_ps, seq(), self._pause_cb, pkt))
+                    sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
                     continue
             elif lq and not paused and (turn or not q):
                 pkt, src = lq.popleft()
@@ -175,14 +170,14 @@ class PfcPort(PauseState, OutPort):
             pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
             self.tx_packets += 1
             self.tx_bytes += size
-            heappush(heap, (t + flight, seq(), arrive, pkt))
+            sim.schedule(t + flight, arrive, pkt)
         self.busy_until = t
         self._turn = turn
 
     def _arm_clock(self) -> None:
         t = self.busy_until
         self._clock_at = t
-        heappush(self._heap, (t, self._seq(), self._clock_cb, None))
+        self.sim.schedule(t, self._clock_cb, None)
 
     def _clock(self, _: Any) -> None:
         """The transmit clock: start what is due now, and tick again at the next departure
@@ -213,7 +208,7 @@ class PfcPort(PauseState, OutPort):
         self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
-        """``OutPort._arrive_switch`` (keep them in step), telling the egress port which
+        """``OutPort._arrive_switch``, telling the egress port which
         ingress the packet came through (``send_from``) for the lossless accounting."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
@@ -224,25 +219,9 @@ class PfcPort(PauseState, OutPort):
         self.delivered += 1
         if self._tap is not None:
             self._tap(now, self.name, pkt)
-        da = pkt.da
-        if da >> 96 != self._far_block:
-            self._far._no_route(pkt)  # type: ignore[union-attr]
-            return
-        active = (da >> 80) & 0xFFFF
-        own = self._far_usid
-        while active == own:
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-            active = (da >> 80) & 0xFFFF
-        port = self._far_next.get(active)
-        if port is None:
-            port = self._far_ua.get(active)
-            if port is None:
-                self._far._no_route(pkt)  # type: ignore[union-attr]
-                return
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-        pkt.da = da
-        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
-        port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
+        port = self._far.forward(pkt)  # type: ignore[union-attr]
+        if port is not None:
+            port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
 
     def _lost(self, pkt: Packet) -> None:
         now = self.sim.now
@@ -268,7 +247,7 @@ class PfcPort(PauseState, OutPort):
             end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
             self.busy_until = end
             frame.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
-            heappush(self._heap, (end + self.delay_ps, self._seq(), self._pause_cb, frame))
+            self.sim.schedule(end + self.delay_ps, self._pause_cb, frame)
             return
         self.hq.appendleft(frame)
         self._hqb += frame.size
@@ -457,15 +436,14 @@ class PfcNicPort(PauseState, NicPort):
         self.busy_until = end
         epoch = self.epoch
         pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-        heap = self._heap
-        seq = self._seq
+        sim = self.sim
         if pkt.kind == PAUSE:
-            heappush(heap, (end + self.delay_ps, seq(), self._pause_cb, pkt))
+            sim.schedule(end + self.delay_ps, self._pause_cb, pkt)
         else:
             self.tx_packets += 1
             self.tx_bytes += size
-            heappush(heap, (end + self._flight, seq(), self._arrive, pkt))
-        heappush(heap, (end, seq(), self._tx_done_cb, epoch))
+            sim.schedule(end + self._flight, self._arrive, pkt)
+        sim.schedule(end, self._tx_done_cb, epoch)
 
     def set_down(self) -> int:
         self._stop_pause()

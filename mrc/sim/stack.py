@@ -92,7 +92,7 @@ class Stack:
         self.sim = sim
         self.net = net
         self.recorder = recorder
-        self.nics: Sequence[NicDriver[Any]] = ()
+        self.nics: Sequence[NicDriver] = ()
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
         self._rows: list[tuple[float, str, str, str]] = []
