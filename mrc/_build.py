@@ -36,6 +36,8 @@ COMPILED: tuple[str, ...] = (
     "mrc.sim.engine",
     "mrc.sim.ports",
     "mrc.sim.host",
+    "mrc.sim.pfc",
+    "mrc.sim.pfc_ports",
     "mrc.sim.switch",
     "mrc.sim.nic_driver",
     "mrc.sim.nic",

@@ -177,8 +177,10 @@ class PauseState:
     """What PfcPort and PfcNicPort (:mod:`mrc.sim.pfc_ports`) share: being paused by the far
     end, and the watchdog.
 
-    A mixin without slots of its own (both ports declare the state); the hooks
-    ``_pause_begin`` / ``_pause_end`` say what stopping and resuming means for each port.
+    A mixin without slots of its own (both ports declare the state), the second base of
+    each port (``class PfcPort(OutPort, PauseState)``: a compiled class has one C base, which
+    comes first; a slot-less Python mixin may follow it). The hooks ``_pause_begin`` /
+    ``_pause_end`` say what stopping and resuming means for each port.
     """
 
     __slots__ = ()
@@ -308,21 +310,6 @@ class PauseState:
             self.sim.at(due, self._restore, None)
             return
         self.storm = False
-
-    # ------------------------------------------------------------------ forwarding
-    def _arrive_switch(self, pkt: Packet) -> None:
-        """``OutPort._arrive_switch`` for a NIC port (whose departures need no catching up),
-        telling the T0's egress port which ingress the packet came through."""
-        if pkt.hop_epoch != self.epoch:
-            self._lost(pkt)
-            return
-        now = self.sim.now
-        self.delivered += 1  # type: ignore[attr-defined]
-        if self._tap is not None:
-            self._tap(now, self.name, pkt)
-        port = self._far.forward(pkt)  # type: ignore[union-attr]
-        if port is not None:
-            port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
 
     def pfc_counters(self) -> tuple[int, int, int, int]:
         """(PAUSE frames sent on this port, PAUSE frames received for it, ps its lossless

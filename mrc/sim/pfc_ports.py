@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 _ETH = ETHERNET_OVERHEAD_BYTES
 
 
-class PfcPort(PauseState, OutPort):
+class PfcPort(OutPort, PauseState):
     """A switch output port on a PFC fabric: header, lossless and best-effort queues (see the
     module doc). The lossless queue holds ``(packet, ingress)`` pairs: whose bytes to release
     when the packet leaves."""
@@ -320,7 +320,9 @@ class PfcPort(PauseState, OutPort):
         now = self.sim.now
         hq = list(self.hq)
         q = list(self.q)
-        lq = [p for p, _ in self.lq]
+        lq = []
+        for entry in self.lq:
+            lq.append(entry[0])
         t = self.busy_until
         turn = self._turn
         i = j = k = 0
@@ -341,8 +343,12 @@ class PfcPort(PauseState, OutPort):
             t += self.serialization_ps(pkt.size)
         data = q[j:] + lq[k:]
         header = hq[i:]
-        return (sum(p.size for p in data), len(data), sum(p.size for p in header),
-                len(header))
+        data_bytes = header_bytes = 0
+        for pkt in data:  # (loops, not generators: the compiled build has no closures here)
+            data_bytes += pkt.size
+        for pkt in header:
+            header_bytes += pkt.size
+        return data_bytes, len(data), header_bytes, len(header)
 
     def set_down(self) -> int:
         self.sync()
@@ -353,7 +359,7 @@ class PfcPort(PauseState, OutPort):
         for frame in frames:  # MAC control frames die with the link, uncounted
             self.hq.remove(frame)
             self._hqb -= frame.size
-        lost += super().set_down()
+        lost += OutPort.set_down(self)  # (explicit: the compiled build has no super() here)
         self._clock_at = -1
         return lost
 
@@ -367,7 +373,7 @@ class PfcPort(PauseState, OutPort):
         return row
 
 
-class PfcNicPort(PauseState, NicPort):
+class PfcNicPort(NicPort, PauseState):
     """A NIC port on a PFC fabric: it stops polling the QPs of its paused priority (the NIC
     driver reads ``paused_priority``) and sends the PAUSE frames of its host's receive side
     ahead of everything it has queued. An agent that hands it a packet of the paused priority
@@ -386,6 +392,20 @@ class PfcNicPort(PauseState, NicPort):
     def _pause_begin(self, now: int) -> None:
         self.paused = True
         self.paused_priority = self.pfc_prio
+
+    def _arrive_switch(self, pkt: Packet) -> None:
+        """``OutPort._arrive_switch`` for a NIC port (whose departures need no catching up),
+        telling the T0's egress port which ingress the packet came through."""
+        if pkt.hop_epoch != self.epoch:
+            self._lost(pkt)
+            return
+        now = self.sim.now
+        self.delivered += 1
+        if self._tap is not None:
+            self._tap(now, self.name, pkt)
+        port = self._far.forward(pkt)  # type: ignore[union-attr]
+        if port is not None:
+            port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
 
     def _pause_end(self, now: int) -> None:
         self.paused = False
@@ -452,7 +472,7 @@ class PfcNicPort(PauseState, NicPort):
             self._drop(self._parked, "down")
             self._parked = None
         self.ingress.reset()
-        return super().set_down()
+        return NicPort.set_down(self)  # (explicit: the compiled build has no super() here)
 
     def stats(self) -> dict[str, object]:
         row = super().stats()
