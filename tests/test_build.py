@@ -8,8 +8,10 @@ Whether both builds give the same bytes is tested where the determinism is
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +48,98 @@ def test_every_compiled_module_has_its_declarations_and_source() -> None:
     declared = {str(p.relative_to(ROOT).with_suffix("")).replace(os.sep, ".")
                 for p in (ROOT / "mrc").rglob("*.pxd")}
     assert declared == set(_build.COMPILED)
+
+
+_PXD_CLASS = re.compile(r"^cdef class (\w+)(?:\((\w+)\))?:", re.MULTILINE)
+_PXD_FIELD = re.compile(r"^    cdef (?:public |readonly )?([^(\n]+?)\s*(?:#.*)?$", re.MULTILINE)
+
+
+def _declared_fields() -> dict[str, set[str]]:
+    """Every cdef class of the .pxd files: its C fields, its compiled bases' included."""
+    own: dict[str, tuple[set[str], str | None]] = {}
+    for pxd in (ROOT / "mrc").rglob("*.pxd"):
+        text = pxd.read_text(encoding="utf-8")
+        heads = list(_PXD_CLASS.finditer(text))
+        for i, head in enumerate(heads):
+            body = text[head.end():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+            fields: set[str] = set()
+            for decl in _PXD_FIELD.findall(body):
+                if decl.startswith("class "):
+                    continue
+                first, *rest = decl.split(",")
+                fields.add(first.split()[-1].lstrip("*"))
+                fields.update(name.strip() for name in rest)
+            assert head.group(1) not in own, f"two cdef classes named {head.group(1)}"
+            own[head.group(1)] = (fields, head.group(2))
+    out: dict[str, set[str]] = {}
+    for name in own:
+        fields, base = set(own[name][0]), own[name][1]
+        while base in own:
+            fields |= own[base][0]
+            base = own[base][1]
+        out[name] = fields
+    return out
+
+
+#: Attributes only the pure-Python path sets (the engine's heapq layout; ``cython.compiled``
+#: removes that branch from the compiled build).
+PURE_ONLY = {"Simulator": {"heap", "next_seq"}}
+
+
+def _slots(tree: ast.Module, constants: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
+    """``__slots__`` of each class of a module (starred names resolved in ``constants``) and
+    the attributes its methods set on ``self``."""
+    out: dict[str, set[str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets):
+                value = stmt.value
+                names: set[str] = set()
+                items = value.elts if isinstance(value, ast.Tuple | ast.List) else [value]
+                for item in items:
+                    if isinstance(item, ast.Constant):
+                        names.add(item.value)
+                    elif isinstance(item, ast.Starred) and isinstance(item.value, ast.Name):
+                        names.update(constants[item.value.id])
+                    elif isinstance(item, ast.Name):
+                        names.update(constants[item.id])
+                out.setdefault(node.name, set()).update(names)
+        for sub in ast.walk(node):  # and what its methods set on self
+            targets = (sub.targets if isinstance(sub, ast.Assign) else
+                       [sub.target] if isinstance(sub, ast.AnnAssign | ast.AugAssign) else [])
+            for t in targets:
+                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"):
+                    out.setdefault(node.name, set()).add(t.attr)
+    return out
+
+
+def test_every_attribute_of_a_compiled_class_is_declared_in_its_layout() -> None:
+    """A compiled class has only the attributes its .pxd declares: a slot or attribute added
+    to the .py and not to the .pxd breaks the compiled build (AttributeError) while pure Python runs
+    on. Checked here from the sources, so a pure-Python run catches it too."""
+    trees = {name: ast.parse(_build.module_path(name).read_text(encoding="utf-8"))
+             for name in _build.COMPILED}
+    constants: dict[str, tuple[str, ...]] = {}
+    for tree in trees.values():  # tuples of names (shared slot lists), module or class level
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Tuple)
+                    and all(isinstance(e, ast.Constant) for e in node.value.elts)):
+                constants[node.targets[0].id] = tuple(
+                    e.value for e in node.value.elts)  # type: ignore[attr-defined]
+    declared = _declared_fields()
+    missing = []
+    for module, tree in trees.items():
+        for cls, slots in _slots(tree, constants).items():
+            if cls in declared:
+                undeclared = slots - declared[cls] - PURE_ONLY.get(cls, set())
+                missing += [f"{module}.{cls}.{slot}" for slot in sorted(undeclared)]
+    assert not missing, f"attributes without a C field in the .pxd: {missing}"
 
 
 def test_setup_compiles_that_set() -> None:

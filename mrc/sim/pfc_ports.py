@@ -221,7 +221,7 @@ class PfcPort(OutPort, PauseState):
             self._tap(now, self.name, pkt)
         port = self._far.forward(pkt)  # type: ignore[union-attr]
         if port is not None:
-            port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
+            port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
 
     def _lost(self, pkt: Packet) -> None:
         now = self.sim.now
@@ -405,7 +405,7 @@ class PfcNicPort(NicPort, PauseState):
             self._tap(now, self.name, pkt)
         port = self._far.forward(pkt)  # type: ignore[union-attr]
         if port is not None:
-            port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
+            port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
 
     def _pause_end(self, now: int) -> None:
         self.paused = False
