@@ -3,6 +3,8 @@
     python results/regenerate.py            # all labs (about half a minute on 2 cores)
     python results/regenerate.py t1-reboot  # just some
     python results/regenerate.py --check    # regenerate in memory; exit 1 if any file differs
+    python -P results/regenerate.py --check --installed  # the same with the installed mrc
+                                            # (its compiled core) instead of this checkout's
 
 Each lab keeps ``summary.json`` and ``bandwidth.png`` (plus ``collective.csv`` for the
 collectives) under ``results/<lab>/``; ``results/README.md`` gets the headline table. Runs
@@ -19,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
+if "--installed" not in sys.argv:  # else the installed mrc (e.g. its compiled core)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
 from mrc.labs.files import bundled_names
 from mrc.labs.runner import run_lab
@@ -90,7 +93,7 @@ def _reference_bytes(tmp: Path, file: str) -> bytes:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
+    args = [a for a in argv if a not in ("--check", "--installed")]
     names = args or bundled_names()
     summaries: dict[str, dict] = {}
     differ: list[str] = []
@@ -123,8 +126,9 @@ def main(argv: list[str]) -> int:
         if differ:
             print("results differ: " + ", ".join(differ), file=sys.stderr)
             return 1
-        print(f"results unchanged: {len(names)} labs, every kept file byte-identical",
-              file=sys.stderr)
+        build = next(iter(summaries.values()), {}).get("build", "?")
+        print(f"results unchanged: {len(names)} labs, every kept file byte-identical "
+              f"({build} build)", file=sys.stderr)
         return 0
     json.dump({n: s["transports"] for n, s in summaries.items()}, sys.stdout, indent=None,
               default=str)
