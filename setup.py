@@ -51,9 +51,15 @@ def compiled_modules() -> list[str]:
     raise RuntimeError("mrc/_build.py defines no COMPILED")
 
 
+#: No fused multiply-add contraction (``a * b + c`` rounded once): CPython rounds each
+#: operation, and the floating-point arithmetic of the congestion controls must give the same
+#: bits in both builds (GCC contracts by default where the target has FMA, e.g. aarch64).
+CFLAGS = ["-O2", "-g0", "-ffp-contract=off"]
+
+
 def extensions() -> list[Extension]:
     return [Extension(name, [str(Path(*name.split(".")).with_suffix(".py"))],
-                      extra_compile_args=["-O2", "-g0"])
+                      extra_compile_args=CFLAGS)
             for name in compiled_modules()]
 
 
