@@ -17,10 +17,11 @@ def main() -> None:
 def _register() -> None:
     from mrc.bench import bench_command
     from mrc.labs.cli import labs, run
+    from mrc.labs.fleet.cli import fleet
     from mrc.labs.sweep_cli import sweep
     from topology.cli import fabric
 
-    for command in (fabric, labs, run, sweep, bench_command):
+    for command in (fabric, labs, run, sweep, fleet, bench_command):
         main.add_command(command)
 
 

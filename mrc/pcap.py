@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Self
 
 from mrc.packet import TRIM_DSCP, Packet
 from mrc.units import PS_PER_S
@@ -62,19 +62,43 @@ _ETHER_HDR: Final = bytes.fromhex("020000000002" "020000000001" "86dd")
 Record = tuple[int, bytes]
 
 
-class PcapWriter:
-    """Append (time_ps, packet) records to a pcap file; use as a context manager.
+class _CaptureFile:
+    """The file a capture writer appends to: a path it opens and closes, or a binary file
+    object it only flushes (the caller owns it). Shared by the pcap and pcapng writers."""
 
-    ``target`` is a path or a binary file object (left open if passed in open)."""
-
-    def __init__(self, target: str | os.PathLike[str] | BinaryIO, *,
-                 ethernet: bool = False, snaplen: int = SNAPLEN) -> None:
+    def __init__(self, target: str | os.PathLike[str] | BinaryIO) -> None:
         if isinstance(target, (str, os.PathLike)):
             self._file: BinaryIO = open(target, "wb")  # closed in close()
             self._owned = True
         else:
             self._file = target
             self._owned = False
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._owned:
+            self._file.close()
+        else:
+            self._file.flush()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class PcapWriter(_CaptureFile):
+    """Append (time_ps, packet) records to a pcap file; use as a context manager.
+
+    ``target`` is a path or a binary file object (left open if passed in open)."""
+
+    def __init__(self, target: str | os.PathLike[str] | BinaryIO, *,
+                 ethernet: bool = False, snaplen: int = SNAPLEN) -> None:
+        super().__init__(target)
         self._ether = _ETHER_HDR if ethernet else b""
         self._snaplen = snaplen
         self.count = 0
@@ -98,22 +122,6 @@ class PcapWriter:
         for time_ps, packet in records:
             self.write(time_ps, packet)
         return self.count
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        if self._owned:
-            self._file.close()
-        else:
-            self._file.flush()
-
-    def __enter__(self) -> PcapWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def write_pcap(path: str | os.PathLike[str], records: Iterable[tuple[int, bytes | Packet]], *,
@@ -201,7 +209,7 @@ def _block(kind: int, body: bytes) -> bytes:
     return struct.pack("<II", kind, length) + body + struct.pack("<I", length)
 
 
-class PcapngWriter:
+class PcapngWriter(_CaptureFile):
     """Append (time_ps, packet bytes, interface name) records to a pcapng file: one
     interface description per name, created when the name is first used, with nanosecond
     timestamps. ``comment`` goes into the section header (what the capture is)."""
@@ -210,12 +218,7 @@ class PcapngWriter:
                  snaplen: int = SNAPLEN, comment: str = "") -> None:
         if snaplen <= 0:
             raise ValueError(f"snap length must be positive, got {snaplen}")
-        if isinstance(target, (str, os.PathLike)):
-            self._file: BinaryIO = open(target, "wb")  # closed in close()
-            self._owned = True
-        else:
-            self._file = target
-            self._owned = False
+        super().__init__(target)
         self.snaplen = snaplen
         self.count = 0
         self.bytes_written = 0
@@ -248,22 +251,6 @@ class PcapngWriter:
         self._put(_block(_EPB, struct.pack("<IIIII", iface, ns >> 32, ns & 0xFFFFFFFF,
                                            len(cut), orig) + cut + bytes(pad)))
         self.count += 1
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        if self._owned:
-            self._file.close()
-        else:
-            self._file.flush()
-
-    def __enter__(self) -> PcapngWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def read_pcapng(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes, str]]:

@@ -151,17 +151,24 @@ def _parse_number(text: str | None, kind: type, option: str) -> Any:
               help="Live: address the fabric and hosts bind.")
 @click.option("--allow-non-loopback", is_flag=True,
               help="Live: allow --bind to be an address other than loopback.")
+@click.option("--model", type=click.Choice(["packet", "flow"]), default="packet",
+              show_default=True,
+              help="packet: every packet simulated (pod-sized fabrics); flow: steady-state "
+                   "rates by max-min fairness, any fabric up to Fairwater's 131,072 NICs, "
+                   "the same outputs marked flow-level (summary.json: runtime = flow).")
 def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         bin_us: str | None, assignments: tuple[str, ...], quiet: bool, runtime: str = "sim",
         dilation: str | None = None, pcap: str | None = None, pcap_point: str = "delivered",
         pcap_snaplen: str | None = None, pcap_every: str | None = None,
         pcap_kinds: str | None = None, bind_host: str = "127.0.0.1",
-        allow_non_loopback: bool = False, pcap_on: str | None = None) -> None:
+        allow_non_loopback: bool = False, pcap_on: str | None = None,
+        model: str = "packet") -> None:
     """Run LAB (a .toml path or a bundled lab name) for every transport and compare them.
 
     Writes timeseries.csv, events.csv, summary.json, lab.json, bandwidth.png and
     mrc-lab-manifest.json (plus collective.csv, iterations.csv and busbw.png for collectives,
-    flows.csv for flow workloads) into --out, and prints a comparison table.
+    flows.csv for flow workloads) into --out, and prints a comparison table. With --model
+    flow the same files come from the flow-level model (steady-state rates), at any size.
     """
     def go() -> int:
         from mrc.labs.outdir import OutputFolder
@@ -183,6 +190,8 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
         overrides = dict(parse_assignment(a) for a in assignments)
         seed_n = _parse_number(seed, int, "--seed")
         bin_x = _parse_number(bin_us, float, "--bin-us")
+        if model == "flow":
+            return _run_flow(folder, overrides, seed_n, bin_x)
         live: dict[str, Any] | None = None
         if runtime == "live":
             live = {"dilation": _parse_number(dilation, float, "--dilation"),
@@ -247,6 +256,38 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
             if previous and previous.get("files"):
                 click.echo(f"(replaced the earlier results: {previous.get('runtime', '?')} "
                            f"run of {previous.get('lab', '?')}, seed {previous.get('seed', '?')})")
+        return 0
+
+    def _run_flow(folder: Any, overrides: dict[str, Any], seed_n: int | None,
+                  bin_x: float | None) -> int:
+        from mrc.labs.flowrun import prepare_flow, run_flow_lab
+        from mrc.labs.outdir import MANIFEST, OutputFolder
+        from mrc.labs.report import files_line
+
+        packet_only = {"--runtime": runtime != "sim", "--dilation": dilation is not None,
+                       "--pcap": pcap is not None, "--pcap-on": pcap_on is not None,
+                       "--bind": bind_host != "127.0.0.1",
+                       "--allow-non-loopback": allow_non_loopback}
+        for option, given in packet_only.items():
+            if given:
+                raise LabError("the flow model computes rates, not packets: it takes no "
+                               f"{option}", "--model")
+        prepared = prepare_flow(lab, seed=seed_n, bin_us=bin_x, overrides=overrides)
+        if folder is None:
+            folder = OutputFolder(default_out(prepared.name, "flow")).open()
+        try:
+            result = run_flow_lab(prepared, transports=transports)
+            files = result.write(folder)
+        finally:
+            folder.close()
+        if not quiet:
+            click.echo(result.table())
+            text = result.collective_text()
+            if text:
+                click.echo("")
+                click.echo(text)
+            click.echo("flow-level model: steady-state rates (summary.json: flow)")
+            click.echo("\n" + files_line(folder.path, [*files, folder.path / MANIFEST]))
         return 0
 
     _guarded(go)

@@ -180,8 +180,10 @@ def manifest_info(result: LabResult) -> dict[str, Any]:
 # ====================================================================== preparing a run
 def prepare(lab_or_path: str | Path | Mapping[str, Any] | Lab, *, seed: int | None = None,
             bin_us: float | None = None,
-            overrides: Mapping[str, Any] | None = None) -> Lab:
-    """Load and validate, applying command-line style overrides (all before any run)."""
+            overrides: Mapping[str, Any] | None = None,
+            max_nic_ports: int | None = MAX_SIM_NIC_PORTS) -> Lab:
+    """Load and validate, applying command-line style overrides (all before any run).
+    ``max_nic_ports``: the packet simulator's size limit (None: no limit, the flow model)."""
     lab = load_lab(lab_or_path)
     if overrides:
         lab = validate(set_keys(materialize(lab), overrides), name=lab.name, source=lab.source,
@@ -198,10 +200,10 @@ def prepare(lab_or_path: str | Path | Mapping[str, Any] | Lab, *, seed: int | No
     if run is not lab.run:
         lab = dataclasses.replace(lab, run=run)
     ports = lab.fabric.hosts * lab.fabric.planes
-    if ports > MAX_SIM_NIC_PORTS:
+    if max_nic_ports is not None and ports > max_nic_ports:
         raise LabError(f"{ports:,} NIC ports is more than the packet simulator runs "
-                       f"(at most {MAX_SIM_NIC_PORTS:,}); use a smaller fabric", "fabric",
-                       lab.source)
+                       f"(at most {max_nic_ports:,}); use a smaller fabric or --model flow",
+                       "fabric", lab.source)
     return lab
 
 

@@ -155,7 +155,7 @@ def _run_sweep(sweep: Sweep, out_dir: Path, *, workers: int | None, scheduler: s
                      source=sweep.base.source,
                      base_dir=str(sweep.base.base_dir) if sweep.base.base_dir else None,
                      transports=sweep.transports, out_dir=str(run_dir(out_dir, r.run_id)),
-                     params=tuple(r.params.items()))
+                     params=tuple(r.params.items()), model=sweep.model)
              for r in pending]
     bar = _progress_bar(len(sweep.runs), len(records), sweep.name) if progress else None
 

@@ -7,7 +7,9 @@ file (TOML) names a base lab and the lab keys to vary, by their dotted paths (th
     name = "sweep-t1-reboot"             # optional, default: the file name
     description = "one line"
     lab = "t1-reboot"                    # base lab: a path (relative to this file), a bundled
-                                         # lab name, or an inline [lab] table (a whole lab)
+                                         # lab name, or an inline [lab] table (a whole lab);
+                                         # or a fleet file (kind = "fleet": mrc-lab fleet)
+    model = "packet"                     # packet (default) | flow: the flow-level model
     transports = ["mrc", "rc"]           # optional subset of the lab's transports
 
     [set]                                # optional: fixed overrides applied to every run
@@ -23,7 +25,7 @@ file (TOML) names a base lab and the lab keys to vary, by their dotted paths (th
 
 Every grid point is validated as a full lab before anything runs (bad input: one line, exit
 status 2). A run's id is a blake2b digest of the canonical JSON of its resolved lab and
-transports, so it is stable across invocations and machines (never ``hash()``), and a sweep
+transports (and model, when not the packet model), so it is stable across invocations and machines (never ``hash()``), and a sweep
 re-run in the same folder skips the runs already complete (resume,
 :mod:`mrc.labs.sweep_exec`).
 """
@@ -40,16 +42,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mrc.labs import models
 from mrc.labs.checks import NAME_RE, check_keys, check_list, check_str, check_table, toml_type
 from mrc.labs.errors import LabError
 from mrc.labs.files import find_bundled, parse_toml, read_lab_text, resolve_lab_path
-from mrc.labs.keys import materialize, set_key
+from mrc.labs.keys import set_key
 from mrc.labs.lab_file import load_lab, validate
 from mrc.labs.model import Lab
-from mrc.labs.runner import prepare, select_transports
 from mrc.labs.sweep_model import Sweep, SweepRun
 
-SWEEP_KEYS = ("name", "description", "lab", "transports", "set", "grid", "zip")
+SWEEP_KEYS = ("name", "description", "lab", "model", "transports", "set", "grid", "zip")
 MAX_RUNS = 100_000
 MAX_SWEEP_BYTES = 4 * 1024 * 1024
 ID_BYTES = 6  # 12 hex digits: collisions are negligible for any grid we would run
@@ -63,11 +65,16 @@ def canonical_json(value: Any) -> str:
                       allow_nan=False)
 
 
-def run_id(lab: Mapping[str, Any], lab_name: str, transports: Sequence[str] | None) -> str:
-    """A stable id for one run: blake2b of its resolved lab and transport selection, so the
-    same run gets the same folder on every invocation and machine (unlike ``hash()``)."""
-    payload = canonical_json({"lab": lab, "name": lab_name,
-                              "transports": list(transports) if transports else None})
+def run_id(lab: Mapping[str, Any], lab_name: str, transports: Sequence[str] | None,
+           model: str = "packet") -> str:
+    """A stable id for one run: blake2b of its resolved lab, transport selection and (when
+    not the packet model) model, so the same run gets the same folder on every invocation
+    and machine (unlike ``hash()``), and a packet run's id is what it was before models."""
+    doc: dict[str, Any] = {"lab": lab, "name": lab_name,
+                           "transports": list(transports) if transports else None}
+    if model != "packet":
+        doc["model"] = model
+    payload = canonical_json(doc)
     return hashlib.blake2b(payload.encode(), digest_size=ID_BYTES).hexdigest()
 
 
@@ -111,25 +118,36 @@ def _build(raw: dict[str, Any], default_name: str, source: str | None,
                        "output folder)", "name")
     description = check_str(raw.get("description", ""), "description").strip()
     base = _base_lab(raw, base_dir)
+    model = "fleet" if not isinstance(base, Lab) else check_str(
+        raw.get("model", "packet"), "model", models.LAB_MODELS)
+    if model == "fleet" and "model" in raw:
+        raise LabError("a fleet file runs the fleet model; model is for lab files", "model")
     transports = _transport_selection(raw.get("transports"))
     fixed = dict(_leaves(check_table(raw.get("set", {}), "set"), "", "set"))
     axes_values = _axes(raw)
     paths = [(where, p) for where, axis in axes_values for p in axis]
     _check_disjoint([(f"set.{p}", p) for p in fixed] + paths)
-    start = materialize(base)
+    start = models.materialize(base)
     for path, value in fixed.items():
         start = apply_param(start, path, value, f"set.{path}")
-    runs = _expand(base, start, fixed, axes_values, transports)
+    runs = _expand(base, start, fixed, axes_values, transports, model)
     return Sweep(name=sweep_name, description=description, source=source, base=base,
                  fixed=fixed, axes=tuple(tuple(axis) for _, axis in axes_values),
-                 transports=transports, runs=tuple(runs))
+                 transports=transports, runs=tuple(runs), model=model)
 
 
-def _base_lab(raw: Mapping[str, Any], base_dir: Path) -> Lab:
+def _base_lab(raw: Mapping[str, Any], base_dir: Path) -> Any:
+    """The base lab, or a fleet file (:func:`mrc.labs.models.fleet_base`)."""
     if "lab" not in raw:
         raise LabError("missing required key (a lab file, a bundled lab name, or an inline "
                        "[lab] table)", "lab")
     spec = raw["lab"]
+    try:
+        fleet = models.fleet_base(spec, base_dir)
+    except LabError as exc:
+        raise LabError(f"base fleet {exc}", "lab") from None
+    if fleet is not None:
+        return fleet
     if isinstance(spec, dict):
         try:
             return validate(copy.deepcopy(spec), name=str(spec.get("name", "lab")),
@@ -241,9 +259,9 @@ def apply_param(lab: Mapping[str, Any], path: str, value: Any, key: str) -> dict
         raise LabError(exc.message, key) from None
 
 
-def _expand(base: Lab, start: dict[str, Any], fixed: Mapping[str, Any],
+def _expand(base: Any, start: dict[str, Any], fixed: Mapping[str, Any],
             axes: list[tuple[str, dict[str, list[Any]]]],
-            transports: tuple[str, ...] | None) -> list[SweepRun]:
+            transports: tuple[str, ...] | None, model: str = "packet") -> list[SweepRun]:
     total = math.prod(len(next(iter(group.values()))) for _, group in axes)
     if total > MAX_RUNS:
         raise LabError(f"{total:,} runs is more than a sweep runs (at most {MAX_RUNS:,})", "grid")
@@ -261,12 +279,11 @@ def _expand(base: Lab, start: dict[str, Any], fixed: Mapping[str, Any],
                 params[path] = values[k]
                 origin[path] = key
         try:
-            checked = prepare(validate(copy.deepcopy(lab), name=base.name, source=base.source,
-                                       base_dir=base.base_dir))  # + the simulator's size limit
-            selected = select_transports(checked, transports)
+            # a full check for the model (the packet simulator's size limit included)
+            _, selected = models.check_point(model, lab, base, transports)
         except LabError as exc:
             raise _point_error(exc, params, origin, fixed) from None
-        rid = run_id(lab, base.name, transports)
+        rid = run_id(lab, base.name, transports, model)
         if rid in seen:
             raise LabError(f"runs {seen[rid]} and {index} are the same lab (a value is repeated "
                            f"in the grid): {_show_params(params)}", "grid")

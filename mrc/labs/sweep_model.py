@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mrc.labs.model import Lab
-
 
 @dataclass(frozen=True)
 class SweepRun:
@@ -30,11 +28,12 @@ class Sweep:
     name: str
     description: str
     source: str | None
-    base: Lab
+    base: Any  # a Lab, or a Fleet when model == "fleet" (mrc.labs.models)
     fixed: dict[str, Any]
     axes: tuple[tuple[str, ...], ...]  # the parameter paths of each axis (a zip has several)
     transports: tuple[str, ...] | None  # the selection passed to the runner (None: all)
     runs: tuple[SweepRun, ...]
+    model: str = "packet"  # packet | flow | fleet (mrc.labs.models)
 
     @property
     def params(self) -> list[str]:
@@ -45,5 +44,5 @@ class Sweep:
         return {"name": self.name, "description": self.description, "source": self.source,
                 "lab": self.base.name, "lab_source": self.base.source, "set": self.fixed,
                 "params": self.params, "transports": list(self.transports or ()) or None,
-                "runs": [{"run_id": r.run_id, "index": r.index, "params": r.params}
+                "model": self.model, "runs": [{"run_id": r.run_id, "index": r.index, "params": r.params}
                          for r in self.runs]}

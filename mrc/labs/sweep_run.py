@@ -10,7 +10,6 @@ a sweep re-run in the same folder skips it. A run that raises is recorded
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import time
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mrc.labs.lab_file import validate
+from mrc.labs import models
 from mrc.labs.model import Lab
 from mrc.labs.outdir import OutputFolder, replace_file
 from mrc.labs.runner import run_lab
@@ -53,6 +52,7 @@ class RunTask:
     transports: tuple[str, ...] | None
     out_dir: str
     params: tuple[tuple[str, Any], ...] = ()
+    model: str = "packet"  # packet | flow | fleet (mrc.labs.models)
 
 
 def lab_runner(lab: Lab, transports: list[str] | None) -> Any:
@@ -69,15 +69,18 @@ def execute_run(task: RunTask, runner: Runner | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"run_id": task.run_id, "status": "ok", "error": None,
                               "summary": None}
     try:
-        lab = validate(copy.deepcopy(task.lab), name=task.lab_name, source=task.source,
-                       base_dir=Path(task.base_dir) if task.base_dir else None)
-        lab = dataclasses.replace(lab, overrides=task.params)
-        result = (runner or lab_runner)(lab, list(task.transports) if task.transports else None)
+        lab = models.load(task.model, task.lab, task.lab_name, task.source,
+                          Path(task.base_dir) if task.base_dir else None)
+        if isinstance(lab, Lab):
+            lab = dataclasses.replace(lab, overrides=task.params)
+        run = runner or (lab_runner if task.model == "packet" else models.runner(task.model))
+        result = run(lab, list(task.transports) if task.transports else None)
         # the sweep holds the lock of the whole folder; each run is one result set, swapped
         # in whole (no pyplot lock needed: every figure is its own object)
         with OutputFolder(out, option="runs", own=RUN_OWN_FILES, lock=False) as folder:
             folder.commit(result.write_files(folder.staging),
-                          {"lab": lab.name, "run_id": task.run_id, "seed": lab.run.seed,
+                          {"lab": lab.name, "run_id": task.run_id, "model": task.model,
+                           "seed": lab.seed if task.model == "fleet" else lab.run.seed,
                            "overrides": dict(task.params)})
         record["summary"] = json.loads(json.dumps(result.summary, default=json_default))
     except Exception as exc:  # noqa: BLE001 (recorded, and the sweep goes on)

@@ -197,6 +197,22 @@ class DcqcnRp:
         self._update()
         return True
 
+    def settle(self, now: int, rate_bps: float) -> None:
+        """Put the reaction point where DCQCN holds a QP at a lasting bottleneck: rate and
+        target at ``rate_bps`` (what its cuts converge to), the increase counters and the
+        timer restarted at ``now`` as by a cut. The flow-level model (:mod:`mrc.flow`)
+        calls this when a bottleneck goes away, then asks this object how the rate climbs
+        back (``on_timer``, ``on_sent``): the recovery is DCQCN's own, not a copy."""
+        rate = min(self.max_bps, max(self.min_bps, float(rate_bps)))
+        self._seen = True
+        self.rate = self.target = rate
+        self._last_cut = now
+        self._t_stage = self._b_stage = 0
+        self._bytes = 0
+        self._timer_inc = False
+        self.next_increase = now + self._time_reset
+        self._update()
+
     # ------------------------------------------------------------------ increase
     def on_sent(self, nbytes: int) -> None:
         """The byte counter: ``nbytes`` more sent while below the line rate."""

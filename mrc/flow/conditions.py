@@ -1,0 +1,121 @@
+"""Fault schedules as the flow model sees them: timed changes of a set of active conditions.
+
+A lab's ``[[fault]]`` entries expand (``mrc.labs.schedule.schedule``) into timed primitives
+(``link_down``, ``switch_up``, ``loss_start``...). Here they become *conditions*, keyed by
+(family, element): ``("down", "p0.t1.3")``, ``("loss", link) -> p``, ``("degrade", link) ->
+fraction``, ``("drain", t1)``, ``("stall", host)`` (``nic_stall``: a stuck NIC drops what
+it receives, so every connection to or from it stops: its data or its ACKs are lost). The
+fabric's state over an interval is the set of active
+conditions, so two intervals with equal sets have equal rates (a flapping link costs two
+solves, not one per flap). As in the simulator, a link is unusable while *any* cause holds it
+down (its own ``link_down``, a dead switch at either end, a dead NIC port).
+
+Each transport sees the fabric through its own *view*:
+
+* RC sees it as it is (a dead path simply stops its QP; the NAK or the retry timer decides
+  the rest, :mod:`mrc.flow.engine`).
+* MRC stops using a path when it dies and uses it again only after its probes prove it
+  healthy: ``probes_to_reintegrate`` answered probes, ``probe_interval`` apart, so an ``up``
+  takes effect ``K x probe_interval`` later in MRC's view (an element that goes down again
+  within that time never came back, for MRC). A drain (DENIED) takes effect at once and ends
+  at once (``allow`` without validation), as ``SimStack.allow`` does. The failure detection
+  itself (tens of microseconds in the packet model) is not modelled: a path leaves MRC's
+  view at the fault instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: action -> (family, starts?)
+ACTIONS: dict[str, tuple[str, bool]] = {
+    "link_down": ("down", True), "link_up": ("down", False),
+    "switch_down": ("down", True), "switch_up": ("down", False),
+    "port_down": ("down", True), "port_up": ("down", False),
+    "loss_start": ("loss", True), "loss_end": ("loss", False),
+    "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
+    "drain_start": ("drain", True), "drain_end": ("drain", False),
+    "stall_start": ("stall", True), "stall_end": ("stall", False),
+}
+#: Families whose end MRC trusts only after its probes (a path that comes back).
+_PROBED = ("down", "stall")
+_VALUE = {"loss": "probability", "degrade": "rate_fraction"}
+
+Conditions = frozenset[tuple[tuple[str, str], float]]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One timed primitive, in integer picoseconds (the labs' ``FaultAction`` converted)."""
+
+    time_ps: int
+    action: str
+    target: str
+    fault: int = 0
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        return ACTIONS[self.action][0]
+
+    @property
+    def starts(self) -> bool:
+        return ACTIONS[self.action][1]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.family, self.target)
+
+    @property
+    def value(self) -> float:
+        name = _VALUE.get(self.family)
+        return float(self.params[name]) if name else 1.0
+
+
+def check_actions(changes: Iterable[Change]) -> None:
+    """Refuse an action the flow model does not know (the lab schema never makes one)."""
+    for change in changes:
+        if change.action not in ACTIONS:
+            raise ValueError(f"the flow model does not implement fault action {change.action!r}")
+
+
+def apply(active: dict[tuple[str, str], float], change: Change) -> None:
+    """Update the active conditions with one change (in place)."""
+    if change.starts:
+        active[change.key] = change.value
+    else:
+        active.pop(change.key, None)
+
+
+def freeze(active: Mapping[tuple[str, str], float]) -> Conditions:
+    return frozenset(active.items())
+
+
+def rc_view(changes: list[Change]) -> list[Change]:
+    """RC's view: the fabric as it is; drains deny MRC EVs and change nothing for RC."""
+    return [c for c in changes if c.family != "drain"]
+
+
+def mrc_view(changes: list[Change], reintegrate_ps: int) -> list[Change]:
+    """MRC's view: ``up`` changes delayed by ``reintegrate_ps`` (probing), cancelled when the
+    element goes down again first; everything else as it happens. Sorted by time, stable."""
+    out: list[Change] = []
+    pending: dict[str, Change] = {}  # target -> its delayed up, not yet effective
+    for change in sorted(changes, key=lambda c: c.time_ps):
+        if change.family in _PROBED:
+            late = pending.get(change.target)
+            if late is not None and late.time_ps > change.time_ps:
+                if change.starts:  # down again before MRC trusted it: it never came back
+                    out.remove(late)
+                    del pending[change.target]
+                    continue
+            if not change.starts:
+                delayed = Change(change.time_ps + reintegrate_ps, change.action, change.target,
+                                 change.fault, change.params)
+                pending[change.target] = delayed
+                out.append(delayed)
+                continue
+        out.append(change)
+    return sorted(out, key=lambda c: c.time_ps)

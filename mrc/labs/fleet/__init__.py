@@ -1,0 +1,26 @@
+"""The fleet model: job interruptions and training throughput under fleet failure rates.
+
+``mrc-lab fleet [FILE]`` answers the question a packet run cannot: at the failure rates of a
+real fleet, how often is a job of N GPUs interrupted, and what share of ideal training does it
+get, on MRC and on RC? A seeded Monte Carlo (:mod:`mrc.labs.fleet.montecarlo`) draws years of
+faults per element class on the job's footprint (:mod:`mrc.labs.fleet.rates` for the default
+rates and their sources), and the flow model (:mod:`mrc.flow`, via
+:mod:`mrc.labs.fleet.impact`) says what each fault does to the job on each transport: RC's
+job restarts whenever a fault kills a path one of its QPs uses for longer than its retry
+time; MRC's continues at reduced bandwidth unless every path of a connection dies.
+
+Not modelled: correlated failures (a power domain, a bad firmware roll-out), faults while the
+job restarts, repairs that need the job's hosts, silent data corruption and stragglers, and
+MRC's own detection transients (microseconds: invisible at this scale). "1,000 GPUs, a failure
+every 2-3 days" (an infrastructure talk in the project's sources) is a calibration check the
+default rates pass, not an input.
+
+The fleet file format is :mod:`mrc.labs.fleet.schema`; the bundled example is
+``labs/fleet/default.toml``. The package sits in the labs layer (it reads its TOML with the
+labs' checkers and errors, and sweeps run it) and uses the flow model below it.
+"""
+
+from mrc.labs.fleet.run import FleetResult, run_fleet
+from mrc.labs.fleet.schema import Fleet, load_fleet
+
+__all__ = ["Fleet", "FleetResult", "load_fleet", "run_fleet"]

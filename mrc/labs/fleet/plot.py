@@ -1,0 +1,52 @@
+"""fleet.png: interruptions per day and effective training throughput against job size,
+MRC and RC, with the spread over trials; drawn from fleet.csv only (headless, Agg)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from mrc.labs.plot import TRANSPORT_COLORS
+
+
+def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,
+               path: str | Path | None = None) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = Figure(figsize=(10, 4.6))
+    FigureCanvasAgg(fig)
+    ax_int, ax_thr = fig.subplots(1, 2)
+    for i, (name, rows) in enumerate(table.groupby("transport", sort=False)):
+        color = TRANSPORT_COLORS[i % len(TRANSPORT_COLORS)]
+        x = rows["gpus"].to_numpy()
+        for ax, mid, lo, hi in ((ax_int, "interruptions_per_day", "interruptions_lo",
+                                 "interruptions_hi"),
+                                (ax_thr, "effective_throughput", "throughput_lo",
+                                 "throughput_hi")):
+            ax.plot(x, rows[mid], "o-", color=color, lw=1.6, ms=4, label=str(name))
+            ax.fill_between(x, rows[lo], rows[hi], color=color, alpha=0.15, lw=0)
+    for ax in (ax_int, ax_thr):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("job size (GPUs, one per NIC)")
+        ax.grid(True, alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    ax_int.set_yscale("log")
+    ax_int.set_ylabel("job interruptions per day")
+    ax_thr.set_ylabel("effective training throughput (of ideal)")
+    ax_thr.set_ylim(0, 1.02)
+    ticks = sorted(set(table["gpus"].tolist()))
+    for ax in (ax_int, ax_thr):
+        ax.set_xticks(ticks, [f"{g // 1024}K" if g >= 1024 else str(g) for g in ticks])
+        ax.minorticks_off()
+    fig.suptitle(f"{summary.get('fleet', 'fleet')}: {summary.get('trials')} trials x "
+                 f"{summary.get('days'):g} days, {summary.get('workload')}, checkpoint every "
+                 f"{summary.get('checkpoint_interval_min'):g} min, restart "
+                 f"{summary.get('restart_min'):g} min (bands: 90% of trials)", fontsize=9)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=130, metadata={"Software": None})
+    return fig

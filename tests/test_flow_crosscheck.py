@@ -1,0 +1,88 @@
+"""The flow model against the packet model on every bundled fault lab (lab-8plane): steady
+goodput before, during and after the faults within 5% of the packet model's healthy level.
+
+The packet model's levels come from ``tests/data/flow_crosscheck.json``, written by
+``python benchmarks/flow_crosscheck.py --write`` from real packet runs of today's packet
+model (RC lossless with PFC and DCQCN; about 30 s; the slow test below reruns them). The
+windows that miss 5% are named here, each with its bound and the reason the flow model
+differs there, so a regression still shows; so are the transports the flow model refuses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mrc.labs.crosscheck import compare, flow_levels, steady_levels
+
+REFERENCE = Path(__file__).resolve().parent / "data" / "flow_crosscheck.json"
+TOLERANCE = 0.05
+#: (lab, transport, window) -> (bound, why the packet model differs there)
+NOT_WITHIN_5: dict[tuple[str, str, str], tuple[float, str]] = {
+    ("allreduce-t1-reboot", "mrc", "during"): (
+        0.30, "the iteration the reboot hits takes ~300 us instead of ~142 us: packets MRC "
+              "sprayed on the dead T1's EVs before its per-EV timer (65.5 us) marked them "
+              "ASSUMED_BAD are resent only after it, and a ring step waits for its last "
+              "packet; the flow model stops using a dead path at once (no detection delay)"),
+    ("allreduce-t1-reboot", "rc", "before"): (
+        0.12, "ECMP collisions between ring hops: the flow model runs every hop at once at "
+              "max-min rates, the packet model's chained ring steps drift apart and collide "
+              "only part of the time (healthy iteration 213 us flow, 194 us packet)"),
+    ("gray-link-loss", "rc", "during"): (
+        0.10, "random loss is a draw: at seed 1 the packet run lost two NAKs in one "
+              "direction (two 65.5 us local ACK timeouts, each stalling the striped "
+              "connection), about one more than the loss rate makes likely; over seeds 1-8 "
+              "with the loss on RC's link (flow_crosscheck.py --seeds 8 gray-link-loss) the "
+              "means are 1085 Gb/s packet and 1117 flow, 2.1% of healthy apart"),
+}
+#: (lab, transport) the flow model refuses, and why
+REFUSED = {
+    ("pfc-storm", "rc"): "PFC storm (pause spreading) is not modelled",
+    ("pfc-storm-watchdog", "rc"): "PFC storm (pause spreading) is not modelled",
+}
+
+
+def reference() -> dict[str, dict[str, dict[str, float | None]]]:
+    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("lab", sorted(reference()))
+def test_flow_within_five_percent_of_packet(lab: str) -> None:
+    flow, refused = flow_levels(lab)
+    assert sorted(refused) == sorted(t for (name, t) in REFUSED if name == lab)
+    rows = compare({k: v for k, v in reference()[lab].items() if k in flow}, flow)
+    assert rows
+    for row in rows:
+        bound, _why = NOT_WITHIN_5.get((lab, row["transport"], row["window"]),
+                                       (TOLERANCE, ""))
+        assert row["gap_of_healthy"] <= bound, (lab, row)
+
+
+def test_every_exception_is_still_needed() -> None:
+    """A named exception that now passes within 5% must be removed (no stale excuses)."""
+    for (lab, transport, window) in NOT_WITHIN_5:
+        flow, _ = flow_levels(lab)
+        rows = [r for r in compare(reference()[lab], flow)
+                if r["transport"] == transport and r["window"] == window]
+        assert rows and rows[0]["gap_of_healthy"] > TOLERANCE, (lab, transport, window)
+
+
+def test_the_reference_covers_every_bundled_fault_lab() -> None:
+    from mrc.labs.files import bundled_names
+    from mrc.labs.lab_file import load_lab
+
+    assert sorted(reference()) == sorted(n for n in bundled_names() if load_lab(n).faults)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", sorted(reference()))
+def test_reference_matches_the_packet_model_now(lab: str) -> None:
+    from mrc.labs.runner import run_lab
+
+    packet = steady_levels(run_lab(lab, progress=False))
+    stored = reference()[lab]
+    for name, levels in packet.items():
+        for window, value in levels.items():
+            assert value == pytest.approx(stored[name][window], rel=1e-9, abs=1e-9)

@@ -1,0 +1,224 @@
+"""The flow-level model through the labs layer: the same outputs as a packet run (marked
+flow-level), the packet model's definitions reused (RC pins, timers), exact symmetry
+reduction, Fairwater scale, bad input and the memory refusal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import mrc.flow.workload as flow_workload
+from mrc.cli import main
+from mrc.labs.errors import LabError
+from mrc.labs.flowrun import run_flow_lab
+from mrc.labs.runner import run_lab
+from mrc.sim.qpn import first_qpn
+from mrc.sim.rc_connection import ecmp_t1
+from topology.spec import preset
+
+
+def t(result: Any, name: str) -> dict[str, Any]:
+    return result.summary["transports"][name]
+
+
+def test_t0_switch_down_flow_outputs_like_a_packet_run(tmp_path: Path) -> None:
+    flow = run_flow_lab("t0-switch-down", out=tmp_path)
+    mrc, rc = t(flow, "mrc"), t(flow, "rc")
+    assert flow.summary["runtime"] == "flow" and flow.summary["model"] == "flow"
+    assert mrc["goodput_gbps"]["during"] == pytest.approx(
+        7 / 8 * mrc["goodput_gbps"]["before"], rel=1e-3)
+    assert mrc["outcome"] == "completed"
+    # RC: stalled at 200 us, errors (retry_cnt 3 + 1) x 65.536 us later, the job fails
+    assert rc["outcome"] == "failed"
+    assert rc["failed_at_us"] == pytest.approx(200 + 4 * 65.536, abs=0.01)
+    assert rc["detect_us"] == pytest.approx(65.536, abs=0.01)  # the first retry
+    for name in ("timeseries.csv", "events.csv", "summary.json", "bandwidth.png", "lab.json"):
+        assert (tmp_path / name).is_file()
+    metrics = set(flow.timeseries["metric"])
+    assert {"goodput_gbps", "goodput_gbps_p0", "goodput_gbps_p7", "assumed_bad_evs"} <= metrics
+    kinds = set(flow.events["kind"])
+    assert {"switch_down", "retry", "qp_error", "job_failed", "ev_states"} <= kinds
+    assert json.loads((tmp_path / "summary.json").read_text())["flow"]["mrc"]["path_model"]
+
+
+def test_plane_split_follows_the_dead_plane() -> None:
+    flow = run_flow_lab("t0-switch-down")
+    ts = flow.timeseries
+    plane3 = ts[(ts["transport"] == "mrc") & (ts["metric"] == "goodput_gbps_p3")]
+    assert plane3[plane3["time_us"] >= 200]["value"].max() == 0.0
+    assert plane3[plane3["time_us"] < 200]["value"].min() > 0.0
+
+
+@pytest.mark.parametrize("target", ["p0.t1.0", "p0.t1.1", "p0.t1.2", "p0.t1.3"])
+def test_rc_fails_exactly_when_a_pinned_qp_crosses_the_rebooting_t1(target: str) -> None:
+    """The RC pins are the packet model's (ecmp_t1 over SimStack's seeded QPNs): write_bw
+    h0<->h4 opens h0->h4 (QPNs q..q+7, q = first_qpn(seed)) then h4->h0 (q+8..q+15), QP i
+    on plane i mod 8; the lab's target moves to plane 0 here."""
+    spec = preset("lab-8plane")
+    q = first_qpn(1)
+    plane0 = {ecmp_t1(spec, 0, 4, q), ecmp_t1(spec, 4, 0, q + 8)}
+    flow = run_flow_lab("t1-reboot", overrides={"fault.0.target": target, "run.seed": 1})
+    failed = t(flow, "rc")["outcome"] == "failed"
+    assert failed == (int(target.rsplit(".", 1)[1]) in plane0)
+
+
+def test_flap_costs_rc_its_retry_time_and_mrc_nothing() -> None:
+    # one message posted at a time: the other QPs' backlog (Backlog) is spent on the first
+    # flap, before the level is measured
+    flow = run_flow_lab("t0-t1-link-flap", overrides={"workload.tx_depth": 1})
+    mrc, rc = t(flow, "mrc"), t(flow, "rc")
+    assert mrc["goodput_gbps"]["during"] == pytest.approx(mrc["goodput_gbps"]["before"], rel=1e-3)
+    assert rc["outcome"] == "completed"
+    # RC as deployed: DCQCN's window (1024 packets) is far from full after 20 us, so the QP
+    # still sends when the link is back; the first packet through is out of sequence and the
+    # NAK rewinds it: each flap stalls the striped connection for 20 us + 1.5 base RTTs,
+    # not until the 65.5 us retry (the lossy window-limited RC of old)
+    stall = 20 + 1.5 * preset("lab-8plane").base_rtt_ps() / 1e6
+    ratio = rc["goodput_gbps"]["during"] / rc["goodput_gbps"]["before"]
+    assert ratio == pytest.approx((100 - stall) / 100, abs=0.03)
+    assert ratio > (100 - 65.536) / 100 + 0.2
+    window = run_flow_lab("t0-t1-link-flap", overrides={"transport.rc.cc": "window",
+                                                         "workload.tx_depth": 1})
+    old = t(window, "rc")["goodput_gbps"]
+    assert old["during"] / old["before"] == pytest.approx((100 - 65.536) / 100, abs=0.08)
+
+
+def test_aggregated_all_to_all_equals_the_enumerated_one(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Grouping interchangeable hosts and T0s is exact: the same lab with every connection
+    enumerated gives the same MRC rates (a T0 down and a NIC port down tell hosts apart)."""
+    lab = {"name": "a2a", "fabric": {"planes": 4, "hosts": 32, "hosts_per_t0": 4,
+                                     "t1_per_plane": 4},
+           "workload": {"kind": "all_to_all", "sizes_bytes": [1 << 24], "iters": 3,
+                        "warmup_iters": 0},
+           "transport": {"mrc": {}},
+           "fault": [{"kind": "switch_down", "target": "p1.t0.2", "at_us": 100},
+                     {"kind": "port_down", "target": "h5.p3", "at_us": 200},
+                     {"kind": "switch_reboot", "target": "p2.t1.1", "at_us": 300,
+                      "duration_us": 100}],
+           "run": {"duration_us": 600, "bin_us": 10}}
+    enumerated = run_flow_lab(lab)
+    monkeypatch.setattr(flow_workload, "ENUMERATE_LIMIT", 10)
+    grouped = run_flow_lab(lab)
+    assert grouped.summary["flow"]["mrc"]["groups"] < enumerated.summary["flow"]["mrc"]["groups"]
+    a = enumerated.timeseries[enumerated.timeseries["metric"] == "goodput_gbps"]["value"]
+    b = grouped.timeseries[grouped.timeseries["metric"] == "goodput_gbps"]["value"]
+    assert np.allclose(a.to_numpy(), b.to_numpy(), rtol=1e-9)
+
+
+def test_fairwater_all_to_all() -> None:
+    """131,072 NICs (how long it takes is benchmarks/bench_flow.py's, not a test's)."""
+    lab = {"name": "fw", "fabric": {"preset": "fairwater"},
+           "workload": {"kind": "all_to_all", "sizes_bytes": [1 << 34], "iters": 2,
+                        "warmup_iters": 0},
+           "fault": [{"kind": "switch_down", "target": "p3.t0.7", "at_us": 100_000},
+                     {"kind": "switch_reboot", "target": "p0.t1.9", "at_us": 200_000,
+                      "duration_us": 300_000}],
+           "run": {"duration_us": 1_000_000}}
+    flow = run_flow_lab(lab)
+    mrc, rc = t(flow, "mrc"), t(flow, "rc")
+    assert flow.summary["flow"]["mrc"]["connections"] == 131_072 * 131_071
+    # a T0 down: 256 NICs lose a plane, and the synchronous all-to-all goes at their pace
+    assert mrc["goodput_gbps"]["min"] == pytest.approx(7 / 8 * mrc["goodput_gbps"]["before"],
+                                                       rel=2e-3)
+    assert rc["outcome"] == "running"  # stalled: NCCL's 4.3 s x 8 error is beyond the run
+
+
+def test_memory_estimate_refuses_before_allocating() -> None:
+    with pytest.raises(LabError, match="fabric: the flow model needs about"):
+        run_flow_lab("t0-switch-down", max_bytes=1000)
+
+
+def test_cli_model_flow(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(main, ["run", "t1-reboot", "--model", "flow", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "rc" in res.output and (tmp_path / "bandwidth.png").is_file()
+    bad = runner.invoke(main, ["run", "t1-reboot", "--model", "flow", "--runtime", "live"])
+    assert bad.exit_code == 2
+    assert bad.output.strip().splitlines()[-1].startswith("mrc-lab: error: --model:")
+    reroute = runner.invoke(main, ["run", "t1-reboot", "--model", "flow", "--set",
+                                   "transport.rc.reroute_after_us=100"])
+    assert reroute.exit_code == 2
+    assert "transport.rc.reroute_after_us" in reroute.output
+
+
+def test_packet_model_still_refuses_fairwater_and_points_at_flow() -> None:
+    with pytest.raises(LabError, match="--model flow"):
+        run_lab({"name": "big", "fabric": {"preset": "fairwater"},
+                 "workload": {"kind": "write_bw"}, "run": {"duration_us": 10}})
+
+
+def test_nic_stall_mrc_loses_only_the_stuck_hosts_traffic() -> None:
+    """pfc-storm for MRC: h0 stops draining at 200 us; the three flows into it stop, the four
+    others keep their rate (MRC runs best effort: nothing is paused)."""
+    flow = run_flow_lab("pfc-storm", transports="mrc")
+    mrc = t(flow, "mrc")["goodput_gbps"]
+    # before: h0's port shared by three senders (one port's worth) plus four full flows
+    assert mrc["during"] == pytest.approx(4 / 5 * mrc["before"], rel=1e-3)
+
+
+@pytest.mark.parametrize(("args", "key"), [
+    (["pfc-storm"], "fault.0.kind"),  # RC on a PFC fabric: a PFC storm
+    (["t1-reboot", "--set", "fault.0.kind=ev_deny", "--set", "fault.0.target=all",
+      "--set", "fault.0.deny_mask=255", "--set", "fault.0.deny_value=1",
+      "--set", "fault.0.duration_us=100"], "fault.0.kind"),
+    (["t1-reboot", "--set", "run.mixed=true"], "run.mixed"),
+    (["t1-reboot", "--set", "transport.rc.qps_per_plane=2",
+      "--set", "transport.rc.split_data_on_qps=false"], "transport.rc.split_data_on_qps"),
+])
+def test_what_the_flow_model_does_not_model_is_refused_in_one_line(args: list[str],
+                                                                   key: str) -> None:
+    res = CliRunner().invoke(main, ["run", *args, "--model", "flow"])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0] and "Traceback" not in res.output
+
+
+def test_stall_without_pfc_fails_rc_after_its_retries() -> None:
+    """Without PFC the stuck host drops RC's packets too: the QPs into it stall and the job
+    fails at stall + (retry_cnt + 1) x timeout (65.5 us x 4 here)."""
+    flow = run_flow_lab("pfc-storm", overrides={"fabric.pfc": False,
+                                                "transport.rc.timeout_exp": 4,
+                                                "transport.rc.retry_cnt": 3})
+    rc = t(flow, "rc")
+    assert rc["outcome"] == "failed"
+    assert rc["failed_at_us"] == pytest.approx(200 + 4 * 4.096 * 2**4, rel=1e-9)
+
+
+def test_dcqcn_climbs_back_as_dcqcn_does_after_a_degrade() -> None:
+    """RC as deployed: after the degrade ends RC stays near its degraded share (DCQCN's
+    additive increase: 5 Mb/s per 55 us), as the packet model shows; with fast DCQCN timing
+    (a 1 us timer and no clamp) it is back at the line within the window."""
+    slow = t(run_flow_lab("degraded-link"), "rc")["goodput_gbps"]
+    assert slow["after"] == pytest.approx(slow["during"], rel=0.02)
+    fast = t(run_flow_lab("degraded-link", overrides={
+        "transport.rc.rpg_time_reset": 1.0, "transport.rc.rpg_ai_rate": 5000.0,
+        "transport.rc.rpg_threshold": 1}), "rc")["goodput_gbps"]
+    assert fast["after"] == pytest.approx(fast["before"], rel=0.05)
+    assert fast["after"] > 3 * slow["after"]
+
+
+def test_gray_loss_slows_only_the_connection_whose_qp_crosses_the_link() -> None:
+    """Seed 5: only h4->h0's plane-1 QP hashes onto the lossy link; h0->h4's ACKs cross it
+    too but ride the control queue, so h0->h4 keeps its rate (the packet model: 763 and
+    534 Gb/s)."""
+    rc = t(run_flow_lab("gray-link-loss", seed=5), "rc")["goodput_gbps"]
+    half = rc["before"] / 2
+    assert rc["during"] - half == pytest.approx(0.64 * half, rel=0.05)
+
+
+def test_sweep_refuses_a_flow_point_too_large_before_any_run(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    from mrc.flow import model as flow_model
+    from mrc.labs.sweep_file import load_sweep
+
+    monkeypatch.setattr(flow_model, "_BYTES_PER_ENTRY", 10**12)
+    with pytest.raises(LabError, match="the flow model needs about"):
+        load_sweep({"lab": "t1-reboot", "model": "flow", "grid": {"run.seed": [1, 2]}},
+                   base_dir=tmp_path)
