@@ -12,10 +12,9 @@ cdef class Simulator:
     # the compiled heap (engine.py: "the compiled heap")
     cdef long long _seq
     cdef Py_ssize_t _n, _cap, _nfree
-    cdef long long* _key
-    cdef long long* _order
+    cdef long long* _heap
     cdef long long* _free
-    cdef bytearray _keybuf, _orderbuf, _freebuf
+    cdef bytearray _heapbuf, _freebuf
     cdef list _fns, _args
 
     cpdef at(self, long long time_ps, object fn, object arg=*)
@@ -28,13 +27,13 @@ cdef class Simulator:
     @cython.locals(slot=cython.longlong)
     cdef void _discard_first(self) noexcept
     cpdef Py_ssize_t pending(self) noexcept
-    @cython.locals(slot=cython.longlong, key=cython.p_longlong, order=cython.p_longlong,
-                   i=Py_ssize_t, parent=Py_ssize_t, other=cython.longlong, t=cython.longlong)
+    @cython.locals(slot=cython.longlong, heap=cython.p_longlong, i=Py_ssize_t,
+                   parent=Py_ssize_t, t=cython.longlong)
     cdef int _push(self, long long time_ps, long long seq, object fn, object arg) except -1
-    @cython.locals(key=cython.p_longlong, order=cython.p_longlong, n=Py_ssize_t,
-                   last=cython.longlong, t=cython.longlong, s=cython.longlong, i=Py_ssize_t,
-                   child=Py_ssize_t, c=cython.longlong, ct=cython.longlong,
-                   d=cython.longlong, dt=cython.longlong)
+    @cython.locals(heap=cython.p_longlong, n=Py_ssize_t, last=cython.longlong,
+                   t=cython.longlong, s=cython.longlong, i=Py_ssize_t, child=Py_ssize_t,
+                   ct=cython.longlong, cs=cython.longlong, dt=cython.longlong,
+                   ds=cython.longlong)
     cdef void _pop_first(self) noexcept
     @cython.locals(old=Py_ssize_t, i=Py_ssize_t)
     cdef _grow(self, Py_ssize_t cap)

@@ -16,9 +16,10 @@ per event with ``heapq`` on tuples in CPython, 2.6 us for the same code compiled
 boxing the ints into tuples dominates, 0.5 us with plain C records):
 
 * pure Python: ``(time_ps, seq, fn, arg)`` tuples on a ``heapq`` list (``heap``);
-* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): a binary heap of slot numbers
-  ordered by ``(time, seq)`` kept in C arrays, the callbacks and arguments in two lists by
-  slot, freed slots recycled. Only this module knows which one runs (``cython.compiled``).
+* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): a binary heap of plain C
+  records ``(time, seq, slot)`` in one array (a sift reads neighbouring memory), the
+  callbacks and arguments in two lists by slot, freed slots recycled. Only this module
+  knows which one runs (``cython.compiled``).
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ class Simulator:
 
     __slots__ = ("now", "heap", "next_seq", "rng", "seed", "events_processed", "_stopped",
                  # the compiled heap (engine.pxd: C fields; unused in pure Python)
-                 "_seq", "_n", "_cap", "_nfree", "_key", "_order", "_free", "_keybuf",
-                 "_orderbuf", "_freebuf", "_fns", "_args")
+                 "_seq", "_n", "_cap", "_nfree", "_heap", "_free", "_heapbuf", "_freebuf",
+                 "_fns", "_args")
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0
@@ -169,8 +170,8 @@ class Simulator:
             args = self._args
             try:
                 while self._n:
-                    slot = self._order[0]  # (not cached: a callback may grow the arrays)
-                    t = self._key[2 * slot]
+                    t = self._heap[0]  # (not cached: a callback may grow the arrays)
+                    slot = self._heap[2]
                     if t > limit:
                         break
                     self._pop_first()
@@ -205,7 +206,7 @@ class Simulator:
 
     def _discard_first(self) -> None:
         if cython.compiled:
-            slot = self._order[0]
+            slot = self._heap[2]
             self._pop_first()
             self._fns[slot] = None
             self._args[slot] = None
@@ -223,84 +224,84 @@ class Simulator:
         if cython.compiled:
             if not self._n:
                 return None
-            return self._key[2 * self._order[0]]
+            return self._heap[0]
         return self.heap[0][0] if self.heap else None
 
     # ------------------------------------------------------------------ the compiled heap
-    # Used only when compiled (engine.pxd types them): slot s holds an event's time and
-    # sequence number in _key[2s], _key[2s + 1] and its callback and argument in _fns[s],
-    # _args[s]; _order[0:_n] is a binary heap of slots, _free[0:_nfree] the unused slots.
+    # Used only when compiled (engine.pxd types them): _heap[0:3 * _n] is a binary heap of
+    # records (time, seq, slot) ordered by (time, seq), each at 3 * its position, so a sift
+    # compares neighbouring memory; slot s holds the event's callback and argument in
+    # _fns[s], _args[s]; _free[0:_nfree] are the unused slots.
     def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         if not self._nfree:
             self._grow(2 * self._cap)
         self._nfree -= 1
         slot = self._free[self._nfree]
-        key = self._key
-        key[2 * slot] = time_ps
-        key[2 * slot + 1] = seq
         self._fns[slot] = fn
         self._args[slot] = arg
-        order = self._order
+        heap = self._heap
         i = self._n
         self._n = i + 1
         while i:  # sift up
             parent = (i - 1) >> 1
-            other = order[parent]
-            t = key[2 * other]
-            if t < time_ps or (t == time_ps and key[2 * other + 1] < seq):
+            t = heap[3 * parent]
+            if t < time_ps or (t == time_ps and heap[3 * parent + 1] < seq):
                 break
-            order[i] = other
+            heap[3 * i] = t
+            heap[3 * i + 1] = heap[3 * parent + 1]
+            heap[3 * i + 2] = heap[3 * parent + 2]
             i = parent
-        order[i] = slot
+        heap[3 * i] = time_ps
+        heap[3 * i + 1] = seq
+        heap[3 * i + 2] = slot
 
     def _pop_first(self) -> None:
-        """Remove the first event's slot from the heap and free it (the caller takes its
-        callback and argument out of the lists)."""
-        order = self._order
-        key = self._key
-        self._free[self._nfree] = order[0]
+        """Remove the first event's record from the heap and free its slot (the caller takes
+        its callback and argument out of the lists)."""
+        heap = self._heap
+        self._free[self._nfree] = heap[2]
         self._nfree += 1
         n = self._n - 1
         self._n = n
         if not n:
             return
-        last = order[n]
-        t = key[2 * last]
-        s = key[2 * last + 1]
+        t = heap[3 * n]  # the last record, sifted down from the root
+        s = heap[3 * n + 1]
+        last = heap[3 * n + 2]
         i = 0
-        while True:  # sift the last slot down from the root
+        while True:
             child = 2 * i + 1
             if child >= n:
                 break
-            c = order[child]
-            ct = key[2 * c]
+            ct = heap[3 * child]
+            cs = heap[3 * child + 1]
             if child + 1 < n:
-                d = order[child + 1]
-                dt = key[2 * d]
-                if dt < ct or (dt == ct and key[2 * d + 1] < key[2 * c + 1]):
+                dt = heap[3 * child + 3]
+                ds = heap[3 * child + 4]
+                if dt < ct or (dt == ct and ds < cs):
                     child += 1
-                    c = d
                     ct = dt
-            if ct > t or (ct == t and key[2 * c + 1] > s):
+                    cs = ds
+            if ct > t or (ct == t and cs > s):
                 break
-            order[i] = c
+            heap[3 * i] = ct
+            heap[3 * i + 1] = cs
+            heap[3 * i + 2] = heap[3 * child + 2]
             i = child
-        order[i] = last
+        heap[3 * i] = t
+        heap[3 * i + 1] = s
+        heap[3 * i + 2] = last
 
     def _grow(self, cap: int) -> None:
-        """Room for ``cap`` slots (C arrays in bytearrays; the old content is kept)."""
+        """Room for ``cap`` events (C arrays in bytearrays; the old content is kept)."""
         old = self._cap
-        keybuf = bytearray(16 * cap)
-        orderbuf = bytearray(8 * cap)
+        heapbuf = bytearray(24 * cap)
         freebuf = bytearray(8 * cap)
         if old:
-            keybuf[:16 * old] = self._keybuf
-            orderbuf[:8 * old] = self._orderbuf
-        self._keybuf: bytearray = keybuf
-        self._orderbuf: bytearray = orderbuf
+            heapbuf[:24 * old] = self._heapbuf
+        self._heapbuf: bytearray = heapbuf
         self._freebuf: bytearray = freebuf
-        self._key = cython.cast(cython.p_longlong, cython.cast(cython.p_char, keybuf))
-        self._order = cython.cast(cython.p_longlong, cython.cast(cython.p_char, orderbuf))
+        self._heap = cython.cast(cython.p_longlong, cython.cast(cython.p_char, heapbuf))
         self._free = cython.cast(cython.p_longlong, cython.cast(cython.p_char, freebuf))
         self._fns.extend([None] * (cap - old))
         self._args.extend([None] * (cap - old))
