@@ -56,7 +56,10 @@ from typing import Any
 
 import asyncio_dgram
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
+try:  # the installed mrc (its compiled core, when built) or PYTHONPATH's: that build is measured
+    import mrc  # noqa: F401
+except ImportError:  # nothing installed: this checkout's sources
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mrc import _build, wire  # noqa: E402
 from mrc.live import gso  # noqa: E402
