@@ -1,5 +1,6 @@
-"""The flow model against the packet model on every bundled fault lab (lab-8plane): steady
-goodput before, during and after the faults within 5% of the packet model's healthy level.
+"""The flow model against the packet model on every bundled fault lab with a healthy stretch
+before its first fault (lab-8plane): steady goodput before, during and after the faults
+within 5% of the packet model's healthy level.
 
 The packet model's levels come from ``tests/data/flow_crosscheck.json``, written by
 ``python benchmarks/flow_crosscheck.py --write`` from real packet runs of today's packet
@@ -15,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from mrc.labs.crosscheck import compare, flow_levels, steady_levels
+from mrc.labs.crosscheck import comparable, compare, flow_levels, steady_levels
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "flow_crosscheck.json"
 TOLERANCE = 0.05
 #: (lab, transport, window) -> (bound, why the packet model differs there)
 NOT_WITHIN_5: dict[tuple[str, str, str], tuple[float, str]] = {
     ("allreduce-t1-reboot", "mrc", "during"): (
-        0.30, "the iteration the reboot hits takes ~300 us instead of ~142 us: packets MRC "
+        0.30, "the iteration the reboot hits takes ~250 us instead of ~142 us: packets MRC "
               "sprayed on the dead T1's EVs before its per-EV timer (65.5 us) marked them "
               "ASSUMED_BAD are resent only after it, and a ring step waits for its last "
               "packet; the flow model stops using a dead path at once (no detection delay)"),
@@ -73,7 +74,7 @@ def test_the_reference_covers_every_bundled_fault_lab() -> None:
     from mrc.labs.files import bundled_names
     from mrc.labs.lab_file import load_lab
 
-    assert sorted(reference()) == sorted(n for n in bundled_names() if load_lab(n).faults)
+    assert sorted(reference()) == sorted(n for n in bundled_names() if comparable(load_lab(n)))
 
 
 @pytest.mark.slow

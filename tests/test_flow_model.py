@@ -222,3 +222,19 @@ def test_sweep_refuses_a_flow_point_too_large_before_any_run(monkeypatch: pytest
     with pytest.raises(LabError, match="the flow model needs about"):
         load_sweep({"lab": "t1-reboot", "model": "flow", "grid": {"run.seed": [1, 2]}},
                    base_dir=tmp_path)
+
+
+def test_a_slow_switch_is_slow_not_down() -> None:
+    """``degrade`` on a switch slows every link of it (issue 18's slow T1s): MRC's flows share
+    what is left (the capacity share of mrc.labs.ideal), RC's QPs through it crawl, nobody
+    fails."""
+    healthy = t(run_flow_lab("degraded-t1s", overrides={"fault": []}), "mrc")["flows"]
+    slow = run_flow_lab("degraded-t1s")
+    mrc, rc = t(slow, "mrc"), t(slow, "rc")
+    assert mrc["outcome"] == "completed" and rc["outcome"] == "completed"
+    assert mrc["flows"]["max_fct_us"] == pytest.approx(
+        healthy["max_fct_us"] * 8 / 7.25, rel=2e-3)
+    t0 = run_flow_lab("degraded-t1s", overrides={"fault": [
+        {"kind": "degrade", "target": "p0.t0.3", "at_us": 0, "rate_fraction": 0.25}]})
+    assert t(t0, "mrc")["flows"]["max_fct_us"] == pytest.approx(
+        healthy["max_fct_us"] * 4, rel=2e-2)  # its hosts' own links at a quarter

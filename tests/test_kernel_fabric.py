@@ -176,6 +176,7 @@ def test_a_dead_link_loses_only_what_crosses_it(fabric: KernelFabric) -> None:
                 assert crossed[dead] == 0
         assert fabric.drops()["total"] > 0
         assert fabric.set_link(dead, True)
+        fabric.wait_running()  # Linux attaches the qdisc when its link watcher runs
         for path in paths.paths_between(SMALL, 0, 2):  # routes came back with the link
             send(fabric, socks[0], 0, 2, path.address)
             assert len(received(socks[2])) == 1, path.address_text
@@ -230,6 +231,9 @@ def test_switch_down_and_up_restores_the_plan(fabric: KernelFabric) -> None:
     with pytest.raises(Unsupported, match="not a link"):
         faults.apply("set_loss", "p1.t0.0", p=0.1)
     faults.apply("degrade", "h0.p1.uplink", fraction=0.5)
+    slowed = faults.apply("degrade", "p1.t1.1", fraction=0.25)  # a switch: every link of it
+    assert sorted(slowed["links"]) == ["p1.t0.0--p1.t1.1", "p1.t0.1--p1.t1.1"]
+    assert all(faults.fraction[link] == 0.25 for link in slowed["links"])
     faults.apply("nic_port_down", "h3.p0")
     assert told[-1] == (3, 0, False) and not fabric.link_is_up("h3.p0--p0.t0.1")
 

@@ -23,7 +23,7 @@ from topology.spec import preset
 BUNDLED = ["t0-switch-down", "t1-fail-restore", "t0-t1-link-flap", "nic-port-down", "t1-reboot",
            "gray-link-loss", "degraded-link", "t1-drain", "sendrecv-sweep",
            "allreduce-t1-reboot", "pfc-incast-victim", "pfc-storm", "pfc-storm-watchdog",
-           "dcqcn-incast"]
+           "dcqcn-incast", "degraded-t1s"]
 
 
 def shorter(name: str, duration_us: float = 600, shift_us: float = -50,

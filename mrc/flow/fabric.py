@@ -223,11 +223,18 @@ def make_view(layout: Layout, conditions: Conditions,
         e = names.resolve(spec, target)
         plane = int(e.plane) if e.plane is not None else 0
         if e.kind == names.T0:  # a named T0 is a group of its own
-            t0_ok[plane][int(layout.group_of_t0[e.index or 0])] = False
+            grp = int(layout.group_of_t0[e.index or 0])
+            if family == "degrade":  # every link of it: its T0-T1 links and host links
+                type_cap[grp, layout.type_plane == plane] = value
+                host_cap[layout.class_group == grp, plane] = value
+            else:
+                t0_ok[plane][grp] = False
         elif e.kind == names.T1:
             g = int(layout.type_of[plane][e.index or 0])
             if family == "drain":
                 drained[g] = True
+            elif family == "degrade":  # every link of it, to every T0
+                type_cap[:, g] = value
             else:
                 type_ok[:, g] = False
         elif e.host is not None:  # NIC port, host link or (nic_stall) a host

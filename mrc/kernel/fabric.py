@@ -207,6 +207,7 @@ class KernelFabric:
         self._run_per_element([(s, [r]) for s, r in zip(self.switches, ups, strict=True)])
         self._run_per_element((port.element, [self._state(port, True)])
                               for link in self.links.values() for port in link.ports)
+        self.wait_running()
         t = self._step("up", t)
         try:
             self.ua_program = bpf.ua_shift()
@@ -274,6 +275,26 @@ class KernelFabric:
         if up and port.element in self._switch_set:
             sock.run(self._switch_requests(port.element, {port.ifname}))
         return True
+
+    def wait_running(self, timeout_s: float = 10.0) -> None:
+        """Wait until every port set up is operationally up. Linux attaches a device's qdisc
+        only when its link watcher has run, which a loaded machine can delay by up to a
+        second; until then the device drops what is sent into it, so a fabric (or a link
+        brought back) is ready only after this."""
+        deadline = time.monotonic() + timeout_s
+        waiting = {(p.element, p.ifname) for link in self.links.values() for p in link.ports}
+        waiting -= self.admin_down
+        while waiting:
+            for element in {element for element, _ in waiting}:
+                for stats in self.sockets[element].links():
+                    if stats.running:
+                        waiting.discard((element, stats.name))
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise KernelUnavailable(f"{len(waiting)} ports not up after {timeout_s} s, "
+                                        f"e.g. {sorted(waiting)[0]}")
+            time.sleep(0.005)
 
     def set_link(self, name: str, up: bool) -> bool:
         """Both ends of link ``name`` down (or up); False if nothing changed."""

@@ -13,7 +13,8 @@ KernelFabric`:
   ports that nothing else holds down (a link cut on its own stays cut), exactly the
   simulator's hold-down causes, and reinstalls the switch's routes at once (static tables).
 * ``nic_port_down``/``nic_port_up``: the host's end of its link (the T0 sees loss of signal).
-* ``degrade``: the link's token buckets run at ``fraction`` of the nominal rate.
+* ``degrade``: the link's token buckets run at ``fraction`` of the nominal rate (a switch:
+  every link of it).
 * ``set_loss``: each packet sent into the link is dropped with probability p, by an eBPF
   classifier on both ends' egress (:mod:`mrc.kernel.bpf`; ``sch_netem`` is not relied on).
   The kernel's random generator is not seeded: which packets are lost differs between runs.
@@ -204,12 +205,20 @@ class KernelFaults:
                 ) -> dict[str, Any]:
         if direction not in (None, "both"):
             raise Unsupported("the kernel fabric degrades both directions of a link")
-        link = self._link(target)
-        self.fraction[link] = fraction
-        self.fabric.set_rate(link, fraction)
-        if self.fabric.link_is_up(link):
-            self._tell_nic(link, True)
-        return {"link": link, "fraction": fraction}
+        element = names.resolve(self.spec, target)
+        if element.tier is not None:  # a switch: every link of it
+            links = [name for name, link in self.fabric.links.items()
+                     if any(port.element == element.name for port in link.ports)]
+        else:
+            links = [self._link(target)]
+        for link in links:
+            self.fraction[link] = fraction
+            self.fabric.set_rate(link, fraction)
+            if self.fabric.link_is_up(link):
+                self._tell_nic(link, True)
+        if element.tier is not None:
+            return {"switch": element.name, "links": links, "fraction": fraction}
+        return {"link": links[0], "fraction": fraction}
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,13 @@ from mrc.labs.summary import SETTLE_US, fault_bounds, goodput_series
 WINDOWS = ("before", "during", "after")
 
 
+def comparable(lab: Any) -> bool:
+    """A lab the cross-check reads: it has faults and a healthy stretch before the first
+    (the gaps are shares of that level; a lab degraded from t = 0, such as degraded-t1s,
+    has none and is compared on flow completion times instead)."""
+    return bool(lab.faults) and min(f.at_us for f in lab.faults) > 0
+
+
 def steady_levels(result: Any) -> dict[str, dict[str, float | None]]:
     """``{transport: {before, during, after}}`` mean Gb/s of a lab result's settled bins."""
     lab = result.lab

@@ -77,7 +77,7 @@ FAULT_TARGETS: dict[str, tuple[str, ...]] = {
     "switch_down": (names.T0, names.T1), "switch_up": (names.T0, names.T1),
     "switch_reboot": (names.T0, names.T1),
     "port_down": (names.NIC_PORT,), "port_up": (names.NIC_PORT,),
-    "loss": (names.LINK,), "degrade": (names.LINK,),
+    "loss": (names.LINK,), "degrade": (names.LINK, names.T0, names.T1),
     "drain": (names.T1,),
     "ev_deny": (),  # "all" or a connection "hA->hB": not a fabric element
     "nic_stall": (names.HOST,),
@@ -90,6 +90,8 @@ _TARGET_WORDS = {
     (names.NIC_PORT,): "a NIC port (h3.p0)",
     (names.T1,): "a T1 switch (p0.t1.2): a drain denies the EVs that cross it",
     (names.HOST,): "a host (h3): its NIC stops draining what it receives",
+    (names.LINK, names.T0, names.T1): "a link (p0.t0.1--p0.t1.2) or a switch (p0.t1.2: every "
+    "link of it)",
 }
 
 

@@ -202,6 +202,7 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
         ymax = max(ymax, float(ceiling))
     ax.set_ylim(0, max(ymax, 1.0) * 1.25)
     ax.set_xlim(0, end_us / scale)
+    _ideal_done(ax, transports, scale, unit)
 
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     shaded: dict[str, list[tuple[float, float]]] = {}
@@ -329,6 +330,19 @@ def _size_label(size: float) -> str:
     return f"{size:g}"
 
 
+def _ideal_done(ax: Any, transports: Mapping[str, Any], scale: float, unit: str) -> None:
+    """Flow workloads: when every flow would be done on the fluid ideal (mrc.labs.ideal)."""
+    done = [t["flows"]["ideal_done_us"] for t in transports.values()
+            if (t.get("flows") or {}).get("ideal_done_us") is not None]
+    if done:
+        x = done[0] / scale
+        ax.axvline(x, color="0.2", ls="--", lw=1.1)
+        ax.annotate(f"ideal: all flows done {x:.1f} {unit}", (x, 0.3),
+                    xycoords=("data", "axes fraction"), xytext=(4, 0),
+                    textcoords="offset points", fontsize=8, color="0.2", rotation=90,
+                    ha="left", va="bottom")
+
+
 def close(fig: Figure) -> None:
     """Release a figure's artists now (it belongs to no pyplot registry, so nothing else
     holds it)."""
@@ -376,8 +390,10 @@ def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
     # a size swept over decades reads on a log axis, as nccl-tests' busbw-by-size does
     log_x = bool(x_numeric and steps[0] > 0 and steps[-1] / steps[0] >= 16
                  and (by.endswith("_bytes") or ".sizes_bytes" in by))
+    # another swept parameter is its own series, unless it moves with ``by`` (zipped)
     others = [p for p in params if p not in (by, SEED_PARAM) and p in data
-              and data[p].nunique(dropna=False) > 1]
+              and data[p].nunique(dropna=False) > 1
+              and data.groupby(by, dropna=False)[p].nunique(dropna=False).max() > 1]
     keys = ["transport", *others]
     groups = list(data.groupby(keys, sort=False, dropna=False))
     seeds = data[SEED_PARAM].nunique() if SEED_PARAM in data else None
@@ -408,6 +424,13 @@ def plot_sweep(table: pd.DataFrame, metric: str, by: str, path: str | Path, *,
                             xytext=(0, 3),
                             textcoords="offset points", xycoords=("data", "axes fraction"),
                             ha="center", fontsize=7, color=color)
+    ideal = "flows_ideal_fct_us"
+    if column.startswith("flows_") and column.endswith("_fct_us") and ideal in data:
+        line = data.groupby(by, sort=False)[ideal].mean().reindex(order)
+        ax.plot([positions[v] for v in order], line.to_numpy(dtype=float), "k--", lw=1.2,
+                label="ideal (healthy ideal / capacity left)")
+    elif column.startswith("flows_") and column.endswith("_vs_ideal"):
+        ax.axhline(1.0, color="k", ls="--", lw=1.2, label="ideal")
     if log_x:
         ax.set_xscale("log", base=2)
     else:

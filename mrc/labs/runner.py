@@ -28,6 +28,7 @@ from mrc.labs import summary as summ
 from mrc.labs.checks import check_float, check_int
 from mrc.labs.errors import LabError
 from mrc.labs.faults import install
+from mrc.labs.ideal import flow_ideal_us
 from mrc.labs.keys import materialize, set_keys
 from mrc.labs.lab_file import load_lab, validate
 from mrc.labs.model import TRANSPORT_KINDS, Collective, Lab, TransportSpec
@@ -569,7 +570,8 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         if per_flow is not None:
             entry["flow_goodput_gbps"] = per_flow
         if flows is not None:
-            entry["flows"] = summ.flow_stats(flows[flows["transport"] == r.name])
+            entry["flows"] = summ.flow_stats(flows[flows["transport"] == r.name],
+                                             flow_ideal_us(lab))
         if table is not None:
             rows = table[table["transport"] == r.name]
             entry["collective"] = [

@@ -323,17 +323,26 @@ def build_summary(*, lab: str, seed: int, runtime: str, sim_time_us: float, wall
     return doc
 
 
-def flow_stats(flows: pd.DataFrame | None) -> dict[str, Any] | None:
-    """Flow completion times of one transport (permutation, connection matrix)."""
+def flow_stats(flows: pd.DataFrame | None,
+               ideal_us: float | None = None) -> dict[str, Any] | None:
+    """Flow completion times of one transport (permutation, connection matrix), and with
+    ``ideal_us`` (:mod:`mrc.labs.ideal`) the median and the slowest against it."""
     if flows is None or flows.empty:
         return None
     done = flows[flows["ok"] == True]  # noqa: E712 (column may hold None)
     fct = done["fct_us"].to_numpy(dtype=float)
-    return {"count": len(flows), "completed": len(done),
-            "p50_fct_us": _r(np.percentile(fct, 50)) if fct.size else None,
-            "mean_fct_us": _r(fct.mean()) if fct.size else None,
-            "p99_fct_us": _r(np.percentile(fct, 99)) if fct.size else None,
-            "max_fct_us": _r(fct.max()) if fct.size else None}
+    out = {"count": len(flows), "completed": len(done),
+           "p50_fct_us": _r(np.percentile(fct, 50)) if fct.size else None,
+           "mean_fct_us": _r(fct.mean()) if fct.size else None,
+           "p99_fct_us": _r(np.percentile(fct, 99)) if fct.size else None,
+           "max_fct_us": _r(fct.max()) if fct.size else None}
+    if ideal_us is not None:
+        out["ideal_fct_us"] = _r(ideal_us)
+        out["ideal_done_us"] = _r(float(flows["start_us"].min()) + ideal_us)
+        out["p50_vs_ideal"] = _r(np.percentile(fct, 50) / ideal_us, 4) if fct.size else None
+        out["p99_vs_ideal"] = _r(np.percentile(fct, 99) / ideal_us, 4) if fct.size else None
+        out["max_vs_ideal"] = _r(fct.max() / ideal_us, 4) if fct.size else None
+    return out
 
 
 # ====================================================================== writers

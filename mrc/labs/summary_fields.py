@@ -57,6 +57,14 @@ TRANSPORT_FIELDS: dict[str, str] = {
     "flows.mean_fct_us": "mean flow completion time of the completed flows",
     "flows.p99_fct_us": "99th percentile flow completion time (linear interpolation)",
     "flows.max_fct_us": "the longest flow completion time",
+    "flows.ideal_fct_us": "the fluid ideal FCT (mrc.labs.ideal): the healthy ideal over the "
+                          "capacity share the degrade faults at the start leave; only for "
+                          "flows of one size and one start",
+    "flows.ideal_done_us": "when every flow would be done on that ideal (the first start plus "
+                           "ideal_fct_us)",
+    "flows.p50_vs_ideal": "p50_fct_us / ideal_fct_us",
+    "flows.p99_vs_ideal": "p99_fct_us / ideal_fct_us",
+    "flows.max_vs_ideal": "max_fct_us / ideal_fct_us",
     "collective": "per size: time_us, algbw_GBps, busbw_GBps, busbw_pct_ceiling, status "
                   "(collective workloads only)",
     "messages_verified": "live and kernel runs: messages whose SHA-256 matched at the "

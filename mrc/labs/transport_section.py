@@ -306,6 +306,13 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
           "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or send it whole on the next one", default=True),
     _mrc("reps_explore_every", "own model: REPS: every n-th packet of a plane explores "
          "(round robin)", range=_at_least_one("reps_explore_every")),
+    _mrc("path_aware", "own model: path-aware spraying: REPS recycles an EV only when its "
+         "packet came back without a CE mark and not slower than the QP's usual delivery "
+         "time plus slow_margin_rtts; a CE mark on a slow packet steers the spray, not the "
+         "window"),
+    _mrc("slow_margin_rtts", "own model: path-aware spraying: a packet is slow when it took "
+         "this many unloaded RTTs longer than the QP's usual (its running median)",
+         range=Range("slow_margin_rtts must be in 0..1000", minimum=0, maximum=1000)),
     _mrc("ack_every", "own model: one ACK per this many new packets",
          range=_at_least_one("ack_every")),
     _mrc("probes_to_reintegrate", "own model: answered probes in a row that bring a bad EV "

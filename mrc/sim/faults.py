@@ -18,7 +18,8 @@ Semantics, chosen to match what hardware does:
 * ``nic_port_down``: the host link of that NIC port goes down.
 * ``set_loss``: each packet put on the wire is lost with probability p (drawn from
   ``sim.rng``), on both directions or one.
-* ``degrade``: later packets serialize at ``fraction`` of the nominal rate.
+* ``degrade``: later packets serialize at ``fraction`` of the nominal rate (on a link, or on
+  every link of a switch).
 * ``restore``: undo every fault on the element (up, no loss, full rate).
 * ``nic_stall`` / ``nic_resume``: a stuck host: its NIC stops draining its receive queue (and
   starts again). On a PFC fabric the NIC holds what arrives on the lossless class and keeps
@@ -231,8 +232,17 @@ def set_loss(net: Network, link: Target, p: float, direction: str | None = None)
 
 def degrade(net: Network, link: Target, fraction: float,
             direction: str | None = None) -> FaultRecord:
-    """Run the link at ``fraction`` of its nominal rate (1.0 restores it)."""
-    name, ports = _ports(net, link, direction)
+    """Run the link at ``fraction`` of its nominal rate (1.0 restores it). A switch means
+    every link of it (both directions, or as ``direction`` says): a slow switch ASIC, or
+    htsim's "every link of this T1 at 25%" scenario."""
+    found = _resolve(net, link)
+    if isinstance(found, Switch):
+        ports = []
+        for port in found.ports:
+            ports.extend(_ports(net, port.link, direction)[1])  # type: ignore[arg-type]
+        name = found.name
+    else:
+        name, ports = _ports(net, link, direction)
     for port in ports:
         port.set_rate_fraction(fraction)
     return _record(net, "degrade", name, {"fraction": fraction, "direction": direction or "both"},

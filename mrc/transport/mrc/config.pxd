@@ -9,3 +9,4 @@ cdef class MrcStats:
     cdef public long long spurious_losses, data_received, duplicates, trimmed_received
     cdef public long long bad_packets, messages_sent, messages_received, reply_fallbacks
     cdef public long long dropped_after_error, bad_refused_min_active, wimm_waits, beyond_mpr
+    cdef public long long slow_deliveries

@@ -31,7 +31,8 @@ plugin's defaults):
 is named ``own`` in docs/fidelity.md with why its default is what it is): ``ev_timeout_ps``
 (per-EV path timer), ``loss_grace_ps``, ``overdue_loss`` and ``overdue_strikes``, the reorder
 window (``reorder_*``), ``probe_interval_ps``, ``probe_timeout_ps``,
-``probes_to_reintegrate``, the spray policy (``spray``, ``reps_explore_every``) and ACK
+``probes_to_reintegrate``, the spray policy (``spray``, ``reps_explore_every``, and
+path-aware spraying: ``path_aware``, ``slow_margin_rtts``, :mod:`.spray`) and ACK
 coalescing (``ack_every``, ``ack_delay_ps``, ``ack_req_on_last``).
 """
 
@@ -83,6 +84,8 @@ class MrcConfig:
     ev_timeout_ps: int = 64 * TIMEOUT_UNIT_PS  # per-EV path timer (65.5 us)
     spray: str = "reps"  # "round_robin" | "reps"
     reps_explore_every: int = 8  # REPS: every n-th packet of a plane explores (round robin)
+    path_aware: bool = True  # REPS recycles only EVs that delivered in time (see spray.py)
+    slow_margin_rtts: float = 0.3  # slow: delivered this many unloaded RTTs over the QP's usual
     ack_every: int = 4  # coalesce: one ACK per this many new packets
     ack_delay_ps: int = 1 * PS_PER_US  # delayed ACK for a tail
     probe_interval_ps: int = 10 * PS_PER_US
@@ -124,6 +127,8 @@ class MrcConfig:
         for name in ("ack_delay_ps", "probe_interval_ps", "ev_timeout_ps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 0 <= self.slow_margin_rtts <= 1000:
+            raise ValueError("slow_margin_rtts must be in 0..1000")
         if self.loss_grace_ps < 0:
             raise ValueError("loss_grace_ps must not be negative")
         if self.probe_timeout_ps is not None and self.probe_timeout_ps <= 0:
@@ -163,6 +168,7 @@ class MrcStats:
         "reintegrated", "spurious_losses", "data_received", "duplicates", "trimmed_received",
         "bad_packets", "messages_sent", "messages_received", "reply_fallbacks",
         "dropped_after_error", "bad_refused_min_active", "wimm_waits", "beyond_mpr",
+        "slow_deliveries",
     )
     __slots__ = FIELDS
 
@@ -199,6 +205,7 @@ class MrcStats:
         self.bad_refused_min_active = 0  # EVs kept GOOD because of the ev_min_active floor
         self.wimm_waits = 0  # WRITEs with immediate held back by max_wimm
         self.beyond_mpr = 0  # DATA dropped: further ahead than mpr_dest x 128 PSNs
+        self.slow_deliveries = 0  # packets acked slow or hot: their EV not recycled (spray)
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.FIELDS}

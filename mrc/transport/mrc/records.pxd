@@ -7,7 +7,7 @@ cdef class Ev:
     cdef public list fifo
     cdef public long long epoch, probe_seq, probe_ok
     cdef public list probes_out
-    cdef public long long sent, acked, lost, trims, timeouts, strikes, last_sent
+    cdef public long long sent, acked, lost, trims, timeouts, strikes, last_sent, slow
 
 cdef class Msg:
     cdef public object msg_id

@@ -21,7 +21,7 @@ class Ev:
 
     __slots__ = ("ev", "plane", "t1", "address", "state", "usable", "fifo", "epoch",
                  "probe_seq", "probe_ok", "probes_out", "sent", "acked", "lost", "trims",
-                 "timeouts", "strikes", "last_sent")
+                 "timeouts", "strikes", "last_sent", "slow")
 
     def __init__(self, choice: PathChoice) -> None:
         self.ev = choice.ev
@@ -45,6 +45,7 @@ class Ev:
         self.timeouts = 0
         self.strikes = 0  # overdue losses since the EV last delivered a packet
         self.last_sent = -1  # send time of its newest transmission
+        self.slow = 0  # deliveries that came back slow or hot (:mod:`.spray`): not recycled
 
     @property
     def choice(self) -> PathChoice:

@@ -29,10 +29,9 @@ cdef class Recovery:
     cdef public long long _hold
     cdef public double _margin, _gain
     cdef public long long _strikes
-    cdef public bint _reps
     cdef public long long _psn0
     cdef public dict _outstanding
-    cdef public list _recycle
+    cdef public object _delivered, _slow_after  # the spray policy's, bound once
     cdef public object _gq
     cdef public dict _by_ev
     cdef public object _probe_q, _mark_bad, _completed, _has_work
@@ -50,7 +49,7 @@ cdef class Recovery:
                    out=dict, newly=list, seg=Seg, seq=cython.longlong,
                    rel=cython.longlong, acked_bytes=cython.longlong, progress=bint,
                    ts=cython.longlong, overdue=bint, learn=bint, e=Ev, hold=cython.longlong,
-                   ecn=bint, echo_seq=cython.longlong, scan=list, reps=bint, recycle=list,
+                   ecn=bint, echo_seq=cython.longlong, scan=list,
                    scopes=list, qscope=Reorder, touched=list, state=cython.longlong,
                    certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
                    msg=Msg)

@@ -3,8 +3,10 @@
 ACKs and NACKs
     A cumulative PSN and a 64-bit SACK window report what arrived; each newly acknowledged
     segment leaves the sender's ``outstanding`` map, its bytes leave the pipe, its message
-    may complete, and (REPS) its EV is recycled unless the ACK echoes a CE mark. The RTT an
-    ACK echoes feeds the congestion control and the reorder windows (:mod:`.reorder`).
+    may complete, and its delivery (age, CE mark) goes to the spray policy, which recycles
+    the EV or steers around it (:mod:`.spray`). The RTT an ACK echoes feeds the congestion
+    control and the reorder windows (:mod:`.reorder`); a CE mark on a packet that came back
+    slower than the QP's usual is the spray's business, not the window's.
 
 Loss evidence (spraying makes global PSN gaps normal)
     *Same EV (FIFO)*: paths are FIFO, so a packet is lost when a packet sent *after* it on
@@ -74,8 +76,8 @@ class Recovery:
 
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
-                 "_margin", "_gain", "_strikes", "_reps", "_psn0", "_outstanding",
-                 "_recycle", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_completed",
+                 "_margin", "_gain", "_strikes", "_psn0", "_outstanding",
+                 "_delivered", "_slow_after", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_completed",
                  "_has_work", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
@@ -102,11 +104,11 @@ class Recovery:
         self._margin = cfg.reorder_margin_rtts
         self._gain = cfg.reorder_spread_gain
         self._strikes = cfg.overdue_strikes
-        self._reps = cfg.spray == "reps"
         # the other rooms' state this one works on, referenced directly
         self._psn0 = sender.psn0
         self._outstanding = sender.outstanding
-        self._recycle = sender.recycle
+        self._delivered = sender.spray.delivered  # per-EV evidence for the EV choice
+        self._slow_after = sender.spray.slow_after
         self._gq = sender.sent  # (sent, seg, tx): RTO in send order
         self._by_ev = paths.by_ev
         self._probe_q = paths.probe_q
@@ -190,8 +192,7 @@ class Recovery:
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
             echo_seq = una + psn_diff(pkt.echo_psn, una_psn)
             scan: list[Seg] = []
-            reps = self._reps and not nack
-            recycle = self._recycle
+            delivered = None if nack else self._delivered
             scopes = self.scopes
             qscope = self.qscope
             touched: list[Reorder] = []
@@ -226,8 +227,9 @@ class Recovery:
                     e.acked += 1
                     if state == INFLIGHT and certain:
                         scan.append(seg)
-                    if reps and not (ecn and seg.seq == echo_seq):
-                        recycle[e.plane].append(e)
+                    if delivered is not None:
+                        delivered(now, e, now - seg.sent_ps if certain else -1,
+                                  ecn and seg.seq == echo_seq)
                 else:
                     stats.spurious_losses += 1
                 acked_bytes += seg.length
@@ -248,6 +250,13 @@ class Recovery:
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
             if ecn:
                 stats.ecn_echoes += 1
+                slow = self._slow_after()
+                if rtt is not None and rtt > slow:
+                    # NSCC's "ECN with low delay", judged against the QP's own paths: a mark
+                    # that came back slower than the QP's usual is its path's news. The spray
+                    # does not recycle that EV; the window sees the QP's delay, unmarked.
+                    ecn = False
+                    rtt = slow
             self.cc.on_ack(now, acked_bytes, rtt, ecn, pkt.ev)
         if progress:
             self.progress(now)

@@ -3,6 +3,7 @@ cimport cython
 from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.records cimport Ev, Msg, Seg
+from mrc.transport.mrc.spray cimport Spray
 
 # constants: typed copies of imported names
 cdef long long DATA, DATA_HEADER_BYTES, FLAG_ACK_REQ, FLAG_IMM, FLAG_LAST, FLAG_RETX
@@ -14,10 +15,10 @@ cdef class Sender:
     cdef public long long qpn, host, peer, peer_qpn, mtu
     cdef public object cc
     cdef public long long psn0
-    cdef public bint _reps
-    cdef public long long _explore_every
     cdef public bint _ack_req_on_last, _completions, _overdue
-    cdef public list good, _rr, _explore, recycle
+    cdef public list good
+    cdef public Spray spray
+    cdef public object _pick_ev  # spray.pick, bound once
     cdef public object queue
     cdef public Msg cur
     cdef public long long snd_nxt
@@ -36,8 +37,6 @@ cdef class Sender:
     @cython.locals(good=list, pipe=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
                    length=cython.longlong)
     cpdef poll(self, long long now, long long plane)
-    @cython.locals(n=cython.longlong, e=Ev, count=Py_ssize_t, i=Py_ssize_t)
-    cpdef Ev _pick_ev(self, long long plane, list good, Ev avoid)
     @cython.locals(e=Ev, tx=cython.longlong, item=tuple, length=cython.longlong,
                    stats=MrcStats, msg=Msg, offset=cython.longlong, flags=cython.longlong,
                    size=cython.longlong)

@@ -1,9 +1,8 @@
 """The sender of an MRC QP: segmentation, EV choice (spraying) and DATA packets.
 
 Messages are segmented at the MTU lazily, one PSN per packet, when a port pulls (``poll``):
-retransmissions first, then new data, on a GOOD EV of the pulling plane (round robin, or
-REPS: reuse EVs whose packets came back unmarked, and every ``reps_explore_every``-th packet
-of a plane explores round robin). Internally PSNs are unwrapped to unbounded sequence numbers,
+retransmissions first, then new data, on a GOOD EV of the pulling plane chosen by the spray
+policy (:mod:`.spray`: round robin, or REPS steered by what each EV's packets said). Internally PSNs are unwrapped to unbounded sequence numbers,
 so the 24-bit wrap is a conversion at the edges. Nothing is sent beyond the congestion
 window (``cc.window`` bytes of payload in flight), no new PSN further than ``mpr`` x 128
 beyond the oldest unacknowledged one, and no more than ``max_wimm`` WRITEs with immediate
@@ -12,8 +11,8 @@ outstanding (later posts wait behind a held one: the send queue keeps its order)
 The sender keeps what loss recovery (:mod:`.recovery`) works on: the segments sent and not
 yet acknowledged (``outstanding``), the retransmission queue (``retx``), the bytes in flight
 (``pipe``), and every transmission in send order (``sent`` for the RTO, ``sent_on_plane``
-and ``sent_on_qp`` for the overdue scopes). Recovery updates them in place; the REPS
-recycle queues are fed by the ACKs it processes.
+and ``sent_on_qp`` for the overdue scopes). Recovery updates them in place, and feeds the
+spray policy the evidence of the ACKs it processes.
 """
 
 from __future__ import annotations
@@ -37,14 +36,15 @@ from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg
+from mrc.transport.mrc.spray import Spray
 
 
 class Sender:
     """The sending half of one QP (see the module docstring). ``psn``: the first PSN sent."""
 
     __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
-                 "_reps", "_explore_every", "_ack_req_on_last", "_completions", "_overdue",
-                 "good", "_rr", "_explore", "recycle", "queue", "cur", "snd_nxt",
+                 "_ack_req_on_last", "_completions", "_overdue",
+                 "good", "spray", "_pick_ev", "queue", "cur", "snd_nxt",
                  "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
                  "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held")
 
@@ -59,20 +59,16 @@ class Sender:
         self.mtu = qp.mtu
         self.cc = cc
         self.psn0 = psn & PSN_MASK
-        self._reps = cfg.spray == "reps"
-        self._explore_every = cfg.reps_explore_every
         self._ack_req_on_last = cfg.ack_req_on_last
         self._completions = cfg.sender_completions
         self._overdue = cfg.overdue_loss
 
-        # ---- EV choice: the path manager's GOOD lists, one per plane
+        # ---- EV choice: the path manager's GOOD lists, one per plane, steered by the
+        # per-EV evidence recovery feeds to the spray policy
         self.good = paths.good
         planes = len(paths.plane_evs)
-        self._rr = [0] * planes
-        self._explore = [0] * planes
-        #: REPS: EVs whose packets came back unmarked, per plane (recovery appends them)
-        self.recycle: list[deque[Ev]] = [
-            deque(maxlen=max(16, 4 * len(p))) for p in paths.plane_evs]
+        self.spray = Spray(qp, paths)
+        self._pick_ev = self.spray.pick
 
         # ---- messages and segments
         self.queue: deque[Msg] = deque()  # posted, not yet fully segmented (after cur)
@@ -161,27 +157,6 @@ class Sender:
                 self.sendable = bool(retx)
         self.outstanding[seg.seq] = seg
         return self._transmit(now, seg, plane, good, False)
-
-    def _pick_ev(self, plane: int, good: list[Ev], avoid: Ev | None) -> Ev:
-        if self._reps:
-            n = self._explore[plane] + 1
-            if n >= self._explore_every:
-                self._explore[plane] = 0
-            else:
-                self._explore[plane] = n
-                recycled = self.recycle[plane]
-                while recycled:
-                    e = recycled.popleft()
-                    if e.usable and e is not avoid:
-                        return e
-        count = len(good)
-        i = self._rr[plane] % count
-        e = good[i]
-        if e is avoid and count > 1:
-            i = (i + 1) % count
-            e = good[i]
-        self._rr[plane] = i + 1
-        return e
 
     def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
         e = self._pick_ev(plane, good, seg.ev if retx else None)
