@@ -33,7 +33,8 @@ from typing import Any
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
+if __name__ == "__main__":  # run as a script: this checkout's mrc (tests import the installed one)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mrc.packet import ACK, NACK
 from mrc.sim import faults

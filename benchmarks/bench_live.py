@@ -31,9 +31,9 @@ datagram rate.
 ``--fabric-process`` runs the fabric, and the relay, in a child process of their own (so the
 forwarder gets the second core) and compares those two; CPU figures then add both processes.
 
-The first line says which build ran: the optional compiled one (``python
-benchmarks/build_compiled.py build``, used while it matches the sources) or pure Python
-(``MRC_PURE_PYTHON=1`` forces it); compare the two by running the benchmark once each way.
+The first line says which build ran: the compiled core (``pip install .`` builds it) or pure
+Python (``MRC_PURE_PYTHON=1`` forces it); compare the two by running the benchmark once each
+way.
 
     python benchmarks/bench_live.py [--seconds 3] [--rounds 3] [--dilation 1000]
                                     [--fabric-process] [--json]
@@ -56,9 +56,12 @@ from typing import Any
 
 import asyncio_dgram
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
+try:  # the installed mrc (its compiled core, when built) or PYTHONPATH's: that build is measured
+    import mrc  # noqa: F401
+except ImportError:  # nothing installed: this checkout's sources
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mrc import _accel, wire  # noqa: E402
+from mrc import _build, wire  # noqa: E402
 from mrc.live import gso  # noqa: E402
 from mrc.live.clock import Clock  # noqa: E402
 from mrc.live.fabric import FabricCore  # noqa: E402
@@ -417,11 +420,8 @@ def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def build_label() -> str:
-    """Which build of the hot modules ran: the optional compiled one, or pure Python."""
-    compiled = _accel.compiled_modules()
-    if compiled:
-        return f"compiled ({len(compiled)} of {len(_accel.MODULES)} hot modules, mypyc)"
-    return f"pure Python ({_accel.REASON})"
+    """Which build of the core ran: the compiled one (``pip install .``), or pure Python."""
+    return _build.describe()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,8 @@ runtime and the failure-injection labs engine."""
 
 __version__ = "0.1.0"
 
-# The optional compiled build of the simulator's hot modules (see mrc/_accel.py): used only
-# when it was built from exactly these sources; otherwise everything is pure Python.
-from mrc import _accel  # noqa: E402
+# The simulator's per-packet modules may be installed compiled (see mrc/_build.py): decide,
+# before any of them is imported, whether this process runs them compiled or from source.
+from mrc import _build  # noqa: E402
 
-_accel.activate()
+_build.select()

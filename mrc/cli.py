@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from mrc import __version__
+from mrc import __version__, _build
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="mrc-lab")
+@click.version_option(__version__, prog_name="mrc-lab",
+                      message=f"%(prog)s %(version)s, {_build.describe()}")
 def main() -> None:
     """Emulate MRC multipath transport and single-path RoCE RC on a multi-plane SRv6 fabric."""
 

@@ -96,14 +96,15 @@ def data_bytes(length: int, imm: bool = False) -> int:
     return DATA_HEADER_BYTES + length + (IMMDT_BYTES if imm else 0)
 
 
+# (the PSN constants are written out in these two: C arithmetic in the compiled build)
 def psn_add(psn: int, n: int) -> int:
-    return (psn + n) & PSN_MASK
+    return (psn + n) & 0xFFFFFF  # PSN_MASK
 
 
 def psn_diff(a: int, b: int) -> int:
     """Signed distance a - b on the 24-bit PSN circle, in [-2^23, 2^23)."""
-    d = (a - b) & PSN_MASK
-    return d - PSN_MOD if d >= PSN_MOD // 2 else d
+    d = (a - b) & 0xFFFFFF  # PSN_MASK
+    return d - 0x1000000 if d >= 0x800000 else d  # PSN_MOD, PSN_MOD // 2
 
 
 class Packet:

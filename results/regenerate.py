@@ -3,11 +3,14 @@
     python results/regenerate.py            # all labs (about half a minute on 2 cores)
     python results/regenerate.py t1-reboot  # just some
     python results/regenerate.py --check    # regenerate in memory; exit 1 if any file differs
+    python -P results/regenerate.py --check --installed  # the same with the installed mrc
+                                            # (its compiled core) instead of this checkout's
 
 Each lab keeps ``summary.json`` and ``bandwidth.png`` (plus ``collective.csv`` for the
 collectives) under ``results/<lab>/``; ``results/README.md`` gets the headline table. Runs
 are seeded, so every kept file is identical on every machine: the run's wall time, the one
-machine-dependent field, is left out of the reference ``summary.json``. ``--check`` is how a
+machine-dependent field, and which build ran (compiled core or pure Python: the same
+results) are left out of the reference ``summary.json``. ``--check`` is how a
 change proves it moved no result (a refactoring must pass it).
 """
 
@@ -18,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
+if "--installed" not in sys.argv:  # else the installed mrc (e.g. its compiled core)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
 from mrc.labs.files import bundled_names
 from mrc.labs.runner import run_lab
@@ -79,16 +83,17 @@ def pfc_table(summaries: dict[str, dict]) -> str:
 
 def _reference_bytes(tmp: Path, file: str) -> bytes:
     data = (tmp / file).read_bytes()
-    if file == "summary.json":  # drop the wall time: the only field that is not a result
+    if file == "summary.json":  # drop the wall time and the build: they are not results
         summary = json.loads(data)
         summary.pop("wall_s", None)
+        summary.pop("build", None)
         data = (json.dumps(summary, indent=2) + "\n").encode()
     return data
 
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
+    args = [a for a in argv if a not in ("--check", "--installed")]
     names = args or bundled_names()
     summaries: dict[str, dict] = {}
     differ: list[str] = []
@@ -121,8 +126,9 @@ def main(argv: list[str]) -> int:
         if differ:
             print("results differ: " + ", ".join(differ), file=sys.stderr)
             return 1
-        print(f"results unchanged: {len(names)} labs, every kept file byte-identical",
-              file=sys.stderr)
+        build = next(iter(summaries.values()), {}).get("build", "?")
+        print(f"results unchanged: {len(names)} labs, every kept file byte-identical "
+              f"({build} build)", file=sys.stderr)
         return 0
     json.dump({n: s["transports"] for n, s in summaries.items()}, sys.stdout, indent=None,
               default=str)

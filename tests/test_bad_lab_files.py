@@ -368,7 +368,8 @@ SUBPROCESS_CASES: list[tuple[str, str | bytes, str]] = [
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from mrc.cli import main; main(prog_name='mrc-lab')", *args]
+    return [sys.executable, "-P", "-c", "from mrc.cli import main; main(prog_name='mrc-lab')",
+            *args]
 
 
 def test_real_cli_in_subprocesses(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -68,6 +67,7 @@ def test_json_document(monkeypatch: pytest.MonkeyPatch) -> None:
                 "peak_rss_mb", "fct_p50_us", "fct_p99_us", "fct_max_us", "ideal_us"):
         assert key in row
     assert "targets" not in doc  # mrc-lab bench reports measurements, not internal targets
+    assert doc["machine"]["build"].startswith(("compiled core", "pure Python"))
     assert doc["machine"]["python"]
     lines.clear()
     assert bench.report(["perm128"], isolated=False, echo=lines.append) == 0
@@ -75,39 +75,10 @@ def test_json_document(monkeypatch: pytest.MonkeyPatch) -> None:
     lines.clear()
     assert bench.report(["perm128"], isolated=False, echo=lines.append,
                         check_targets=True) == 0  # developers ask for them
-    assert any(line.startswith("target perm128_us_per_packet<=15: ") for line in lines)
+    assert any(line.startswith("target perm128_us_per_packet<=8: ") for line in lines)
 
 
 def test_cli_refuses_unknown_scenario() -> None:
     result = CliRunner().invoke(main, ["bench", "--scenario", "nope"])
     assert result.exit_code == 2
     assert "unknown scenario" in result.output
-
-
-def test_compiled_build_is_used_only_when_fresh(tmp_path: Path) -> None:
-    from mrc import _accel
-
-    root = tmp_path
-    files, reason = _accel.check(root)
-    assert files is None and "no compiled build" in reason
-    manifest = {"suffix": _accel._SUFFIX, "modules": list(_accel.MODULES),
-                "sources": {m: "0" * 64 for m in _accel.MODULES}, "support": []}
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    files, reason = _accel.check(root)
-    assert files is None and "stale" in reason
-    manifest["sources"] = {m: _accel._digest(_accel.source_of(m)) for m in _accel.MODULES}
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    files, reason = _accel.check(root)
-    assert files is None and "incomplete" in reason  # fresh, but no extension files here
-
-
-def test_slots_are_read_from_the_sources() -> None:
-    from mrc import _accel
-    from mrc.packet import Packet
-
-    slots = _accel.declared_slots(_accel.source_of("mrc.packet"))
-    assert tuple(slots["Packet"]) == Packet.__slots__
-    from mrc.transport.mrc.config import MrcStats
-
-    stats = _accel.declared_slots(_accel.source_of("mrc.transport.mrc.config"))["MrcStats"]
-    assert tuple(stats) == tuple(MrcStats.__slots__)  # ``__slots__ = FIELDS`` resolved

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from mrc import _build
 from mrc.labs.runner import run_lab
 from mrc.sim.engine import us
 from mrc.sim.evset import build_ev_set
@@ -75,13 +76,14 @@ seed = 7
 """
 TABLES = ("timeseries.csv", "events.csv", "lab.json")
 _WALL = re.compile(r'^\s*"wall_s": [0-9.eE+-]+,?\n', re.MULTILINE)
+_BUILD = re.compile(r'^\s*"build": "(compiled|pure)",?\n', re.MULTILINE)
 
 
 def summary_text(folder: Path) -> str:
-    """summary.json with its wall-clock line removed (the one field allowed to differ)."""
+    """summary.json without its wall-clock and build lines (the fields allowed to differ)."""
     text = (folder / "summary.json").read_text(encoding="utf-8")
-    assert len(_WALL.findall(text)) == 1
-    return _WALL.sub("", text)
+    assert len(_WALL.findall(text)) == 1 and len(_BUILD.findall(text)) == 1
+    return _BUILD.sub("", _WALL.sub("", text))
 
 
 def assert_same_run(a: Path, b: Path) -> None:
@@ -98,10 +100,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     lab = root / "determinism.toml"
     lab.write_text(LAB, encoding="utf-8")
     procs = []
-    for hash_seed in ("1", "4242"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    runs = [("1", {}), ("4242", {})]
+    other = other_build()
+    if other is not None:  # the same lab on the other build (compiled core / pure Python)
+        runs.append(("other-build", other))
+    for hash_seed, extra in runs:
+        env = {**os.environ, "PYTHONHASHSEED": "1" if extra else hash_seed, **extra}
+        if not extra.get(_build.ENV_PURE, "1"):
+            env.pop(_build.ENV_PURE)
         out = root / f"proc-{hash_seed}"
-        cmd = [sys.executable, "-c", "from mrc.cli import main; main(prog_name='mrc-lab')",
+        cmd = [sys.executable, "-P", "-c", "from mrc.cli import main; main(prog_name='mrc-lab')",
                "run", str(lab), "--out", str(out), "--quiet"]
         procs.append((out, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                             stderr=subprocess.PIPE, text=True)))
@@ -129,6 +137,26 @@ def test_same_seed_other_processes_and_hash_seeds_are_byte_identical(
         runs: dict[str, Path]) -> None:
     assert_same_run(runs["first"], runs["proc-1"])
     assert_same_run(runs["first"], runs["proc-4242"])
+
+
+def other_build() -> dict[str, str] | None:
+    """The environment that runs the other build than this process does, or None when there
+    is no other (no compiled core installed)."""
+    if _build.BUILD == "compiled":
+        return {_build.ENV_PURE: "1"}
+    if _build.pure_forced() and all(_build.extension_path(m) for m in _build.COMPILED):
+        return {_build.ENV_PURE: ""}
+    return None
+
+
+def test_compiled_and_pure_builds_are_byte_identical(runs: dict[str, Path]) -> None:
+    """The compiled core and the pure-Python source give the same bytes (CI installs the
+    compiled core, so this compares both there; without one there is nothing to compare)."""
+    if "proc-other-build" not in runs:
+        pytest.skip("no compiled core installed: one build only")
+    other = json.loads((runs["proc-other-build"] / "summary.json").read_text())
+    assert other["build"] != json.loads((runs["first"] / "summary.json").read_text())["build"]
+    assert_same_run(runs["first"], runs["proc-other-build"])
 
 
 def test_another_seed_changes_the_spraying_not_the_verdicts(runs: dict[str, Path]) -> None:

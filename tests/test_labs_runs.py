@@ -252,8 +252,9 @@ def test_cli_run_writes_outputs_exit_0_and_is_deterministic(tmp_path: Path) -> N
     assert {"goodput_gbps", "goodput_gbps_p0", "retransmissions", "trims", "drops_data",
             "drops_control", "drops_probe", "assumed_bad_evs", "denied_evs"} <= set(line.split(",")[2] for line in
                                       (a / "timeseries.csv").read_text().splitlines()[1:])
-    # same seed, another process: byte-identical tables, summary equal but for wall_s
-    cmd = [sys.executable, "-c", "from mrc.cli import main; main()", "run", "t0-switch-down",
+    # same seed, another process (-P: the same mrc as this one): byte-identical tables,
+    # summary equal but for wall_s and the build
+    cmd = [sys.executable, "-P", "-c", "from mrc.cli import main; main()", "run", "t0-switch-down",
            "--out", str(b),
            "--quiet"]
     for key, value in shorter("t0-switch-down", duration_us=400).items():
@@ -263,8 +264,9 @@ def test_cli_run_writes_outputs_exit_0_and_is_deterministic(tmp_path: Path) -> N
     assert (a / "timeseries.csv").read_bytes() == (b / "timeseries.csv").read_bytes()
     assert (a / "events.csv").read_bytes() == (b / "events.csv").read_bytes()
     sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
-    sa.pop("wall_s")
-    sb.pop("wall_s")
+    for key in ("wall_s", "build"):  # machine facts, not results
+        sa.pop(key)
+        sb.pop(key)
     assert sa == sb
 
 

@@ -130,8 +130,9 @@ def test_summary_shape_and_json() -> None:
                                 end_us=1000, faults=faults)
     doc = s.build_summary(lab="t0", seed=1, runtime="sim", sim_time_us=1000, wall_s=1.234,
                           goodput_ceiling_gbps=1541.5, faults=faults, transports={"mrc": entry})
-    assert list(doc) == ["lab", "seed", "runtime", "sim_time_us", "wall_s",
+    assert list(doc) == ["lab", "seed", "runtime", "sim_time_us", "wall_s", "build",
                          "goodput_ceiling_gbps", "faults", "transports"]
+    assert doc["build"] in ("compiled", "pure")
     assert list(doc["transports"]["mrc"]) == [
         "kind", "outcome", "failed_at_us", "failure_reason", "bytes_delivered", "goodput_gbps",
         "retained_pct", "detect_us", "settle_us", "recovery_us", "recovery",

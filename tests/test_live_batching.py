@@ -17,6 +17,7 @@ from mrc.live.gso import MAX_BYTES as GSO_MAX_BYTES
 from mrc.live.gso import UDP_SEGMENT
 from mrc.live.host import LiveHost
 from mrc.packet import ACK, DATA, Packet
+from mrc.transport.qp_base import QpBase
 from topology import usid
 from topology.spec import FabricSpec
 
@@ -58,13 +59,13 @@ class FakeSocket:
         return out
 
 
-class RecordingQp:
+class RecordingQp(QpBase):
     """Just enough of a queue pair for a host to hand it what it decoded."""
 
-    qpn = 99
-    bytes_placed = 0
-
     def __init__(self) -> None:
+        self.qpn = 99
+        self.bytes_placed = 0
+        self.failed = False
         self.got: list[tuple[int, bytes | None]] = []
         self.events: deque[Any] = deque()
 

@@ -98,7 +98,7 @@ def test_soak_with_garbage_stays_flat() -> None:
                 "rss": proc.memory_info().rss, "fds": proc.num_fds(),
                 "threads": proc.num_threads(),
                 "tasks": len(asyncio.all_tasks(stack.loop)),
-                "heap": len(stack.core.heap), "scheduled": len(stack.loop._scheduled),  # type: ignore[attr-defined]
+                "heap": stack.core.sim.pending(), "scheduled": len(stack.loop._scheduled),  # type: ignore[attr-defined]
                 "verified": sum(c.messages_ok for c in conns),
             })
         stop.set()

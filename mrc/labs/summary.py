@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mrc import _build
 from mrc.labs.summary_fields import DROP_CAUSES, OUTCOMES, TOP_FIELDS, TRANSPORT_FIELDS
 from mrc.transport.base import ASSUMED_BAD, EVENT_EV_STATE, EVENT_QP_ERROR, EVENT_RETRY
 
@@ -311,6 +312,7 @@ def build_summary(*, lab: str, seed: int, runtime: str, sim_time_us: float, wall
         "runtime": runtime,
         "sim_time_us": _r(sim_time_us),
         "wall_s": _r(wall_s, 2),
+        "build": _build.BUILD,  # compiled core or pure Python (same results; wall_s differs)
         "goodput_ceiling_gbps": _r(goodput_ceiling_gbps),
         "faults": [{"kind": f["kind"], "target": f["target"], "at_us": _r(f["at_us"]),
                     "until_us": _r(f.get("until_us"))} for f in faults],

@@ -80,6 +80,7 @@ TOP_FIELDS: dict[str, str] = {
     "runtime": "sim (the packet simulator) or live (UDP datagrams in dilated wall time)",
     "sim_time_us": "the longest simulated time of the transports' runs",
     "wall_s": "wall-clock seconds the whole run took (the one machine-dependent figure)",
+    "build": "which build ran: compiled (the compiled core) or pure (Python); same results",
     "goodput_ceiling_gbps": "the best payload rate of the workload's NICs at full MTU",
     "faults": "the fault windows: kind, target, at_us, until_us",
     "workload": "the workload kind",

@@ -14,7 +14,7 @@ from mrc.labs.sweep_model import Sweep
 
 #: Summary fields that hold text or tables, not numbers: nothing to plot.
 TEXT_FIELDS = frozenset({"kind", "outcome", "failure_reason", "recovery", "collective", "live",
-                         "lab", "runtime", "faults", "workload", "goodput_sum"})
+                         "lab", "runtime", "faults", "workload", "goodput_sum", "build"})
 
 
 def plottable_columns(sweep: Sweep) -> list[str]:

@@ -164,7 +164,6 @@ class FabricCore:
         self.sim = Simulator(seed)
         self.net = build_network(self.sim, spec)
         self.net.observer = self._observe
-        self.heap = self.sim.heap
         self.deliver: Deliver = deliver or (lambda host, buf, t: None)
         self.nic_link = nic_link
         self.observer: Observer | None = None

@@ -146,9 +146,11 @@ class _Timers:
         fn(arg)
 
 
-class LiveHost(NicDriver[_Port]):
+class LiveHost(NicDriver):
     """Host ``index``: its QPs (the shared NIC driver), its paced NIC ports and its
     asyncio-dgram socket."""
+
+    ports: list[_Port]  # the driver's ports, as this host builds them
 
     def __init__(self, index: int, spec: FabricSpec, clock: Clock, *,
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,

@@ -68,13 +68,14 @@ class WallEngine:
 
     def due(self, now: int) -> bool:
         """Whether an event is due by modelled time ``now``."""
-        heap = self.sim.heap
-        return bool(heap) and heap[0][0] <= now
+        due = self.sim.next_time()
+        return due is not None and due <= now
 
     def run(self, now: int) -> None:
         """Run the events due by ``now`` (the caller checked :meth:`due`), measuring how late
         the first one runs; ``after_run`` follows, whatever happened."""
-        lag = now - self.sim.heap[0][0]
+        due = self.sim.next_time()
+        lag = now - due if due is not None else 0
         if lag > self.lag_max_ps:
             self.lag_max_ps = lag
         self.lag_sum_ps += lag
@@ -106,11 +107,10 @@ class WallEngine:
     # ------------------------------------------------------------------ the timer
     def arm(self) -> None:
         """Keep one timer armed for the earliest event."""
-        heap = self.sim.heap
+        t = self.sim.next_time()
         loop = self.loop
-        if not heap or loop is None:
+        if t is None or loop is None:
             return
-        t = heap[0][0]
         if self._timer_at is not None and self._timer_at <= t:
             return
         if self._timer is not None:

@@ -1,15 +1,25 @@
+# cython: boundscheck=False, wraparound=False
 """Discrete-event engine in integer picoseconds.
 
-Events are ``(time_ps, seq, fn, arg)`` tuples on a binary heap; ``seq`` breaks ties in
-scheduling order, so a run is a pure function of its inputs and seed. Callbacks take one
-argument (bound methods plus a payload) because that is the cheapest call Python has, and
-the per-packet path is dominated by event overhead.
+An event is a time, a sequence number and a callback with its one argument; events run in
+``(time_ps, seq)`` order, ``seq`` breaking ties in scheduling order, so a run is a pure
+function of its inputs and seed. Callbacks take one argument (bound methods plus a payload)
+because that is the cheapest call Python has, and the per-packet path is dominated by event
+overhead. Hot paths (the network's ports) call :meth:`Simulator.schedule`: ``at`` without
+the past-time check.
 
 ``run_until`` is ``run`` for callers that step the clock from outside (the live fabric).
 
-Hot paths (the network's ports) may push onto ``heap`` directly as
-``heapq.heappush(sim.heap, (t, sim.next_seq(), fn, arg))``: that skips one Python call per
-event and is exactly what ``at`` does, minus the past-time check.
+Two layouts of one heap. The same order, the same counting and the same API come from two
+data layouts, because interpreted and compiled code want opposite things (a toy loop: 1.5 us
+per event with ``heapq`` on tuples in CPython, 2.6 us for the same code compiled, where
+boxing the ints into tuples dominates, 0.5 us with plain C records):
+
+* pure Python: ``(time_ps, seq, fn, arg)`` tuples on a ``heapq`` list (``heap``);
+* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): a binary heap of plain C
+  records ``(time, seq, slot)`` in one array (a sift reads neighbouring memory), the
+  callbacks and arguments in two lists by slot, freed slots recycled. Only this module
+  knows which one runs (``cython.compiled``).
 """
 
 from __future__ import annotations
@@ -21,15 +31,18 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us
 
 __all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Simulator", "ns", "us"]
 
-_FOREVER = 1 << 126
-#: Allocations between young-generation collections while ``run`` is inside its loop.
-#: Every event allocates (heap entries, packets) and almost nothing makes reference cycles,
-#: so CPython's default of 700 spends ~10% of a run in the cycle collector finding nothing.
-RUN_GC_THRESHOLD = 100_000
+_FOREVER = (1 << 63) - 1  # no limit (the compiled heap's times are signed 64-bit)
+#: Initial slots of the compiled heap (it doubles when full).
+_INITIAL_SLOTS = 1024
 
 
 class _Halt(Exception):
@@ -43,28 +56,49 @@ def _halt(_: object) -> None:
 class Simulator:
     """The clock, the event heap and the run's seeded random generator."""
 
-    __slots__ = ("now", "heap", "next_seq", "rng", "seed", "events_processed", "_stopped")
+    __slots__ = ("now", "heap", "next_seq", "rng", "seed", "events_processed", "_stopped",
+                 # the compiled heap (engine.pxd: C fields; unused in pure Python)
+                 "_seq", "_n", "_cap", "_nfree", "_heap", "_free", "_heapbuf", "_freebuf",
+                 "_fns", "_args")
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0
-        #: ``(time_ps, seq, fn, arg)`` entries; public so hot paths can push without a call.
-        self.heap: list[tuple[int, int, Callable[[Any], None], Any]] = []
-        #: Tie-breaking sequence numbers (a C-level counter: cheaper than ``self._seq += 1``).
-        self.next_seq: Callable[[], int] = itertools.count(1).__next__
         self.seed = seed
         # Mersenne Twister seeded with an int is stable across processes and versions.
         self.rng = random.Random(seed)
         self.events_processed = 0
         self._stopped = False
+        if cython.compiled:
+            self._seq = 0
+            self._n = 0
+            self._cap = 0
+            self._nfree = 0
+            self._fns: list[Callable[[Any], None] | None] = []
+            self._args: list[Any] = []
+            self._grow(_INITIAL_SLOTS)
+        else:
+            #: ``(time_ps, seq, fn, arg)`` entries
+            self.heap: list[tuple[int, int, Callable[[Any], None], Any]] = []
+            #: Tie-breaking sequence numbers (a C-level counter: cheaper than ``+= 1``).
+            self.next_seq: Callable[[], int] = itertools.count(1).__next__
 
+    # ------------------------------------------------------------------ scheduling
     def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         """Run ``fn(arg)`` at absolute time ``time_ps`` (never in the past)."""
         if time_ps < self.now:
             raise ValueError(f"cannot schedule at {time_ps} ps, before now={self.now} ps")
-        heapq.heappush(self.heap, (time_ps, self.next_seq(), fn, arg))
+        self.schedule(time_ps, fn, arg)
 
     def after(self, delay_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
         self.at(self.now + delay_ps, fn, arg)
+
+    def schedule(self, time_ps: int, fn: Callable[[Any], None], arg: Any) -> None:
+        """``at`` for hot paths that never schedule in the past: no check."""
+        if cython.compiled:
+            self._seq += 1
+            self._push(time_ps, self._seq, fn, arg)
+        else:
+            heapq.heappush(self.heap, (time_ps, self.next_seq(), fn, arg))
 
     def stop(self) -> None:
         """Make ``run`` return after the current event.
@@ -74,41 +108,34 @@ class Simulator:
         if self._stopped:
             return
         self._stopped = True
-        heapq.heappush(self.heap, (self.now, 0, _halt, None))
+        if cython.compiled:
+            self._push(self.now, 0, _halt, None)
+        else:
+            heapq.heappush(self.heap, (self.now, 0, _halt, None))
 
+    # ------------------------------------------------------------------ running
     def run(self, until_ps: int | None = None) -> int:
         """Process events in time order up to and including ``until_ps``; returns now.
 
         When the heap empties early the clock stays at the last event; when ``until_ps`` is
         given the clock is advanced to it, so bins and timers see a consistent end time.
         """
-        heap = self.heap
-        pop = heapq.heappop
         limit = until_ps if until_ps is not None else _FOREVER
         if self._stopped:  # stop() outside run() is a no-op: drop its sentinel (the minimum)
-            pop(heap)
+            self._discard_first()
             self._stopped = False
-        before = len(heap)
-        first_seq = self.next_seq()
-        thresholds = gc.get_threshold()
-        if 0 < thresholds[0] < RUN_GC_THRESHOLD:
-            gc.set_threshold(RUN_GC_THRESHOLD, *thresholds[1:])
+        # No cycle collection inside the loop: every event allocates (packets, records) and
+        # nothing there makes reference cycles, so the collector would only walk the
+        # packets in flight again and again (15-20% of a compiled run, ~10% in CPython even
+        # at a threshold of 100,000). Cyclic garbage made meanwhile waits for the next
+        # collection after the run.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            while heap:
-                t, seq, fn, arg = pop(heap)
-                if t > limit:
-                    heapq.heappush(heap, (t, seq, fn, arg))  # not ours: back, same seq
-                    break
-                self.now = t
-                fn(arg)
-        except _Halt:
-            pass
+            self._loop(limit)
         finally:
-            gc.set_threshold(*thresholds)
-            # Events run = events there before + events scheduled since - events left
-            # (the sentinel cancels out); counted here rather than per event.
-            pushed = self.next_seq() - first_seq - 1
-            self.events_processed += before + pushed - len(heap)
+            if collecting:
+                gc.enable()
         if until_ps is not None and not self._stopped and self.now < until_ps:
             self.now = until_ps
         self._stopped = False
@@ -119,33 +146,167 @@ class Simulator:
 
         For a caller that advances time in small steps from outside, as the live fabric does
         on every datagram burst and timer: the same order and counting as ``run``, without its
-        per-call setup (collector tuning). The clock ends at ``time_ps`` (the last event's time
+        per-call setup (pausing the cycle collector). The clock ends at ``time_ps`` (the last event's time
         if ``stop`` ended it early)."""
+        if self._stopped:  # a stop() made outside: drop its sentinel, as run() does
+            self._discard_first()
+            self._stopped = False
+        before = self.events_processed
+        halted = self._loop(time_ps)
+        if halted:
+            self._stopped = False
+        elif self.now < time_ps:
+            self.now = time_ps
+        return self.events_processed - before
+
+    def _loop(self, limit: int) -> bool:
+        """Run events due by ``limit``; True when the stop sentinel ended it. Events run =
+        events there before + events scheduled since - events left (the sentinel cancels
+        out), counted here rather than per event, and kept right when a callback raises."""
+        if cython.compiled:
+            before = self._n
+            first_seq = self._seq
+            fns = self._fns
+            args = self._args
+            try:
+                while self._n:
+                    t = self._heap[0]  # (not cached: a callback may grow the arrays)
+                    slot = self._heap[2]
+                    if t > limit:
+                        break
+                    self._pop_first()
+                    fn = fns[slot]
+                    arg = args[slot]
+                    fns[slot] = None
+                    args[slot] = None
+                    self.now = t
+                    fn(arg)
+            except _Halt:
+                return True
+            finally:
+                self.events_processed += before + (self._seq - first_seq) - self._n
+            return False
         heap = self.heap
         pop = heapq.heappop
-        if self._stopped:  # a stop() made outside: drop its sentinel, as run() does
-            pop(heap)
-            self._stopped = False
         before = len(heap)
         first_seq = self.next_seq()
-        halted = False
         try:
-            while heap and heap[0][0] <= time_ps:
-                t, _, fn, arg = pop(heap)
+            while heap:
+                t, seq, fn, arg = pop(heap)
+                if t > limit:
+                    heapq.heappush(heap, (t, seq, fn, arg))  # not ours: back, same seq
+                    break
                 self.now = t
                 fn(arg)
         except _Halt:
-            halted = True
-            self._stopped = False
+            return True
         finally:
-            done = before + self.next_seq() - first_seq - 1 - len(heap)
-            self.events_processed += done
-        if not halted and self.now < time_ps:
-            self.now = time_ps
-        return done
+            self.events_processed += before + self.next_seq() - first_seq - 1 - len(heap)
+        return False
 
+    def _discard_first(self) -> None:
+        if cython.compiled:
+            slot = self._heap[2]
+            self._pop_first()
+            self._fns[slot] = None
+            self._args[slot] = None
+        else:
+            heapq.heappop(self.heap)
+
+    # ------------------------------------------------------------------ views
     def pending(self) -> int:
+        if cython.compiled:
+            return self._n
         return len(self.heap)
 
     def next_time(self) -> int | None:
+        """When the next event is due (None: nothing scheduled)."""
+        if cython.compiled:
+            if not self._n:
+                return None
+            return self._heap[0]
         return self.heap[0][0] if self.heap else None
+
+    # ------------------------------------------------------------------ the compiled heap
+    # Used only when compiled (engine.pxd types them): _heap[0:3 * _n] is a binary heap of
+    # records (time, seq, slot) ordered by (time, seq), each at 3 * its position, so a sift
+    # compares neighbouring memory; slot s holds the event's callback and argument in
+    # _fns[s], _args[s]; _free[0:_nfree] are the unused slots.
+    def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
+        if not self._nfree:
+            self._grow(2 * self._cap)
+        self._nfree -= 1
+        slot = self._free[self._nfree]
+        self._fns[slot] = fn
+        self._args[slot] = arg
+        heap = self._heap
+        i = self._n
+        self._n = i + 1
+        while i:  # sift up
+            parent = (i - 1) >> 1
+            t = heap[3 * parent]
+            if t < time_ps or (t == time_ps and heap[3 * parent + 1] < seq):
+                break
+            heap[3 * i] = t
+            heap[3 * i + 1] = heap[3 * parent + 1]
+            heap[3 * i + 2] = heap[3 * parent + 2]
+            i = parent
+        heap[3 * i] = time_ps
+        heap[3 * i + 1] = seq
+        heap[3 * i + 2] = slot
+
+    def _pop_first(self) -> None:
+        """Remove the first event's record from the heap and free its slot (the caller takes
+        its callback and argument out of the lists)."""
+        heap = self._heap
+        self._free[self._nfree] = heap[2]
+        self._nfree += 1
+        n = self._n - 1
+        self._n = n
+        if not n:
+            return
+        t = heap[3 * n]  # the last record, sifted down from the root
+        s = heap[3 * n + 1]
+        last = heap[3 * n + 2]
+        i = 0
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            ct = heap[3 * child]
+            cs = heap[3 * child + 1]
+            if child + 1 < n:
+                dt = heap[3 * child + 3]
+                ds = heap[3 * child + 4]
+                if dt < ct or (dt == ct and ds < cs):
+                    child += 1
+                    ct = dt
+                    cs = ds
+            if ct > t or (ct == t and cs > s):
+                break
+            heap[3 * i] = ct
+            heap[3 * i + 1] = cs
+            heap[3 * i + 2] = heap[3 * child + 2]
+            i = child
+        heap[3 * i] = t
+        heap[3 * i + 1] = s
+        heap[3 * i + 2] = last
+
+    def _grow(self, cap: int) -> None:
+        """Room for ``cap`` events (C arrays in bytearrays; the old content is kept)."""
+        old = self._cap
+        heapbuf = bytearray(24 * cap)
+        freebuf = bytearray(8 * cap)
+        if old:
+            heapbuf[:24 * old] = self._heapbuf
+        self._heapbuf: bytearray = heapbuf
+        self._freebuf: bytearray = freebuf
+        self._heap = cython.cast(cython.p_longlong, cython.cast(cython.p_char, heapbuf))
+        self._free = cython.cast(cython.p_longlong, cython.cast(cython.p_char, freebuf))
+        self._fns.extend([None] * (cap - old))
+        self._args.extend([None] * (cap - old))
+        # every slot is in use when the heap grows (or none: the first call)
+        self._nfree = cap - old
+        for i in range(cap - old):
+            self._free[i] = cap - 1 - i
+        self._cap = cap

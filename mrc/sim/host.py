@@ -8,7 +8,6 @@ goes idle, so line-rate pacing is the port's job, not the agent's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
 from typing import TYPE_CHECKING
 
 from mrc.packet import Packet
@@ -168,25 +167,24 @@ class NicPort(OutPort):
         pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
         self.tx_packets += 1
         self.tx_bytes += size
-        heap = self._heap
-        seq = self._seq
-        heappush(heap, (end + self._flight, seq(), self._arrive, pkt))
-        heappush(heap, (end, seq(), self._tx_done_cb, epoch))
+        sim = self.sim
+        sim.schedule(end + self._flight, self._arrive, pkt)
+        sim.schedule(end, self._tx_done_cb, epoch)
 
     def set_down(self) -> int:
-        lost = super().set_down()
+        lost = OutPort.set_down(self)  # (explicit: the compiled build has no super() here)
         self._notify(False)
         return lost
 
     def set_up(self) -> None:
         was_up = self.up
-        super().set_up()
+        OutPort.set_up(self)
         if not was_up:
             self._notify(True)
             self.kick()
 
     def set_rate_fraction(self, fraction: float) -> None:
-        super().set_rate_fraction(fraction)
+        OutPort.set_rate_fraction(self, fraction)
         notify = getattr(self.host.agent, "on_port_rate", None)
         if notify is not None:
             notify(self.sim.now, self.plane, self.bps)

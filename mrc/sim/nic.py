@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from mrc.sim.engine import Simulator
-from mrc.sim.host import NicPort
 from mrc.sim.nic_driver import EventSink, NicDriver
 from mrc.sim.recorder import Recorder
 
 
-class Nic(NicDriver[NicPort]):
+class Nic(NicDriver):
     """Binds the QPs of one simulated host to its NIC ports; goodput and counters go to
     ``recorder``, transport events to ``on_event``."""
 

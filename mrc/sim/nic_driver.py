@@ -37,7 +37,7 @@ transmit, so control a QP hands over during a poll waits for an event of its own
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
 from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
 from mrc.transport.base import QueuePair, TransportEvent
@@ -103,17 +103,20 @@ class PortSink(Protocol):
     def drop_unsent(self, pkt: Packet) -> None: ...
 
 
-P = TypeVar("P", bound=PortSink)
-
-
 def _ignore(*_: Any) -> None:
     pass
 
 
-class NicDriver(Generic[P]):
+def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
+    """``ports`` by plane, from plane ``start`` on (a helper: the compiled build allows no
+    closure inside the driver's methods)."""
+    return sorted(ports, key=lambda p: (p.plane - start) % n)
+
+
+class NicDriver:
     """Binds the QPs of one host to its NIC ports ``ports`` (by plane), on ``sched``."""
 
-    def __init__(self, sched: Scheduler, ports: Sequence[P], *,
+    def __init__(self, sched: Scheduler, ports: Sequence[PortSink], *,
                  on_event: EventSink | None = None, on_placed: PlacedSink | None = None,
                  on_count: CountSink | None = None, defer_polled_control: bool = False,
                  strict: bool = True, counters: Iterable[str] = COUNTERS) -> None:
@@ -130,7 +133,7 @@ class NicDriver(Generic[P]):
         self._rr = [0] * planes
         #: The ports each QP sends on (by QPN), and the soonest deadline a poll can create
         #: (``poll_timer_floor_ps``; 0: unknown).
-        self._qp_ports: dict[int, list[P]] = {}
+        self._qp_ports: dict[int, list[Any]] = {}
         self._floor: dict[int, int] = {}
         #: The time of the wake-up armed for each QP (by QPN).
         self._timers: dict[int, int] = {}
@@ -273,14 +276,14 @@ class NicDriver(Generic[P]):
         elif len(mine) == 1:
             mine[0].kick()
         elif mine:
-            for port in sorted(mine, key=lambda p: (p.plane - start) % n):
+            for port in _rotated(mine, start, n):
                 port.kick()
         if self._down:
             for port in mine:
                 if port.plane in self._down:
                     self._send_into_dead_port(qp, port, now)
 
-    def _send_into_dead_port(self, qp: QueuePair, port: P, now: int) -> None:
+    def _send_into_dead_port(self, qp: QueuePair, port: Any, now: int) -> None:
         """What a QP transmits on a port without link is lost on the spot. Asking only when
         the QP's state changed (post, ACK, timer) bounds this by its window, with no event
         per packet time for the whole outage."""

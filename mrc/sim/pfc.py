@@ -67,13 +67,11 @@ pause and resume (the paused-ports series of the labs).
 from __future__ import annotations
 
 from collections.abc import Callable
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import PAUSE, Packet
 from mrc.sim.ports import OutPort
 from mrc.units import PS_PER_US
-from topology import usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -81,8 +79,6 @@ if TYPE_CHECKING:
     from mrc.sim.switch import Switch
 
 _ETH = ETHERNET_OVERHEAD_BYTES
-_BLOCK_MASK = usid.BLOCK_MASK
-_CARRIER_MASK = usid.CARRIER_MASK
 
 
 class PauseFrame(Packet):
@@ -144,8 +140,7 @@ class PfcIngress:
             self._gen += 1
             self._send(self.quanta)
             sim = self.sim
-            heappush(sim.heap, (sim.now + self.refresh_ps, sim.next_seq(), self._refresh_cb,
-                                self._gen))
+            sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, self._gen)
         return True
 
     def release(self, size: int) -> None:
@@ -175,15 +170,17 @@ class PfcIngress:
             return
         self._send(self.quanta)
         sim = self.sim
-        heappush(sim.heap, (sim.now + self.refresh_ps, sim.next_seq(), self._refresh_cb, gen))
+        sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, gen)
 
 
 class PauseState:
     """What PfcPort and PfcNicPort (:mod:`mrc.sim.pfc_ports`) share: being paused by the far
     end, and the watchdog.
 
-    A mixin without slots of its own (both ports declare the state); the hooks
-    ``_pause_begin`` / ``_pause_end`` say what stopping and resuming means for each port.
+    A mixin without slots of its own (both ports declare the state), the second base of
+    each port (``class PfcPort(OutPort, PauseState)``: a compiled class has one C base, which
+    comes first; a slot-less Python mixin may follow it). The hooks ``_pause_begin`` /
+    ``_pause_end`` say what stopping and resuming means for each port.
     """
 
     __slots__ = ()
@@ -212,10 +209,6 @@ class PauseState:
         last_pause_rx: int
         _expire_cb: Callable[[int], None]
         _far: Switch | None
-        _far_block: int
-        _far_usid: int
-        _far_next: dict[int, OutPort]
-        _far_ua: dict[int, OutPort]
         _tap: Any
 
         def _pause_begin(self, now: int) -> None: ...
@@ -273,7 +266,7 @@ class PauseState:
             if self.watchdog_ps:
                 self.sim.at(now + self.watchdog_ps, self._watchdog, now)
         self.pause_until = until = now + frame.quanta * self.quantum_ps
-        heappush(self.sim.heap, (until, self.sim.next_seq(), self._expire_cb, self.pause_gen))
+        self.sim.schedule(until, self._expire_cb, self.pause_gen)
 
     def _expire(self, gen: int) -> None:
         if gen == self.pause_gen and self.paused:
@@ -317,37 +310,6 @@ class PauseState:
             self.sim.at(due, self._restore, None)
             return
         self.storm = False
-
-    # ------------------------------------------------------------------ forwarding
-    def _arrive_switch(self, pkt: Packet) -> None:
-        """``OutPort._arrive_switch`` for a NIC port (whose departures need no catching up),
-        telling the T0's egress port which ingress the packet came through."""
-        if pkt.hop_epoch != self.epoch:
-            self._lost(pkt)
-            return
-        now = self.sim.now
-        self.delivered += 1  # type: ignore[attr-defined]
-        if self._tap is not None:
-            self._tap(now, self.name, pkt)
-        da = pkt.da
-        if da >> 96 != self._far_block:
-            self._far._no_route(pkt)  # type: ignore[union-attr]
-            return
-        active = (da >> 80) & 0xFFFF
-        own = self._far_usid
-        while active == own:
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-            active = (da >> 80) & 0xFFFF
-        port = self._far_next.get(active)
-        if port is None:
-            port = self._far_ua.get(active)
-            if port is None:
-                self._far._no_route(pkt)  # type: ignore[union-attr]
-                return
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-        pkt.da = da
-        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
-        port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
 
     def pfc_counters(self) -> tuple[int, int, int, int]:
         """(PAUSE frames sent on this port, PAUSE frames received for it, ps its lossless

@@ -9,7 +9,6 @@ accounting, being paused, the watchdog).
 from __future__ import annotations
 
 from collections import deque
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
@@ -17,7 +16,6 @@ from mrc.sim.host import NicPort
 from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
-from topology import usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -26,11 +24,9 @@ if TYPE_CHECKING:
     from mrc.sim.switch import Switch
 
 _ETH = ETHERNET_OVERHEAD_BYTES
-_BLOCK_MASK = usid.BLOCK_MASK
-_CARRIER_MASK = usid.CARRIER_MASK
 
 
-class PfcPort(PauseState, OutPort):
+class PfcPort(OutPort, PauseState):
     """A switch output port on a PFC fabric: header, lossless and best-effort queues (see the
     module doc). The lossless queue holds ``(packet, ingress)`` pairs: whose bytes to release
     when the packet leaves."""
@@ -90,7 +86,7 @@ class PfcPort(PauseState, OutPort):
                 pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
                 self.tx_packets += 1
                 self.tx_bytes += size
-                heappush(self._heap, (end + self._flight, self._seq(), self._arrive, pkt))
+                self.sim.schedule(end + self._flight, self._arrive, pkt)
                 return
         size = pkt.size
         if lossless:
@@ -135,8 +131,7 @@ class PfcPort(PauseState, OutPort):
         q = self.q
         lq = self.lq
         t = self.busy_until
-        heap = self._heap
-        seq = self._seq
+        sim = self.sim
         arrive = self._arrive
         flight = self._flight
         ppb = self._ppb
@@ -151,7 +146,7 @@ class PfcPort(PauseState, OutPort):
                 if pkt.kind == PAUSE:
                     t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
                     pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-                    heappush(heap, (t + self.delay_ps, seq(), self._pause_cb, pkt))
+                    sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
                     continue
             elif lq and not paused and (turn or not q):
                 pkt, src = lq.popleft()
@@ -175,14 +170,14 @@ class PfcPort(PauseState, OutPort):
             pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
             self.tx_packets += 1
             self.tx_bytes += size
-            heappush(heap, (t + flight, seq(), arrive, pkt))
+            sim.schedule(t + flight, arrive, pkt)
         self.busy_until = t
         self._turn = turn
 
     def _arm_clock(self) -> None:
         t = self.busy_until
         self._clock_at = t
-        heappush(self._heap, (t, self._seq(), self._clock_cb, None))
+        self.sim.schedule(t, self._clock_cb, None)
 
     def _clock(self, _: Any) -> None:
         """The transmit clock: start what is due now, and tick again at the next departure
@@ -213,7 +208,7 @@ class PfcPort(PauseState, OutPort):
         self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
-        """``OutPort._arrive_switch`` (keep them in step), telling the egress port which
+        """``OutPort._arrive_switch``, telling the egress port which
         ingress the packet came through (``send_from``) for the lossless accounting."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
@@ -224,25 +219,9 @@ class PfcPort(PauseState, OutPort):
         self.delivered += 1
         if self._tap is not None:
             self._tap(now, self.name, pkt)
-        da = pkt.da
-        if da >> 96 != self._far_block:
-            self._far._no_route(pkt)  # type: ignore[union-attr]
-            return
-        active = (da >> 80) & 0xFFFF
-        own = self._far_usid
-        while active == own:
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-            active = (da >> 80) & 0xFFFF
-        port = self._far_next.get(active)
-        if port is None:
-            port = self._far_ua.get(active)
-            if port is None:
-                self._far._no_route(pkt)  # type: ignore[union-attr]
-                return
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-        pkt.da = da
-        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
-        port.send_from(pkt, self.ingress)  # type: ignore[attr-defined]
+        port = self._far.forward(pkt)  # type: ignore[union-attr]
+        if port is not None:
+            port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
 
     def _lost(self, pkt: Packet) -> None:
         now = self.sim.now
@@ -268,7 +247,7 @@ class PfcPort(PauseState, OutPort):
             end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
             self.busy_until = end
             frame.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
-            heappush(self._heap, (end + self.delay_ps, self._seq(), self._pause_cb, frame))
+            self.sim.schedule(end + self.delay_ps, self._pause_cb, frame)
             return
         self.hq.appendleft(frame)
         self._hqb += frame.size
@@ -341,7 +320,9 @@ class PfcPort(PauseState, OutPort):
         now = self.sim.now
         hq = list(self.hq)
         q = list(self.q)
-        lq = [p for p, _ in self.lq]
+        lq = []
+        for entry in self.lq:
+            lq.append(entry[0])
         t = self.busy_until
         turn = self._turn
         i = j = k = 0
@@ -362,8 +343,12 @@ class PfcPort(PauseState, OutPort):
             t += self.serialization_ps(pkt.size)
         data = q[j:] + lq[k:]
         header = hq[i:]
-        return (sum(p.size for p in data), len(data), sum(p.size for p in header),
-                len(header))
+        data_bytes = header_bytes = 0
+        for pkt in data:  # (loops, not generators: the compiled build has no closures here)
+            data_bytes += pkt.size
+        for pkt in header:
+            header_bytes += pkt.size
+        return data_bytes, len(data), header_bytes, len(header)
 
     def set_down(self) -> int:
         self.sync()
@@ -374,7 +359,7 @@ class PfcPort(PauseState, OutPort):
         for frame in frames:  # MAC control frames die with the link, uncounted
             self.hq.remove(frame)
             self._hqb -= frame.size
-        lost += super().set_down()
+        lost += OutPort.set_down(self)  # (explicit: the compiled build has no super() here)
         self._clock_at = -1
         return lost
 
@@ -388,7 +373,7 @@ class PfcPort(PauseState, OutPort):
         return row
 
 
-class PfcNicPort(PauseState, NicPort):
+class PfcNicPort(NicPort, PauseState):
     """A NIC port on a PFC fabric: it stops polling the QPs of its paused priority (the NIC
     driver reads ``paused_priority``) and sends the PAUSE frames of its host's receive side
     ahead of everything it has queued. An agent that hands it a packet of the paused priority
@@ -407,6 +392,20 @@ class PfcNicPort(PauseState, NicPort):
     def _pause_begin(self, now: int) -> None:
         self.paused = True
         self.paused_priority = self.pfc_prio
+
+    def _arrive_switch(self, pkt: Packet) -> None:
+        """``OutPort._arrive_switch`` for a NIC port (whose departures need no catching up),
+        telling the T0's egress port which ingress the packet came through."""
+        if pkt.hop_epoch != self.epoch:
+            self._lost(pkt)
+            return
+        now = self.sim.now
+        self.delivered += 1
+        if self._tap is not None:
+            self._tap(now, self.name, pkt)
+        port = self._far.forward(pkt)  # type: ignore[union-attr]
+        if port is not None:
+            port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
 
     def _pause_end(self, now: int) -> None:
         self.paused = False
@@ -457,15 +456,14 @@ class PfcNicPort(PauseState, NicPort):
         self.busy_until = end
         epoch = self.epoch
         pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-        heap = self._heap
-        seq = self._seq
+        sim = self.sim
         if pkt.kind == PAUSE:
-            heappush(heap, (end + self.delay_ps, seq(), self._pause_cb, pkt))
+            sim.schedule(end + self.delay_ps, self._pause_cb, pkt)
         else:
             self.tx_packets += 1
             self.tx_bytes += size
-            heappush(heap, (end + self._flight, seq(), self._arrive, pkt))
-        heappush(heap, (end, seq(), self._tx_done_cb, epoch))
+            sim.schedule(end + self._flight, self._arrive, pkt)
+        sim.schedule(end, self._tx_done_cb, epoch)
 
     def set_down(self) -> int:
         self._stop_pause()
@@ -474,7 +472,7 @@ class PfcNicPort(PauseState, NicPort):
             self._drop(self._parked, "down")
             self._parked = None
         self.ingress.reset()
-        return super().set_down()
+        return NicPort.set_down(self)  # (explicit: the compiled build has no super() here)
 
     def stats(self) -> dict[str, object]:
         row = super().stats()

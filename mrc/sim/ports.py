@@ -23,14 +23,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from heapq import heappush
 from typing import TYPE_CHECKING, Final
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
 from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
-from topology import usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -41,8 +39,6 @@ if TYPE_CHECKING:
 #: Bits per byte times picoseconds per second: serialization = bytes * this / bps (ceiling).
 _PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
-_BLOCK_MASK = usid.BLOCK_MASK
-_CARRIER_MASK = usid.CARRIER_MASK
 #: ``hop_epoch`` of a packet that random loss took: no port ever has this epoch.
 LOST_EPOCH: Final = -1
 
@@ -65,8 +61,8 @@ class OutPort:
     """
 
     __slots__ = (
-        "name", "net", "link", "plane", "src", "dst", "sim", "_heap", "_seq", "_rng",
-        "_arrive", "_deliver", "_far", "_far_block", "_far_usid", "_far_next", "_far_ua",
+        "name", "net", "link", "plane", "src", "dst", "sim", "_rng",
+        "_arrive", "_deliver", "_far",
         "nominal_bps", "bps", "_ppb", "delay_ps", "far_latency_ps", "_flight",
         "up", "epoch", "busy_until", "_pending", "q", "hq", "_qb", "_hqb",
         "buffer_bytes", "trim_threshold", "_admit_limit", "trim_size", "header_limit",
@@ -86,20 +82,13 @@ class OutPort:
         self.src = src
         self.dst = dst
         self.sim = sim
-        self._heap = sim.heap
-        self._seq = sim.next_seq
         self._rng = sim.rng
         # Bind the arrival callback once (a bound method per event would allocate). A switch
-        # at the far end gets its forwarding inlined into the arrival: one call less per hop.
+        # at the far end forwards from the arrival itself: one call less per hop.
         far = dst if isinstance(dst, Switch) else None
         self._far = far
         self._arrive = self._arrive_switch if far is not None else self.arrive
         self._deliver: Callable[[Packet], None] = dst.receive
-        # The far switch's constants and (shared, filled later) tables, one attribute away.
-        self._far_block = far._block if far is not None else -1
-        self._far_usid = far.usid if far is not None else -1
-        self._far_next: dict[int, OutPort] = far._next if far is not None else {}
-        self._far_ua: dict[int, OutPort] = far._ua if far is not None else {}
         self.nominal_bps = spec.link_bps
         self.bps = spec.link_bps
         self._ppb = 0
@@ -159,7 +148,7 @@ class OutPort:
                 pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
                 self.tx_packets += 1
                 self.tx_bytes += size
-                heappush(self._heap, (end + self._flight, self._seq(), self._arrive, pkt))
+                self.sim.schedule(end + self._flight, self._arrive, pkt)
                 return
         size = pkt.size
         if pkt.kind == DATA and not pkt.trimmed:
@@ -188,8 +177,7 @@ class OutPort:
         hq = self.hq
         q = self.q
         t = self.busy_until
-        heap = self._heap
-        seq = self._seq
+        sim = self.sim
         arrive = self._arrive
         flight = self._flight
         ppb = self._ppb
@@ -209,7 +197,7 @@ class OutPort:
             pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
             self.tx_packets += 1
             self.tx_bytes += size
-            heappush(heap, (t + flight, seq(), arrive, pkt))
+            sim.schedule(t + flight, arrive, pkt)
         self.busy_until = t
 
     def arrive(self, pkt: Packet) -> None:
@@ -226,7 +214,7 @@ class OutPort:
         self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
-        """``arrive`` + ``Switch.receive`` in one frame (same logic; keep them in step)."""
+        """``arrive`` at a switch: the arrival's bookkeeping, then ``Switch.forward``."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
             return
@@ -236,25 +224,9 @@ class OutPort:
         self.delivered += 1
         if self._tap is not None:
             self._tap(now, self.name, pkt)
-        da = pkt.da
-        if da >> 96 != self._far_block:
-            self._far._no_route(pkt)  # type: ignore[union-attr]
-            return
-        active = (da >> 80) & 0xFFFF
-        own = self._far_usid
-        while active == own:
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-            active = (da >> 80) & 0xFFFF
-        port = self._far_next.get(active)
-        if port is None:
-            port = self._far_ua.get(active)
-            if port is None:
-                self._far._no_route(pkt)  # type: ignore[union-attr]
-                return
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-        pkt.da = da
-        pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
-        port.send(pkt)
+        port = self._far.forward(pkt)  # type: ignore[union-attr]
+        if port is not None:
+            port.send(pkt)
 
     # ------------------------------------------------------------------ slow path
     def _lose(self) -> bool:

@@ -92,7 +92,7 @@ class Stack:
         self.sim = sim
         self.net = net
         self.recorder = recorder
-        self.nics: Sequence[NicDriver[Any]] = ()
+        self.nics: Sequence[NicDriver] = ()
         self.connections: list[Connection] = []
         self._owner: dict[tuple[int, int], Connection] = {}
         self._rows: list[tuple[float, str, str, str]] = []
@@ -207,8 +207,8 @@ class Stack:
         jobs of at most ``MAX_FLOW_SERIES`` connections) each connection's bytes placed: the
         ``max_queue_bytes`` and ``flow_gbps:<src>-><dst>`` series. Sampling stops while
         nothing else is scheduled, so a quiet simulator still runs dry."""
-        if self._series or not hasattr(self.sim, "heap") or self.net is None:
-            return  # already on, or a live/kernel run (no heap of its own, or no network)
+        if self._series or not isinstance(self.sim, Simulator) or self.net is None:
+            return  # already on, or a live/kernel run (no simulator of its own, or no network)
         self._series = True
         self._switch_ports = [p for sw in self.net.switches.values() for p in sw.ports]
         self.sim.at(self.recorder.bin_ps, self._sample, None)
@@ -239,8 +239,7 @@ class Stack:
             for label, conn in self._flow_labels():
                 self._recorders_of(conn).sample("flow_bytes:" + label, now,
                                                 conn.bytes_placed)
-        heap = getattr(self.sim, "heap", None)
-        if heap:
+        if isinstance(self.sim, Simulator) and self.sim.pending():  # else: run dry
             self.sim.at(now + self.recorder.bin_ps, self._sample, None)
 
     def _all_recorders(self) -> list[Recorder]:

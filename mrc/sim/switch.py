@@ -2,9 +2,9 @@
 
 Switches forward only by shift-and-forward on the outer destination (``pkt.da``), exactly as the
 uSID plan in :mod:`topology.usid` says; there is no routing shortcut. Forwarding takes one off
-the outer hop limit, as any IPv6 router does. Packets that cross a link
-are forwarded by the arriving port (``OutPort._arrive_switch`` inlines :meth:`Switch.receive`),
-which reads this switch's constants and tables directly.
+the outer hop limit, as any IPv6 router does. :meth:`Switch.forward` is the one copy of the
+shift-and-forward: the arriving port calls it (``OutPort._arrive_switch`` and the PFC ports'
+versions, which differ only in how they send), as does :meth:`Switch.receive`.
 """
 
 from __future__ import annotations
@@ -79,32 +79,43 @@ class Switch:
                     raise ValueError(f"{self.name}: unknown action {rule.action!r}")
 
     def receive(self, pkt: Packet) -> None:
-        """Shift-and-forward: own uSID active -> shift (uN); look the active uSID up; a local
-        port uSID (uA) shifts once more and leaves on that downlink; anything else is dropped.
-
-        Packets from links arrive through ``OutPort._arrive_switch``, which inlines this; this
-        method is the entry point for packets injected directly (tests, tools)."""
+        """A packet injected directly (tests, tools): dropped if this switch is down, else
+        :meth:`forward`. Packets that cross a link call :meth:`forward` from their arrival
+        (``OutPort._arrive_switch``), one call less per hop."""
         if not self.up:
             self._count_drop(pkt, "down")
             return
+        port = self.forward(pkt)
+        if port is not None:
+            port.send(pkt)
+
+    def forward(self, pkt: Packet) -> OutPort | None:
+        """Shift-and-forward, the one copy every arrival uses: own uSID active -> shift (uN);
+        look the active uSID up; a local port uSID (uA) shifts once more and leaves on that
+        downlink. Rewrites ``pkt.da`` (once, however many uSIDs it consumed), takes one off
+        the hop limit and returns the egress port; anything else is counted as ``no_route``
+        and gives None. The caller sends (a PFC port with its ingress)."""
         da = pkt.da
         if da >> 96 != self._block:
             self._no_route(pkt)
-            return
+            return None
         active = (da >> 80) & 0xFFFF
-        while active == self.usid:  # uN (a carrier may name the same switch twice)
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-            active = (da >> 80) & 0xFFFF
+        own = self.usid
+        shift = 0  # bits the carrier moves left: 16 per uSID consumed
+        while active == own:  # uN (a carrier may name the same switch twice)
+            shift += 16
+            active = (da >> (80 - shift)) & 0xFFFF if shift <= 80 else 0
         port = self._next.get(active)
         if port is None:
             port = self._ua.get(active)
             if port is None:
                 self._no_route(pkt)
-                return
-            da = (da & _BLOCK_MASK) | ((da << 16) & _CARRIER_MASK)
-        pkt.da = da
+                return None
+            shift += 16
+        if shift:  # one rewrite of the 128-bit address
+            pkt.da = (da & _BLOCK_MASK) | ((da << shift) & _CARRIER_MASK)
         pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
-        port.send(pkt)
+        return port
 
     def route(self, da: int) -> tuple[OutPort | None, int]:
         """The port and rewritten address :meth:`receive` would use (tests, tools)."""

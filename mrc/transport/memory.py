@@ -30,9 +30,14 @@ def segment_digest(key: int, offset: int, length: int) -> int:
     return (zlib.crc32(data) << 32) | zlib.crc32(data, 0x5BD1E995)
 
 
+_K1 = 0x9E3779B97F4A7C15
+_K2 = 0xBF58476D1CE4E5B9
+
+
 def _fold(offset: int, digest: int) -> int:
     # Bind a digest to where it was placed: the same digest placed elsewhere folds differently.
-    return ((digest ^ ((offset + 1) * 0x9E3779B97F4A7C15)) * 0xBF58476D1CE4E5B9) & _MASK64
+    # (Only the low 64 bits of each product matter: the compiled build multiplies in 64 bits.)
+    return ((digest ^ ((offset + 1) * _K1)) * _K2) & _MASK64
 
 
 def expected_checksum(key: int, length: int, mtu: int) -> int:

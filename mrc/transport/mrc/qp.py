@@ -1,3 +1,4 @@
+# cython: infer_types=False
 """The MRC queue pair: the sans-IO contract of :mod:`mrc.transport.base`, over its rooms.
 
 ``MrcQueuePair`` owns one of each room and wires them together: the path manager
@@ -10,17 +11,16 @@ and rooms hold direct references to the state they share (the segments, the EV t
 Each QP is both a sender (of its own WRITEs) and a receiver (of its peer's): both halves are
 always built, and each is used only when its packets come.
 
-The per-packet entry points are the rooms' own methods, bound onto the QP when it is built
-(``poll`` is the sender's, ``next_timer`` and ``handle_timer`` recovery's; ``receive``
-dispatches straight to the receiver, recovery or path manager): a forwarding method would
-add a Python call per packet.
+The per-packet entry points (:class:`~mrc.transport.qp_base.QpBase`, which the driver calls)
+hand straight over to the room they concern: ``poll`` to the sender, ``next_timer`` and
+``handle_timer`` to recovery, and ``receive`` to the receiver, recovery or path manager.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mrc.packet import ACK, DATA, NACK, PROBE, PROBE_REPLY, Packet
@@ -33,9 +33,10 @@ from mrc.transport.mrc.receiver import Receiver
 from mrc.transport.mrc.records import Msg
 from mrc.transport.mrc.recovery import Recovery
 from mrc.transport.mrc.sender import Sender
+from mrc.transport.qp_base import QpBase
 
 
-class MrcQueuePair:
+class MrcQueuePair(QpBase):
     """An MRC QP between ``host`` and ``peer`` (see :mod:`mrc.transport.mrc`).
 
     ``evs``: this QP's EVs toward the peer (``evset.build_ev_set``). ``reply_evs``: the path
@@ -77,15 +78,6 @@ class MrcQueuePair:
         self._recovery = recovery = Recovery(self, paths, sender, receiver, self.cc)
         paths.progress = recovery.progress
         paths.evict = recovery.evict
-
-        # ---- the per-packet entry points, bound once (see the module docstring)
-        self.poll: Callable[[int, int], Packet | None] = sender.poll
-        self.next_timer: Callable[[], int | None] = recovery.next_timer
-        self.handle_timer: Callable[[int], None] = recovery.handle_timer
-        self._on_data = receiver.on_data
-        self._on_ack = recovery.on_ack
-        self._reply_probe = receiver.reply_probe
-        self._on_probe_reply = paths.on_probe_reply
 
     # ================================================================== views
     @property
@@ -145,21 +137,30 @@ class MrcQueuePair:
         self._sender.post(Msg(msg_id, length, self.message_key(msg_id), payload, imm, now))
         self._recovery.arm_watchdog(now)
 
+    def poll(self, now: int, plane: int) -> Packet | None:
+        return self._sender.poll(now, plane)
+
     def receive(self, now: int, pkt: Packet) -> None:
         if self.failed:
             self.stats.dropped_after_error += 1
             return
         kind = pkt.kind
         if kind == DATA:
-            self._on_data(now, pkt)
+            self._receiver.on_data(now, pkt)
         elif kind == ACK or kind == NACK:
-            self._on_ack(now, pkt)
+            self._recovery.on_ack(now, pkt)
         elif kind == PROBE:
-            self._reply_probe(pkt)
+            self._receiver.reply_probe(pkt)
         elif kind == PROBE_REPLY:
-            self._on_probe_reply(now, pkt)
+            self._path_manager.on_probe_reply(now, pkt)
         else:
             self.stats.bad_packets += 1
+
+    def next_timer(self) -> int | None:
+        return self._recovery.next_timer()
+
+    def handle_timer(self, now: int) -> None:
+        self._recovery.handle_timer(now)
 
     def take_control(self) -> list[Packet]:
         out = self.control

@@ -215,13 +215,17 @@ class Receiver:
         """(plane, address) back to the peer along the path of the peer's EV ``ev``."""
         found = self._reply.get(ev)
         if found is None:
-            # Not in the map: same plane and T1 from our own set, else any EV of that plane.
-            self.stats.reply_fallbacks += 1
-            low = ev_path_bits(ev)
-            plane = ev_plane(ev)
-            match = next((e for e in self._evs if ev_path_bits(e.ev) == low), None)
-            if match is None:
-                match = next((e for e in self._evs if e.plane == plane), self._evs[0])
-            found = (match.plane, match.address)
-            self._reply[ev] = found
+            found = self._reply_fallback(ev)
+        return found
+
+    def _reply_fallback(self, ev: int) -> tuple[int, int]:
+        """Not in the map: same plane and T1 from our own set, else any EV of that plane."""
+        self.stats.reply_fallbacks += 1
+        low = ev_path_bits(ev)
+        plane = ev_plane(ev)
+        match = next((e for e in self._evs if ev_path_bits(e.ev) == low), None)
+        if match is None:
+            match = next((e for e in self._evs if e.plane == plane), self._evs[0])
+        found = (match.plane, match.address)
+        self._reply[ev] = found
         return found

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 
 from mrc.packet import ACK, CNP, DATA, FLAG_SEQ_ERR, NACK, Packet
 from mrc.transport.base import EVENT_QP_ERROR, TransportEvent
+from mrc.transport.qp_base import QpBase
 from mrc.transport.rc.config import RcConfig, RcStats
 from mrc.transport.rc.requester import RcRequester
 from mrc.transport.rc.responder import RcResponder
@@ -25,7 +26,7 @@ from mrc.transport.rc.responder import RcResponder
 Listener = Callable[[TransportEvent], None]
 
 
-class RcQp:
+class RcQp(QpBase):
     """One endpoint of a RoCE RC QP (sans-IO; satisfies ``transport.base.QueuePair``).
 
     ``paths`` maps T1 index -> destination address from ``host`` to ``peer`` in ``plane``,
@@ -34,10 +35,9 @@ class RcQp:
     because drivers drain ``events`` themselves).
     """
 
-    __slots__ = (
-        "qpn", "host", "peer", "plane", "config", "events", "bytes_placed", "failed",
-        "error_reason", "error_time_ps", "stats", "listener", "requester", "responder",
-        "_ctrl",
+    __slots__ = (  # qpn, events, bytes_placed, failed: QpBase's
+        "host", "peer", "plane", "config", "error_reason", "error_time_ps", "stats",
+        "listener", "requester", "responder", "_ctrl",
     )
 
     def __init__(self, qpn: int, host: int, peer: int, plane: int, paths: Mapping[int, int],

@@ -1,0 +1,26 @@
+# C layout of mrc/packet.py for the compiled build (mrc/_build.py); the .py is the source.
+# Fields that can exceed 63 bits stay Python ints: the address, and the 64-bit wire fields
+# (RETH offset, message length, SACK bitmap, digest); the rest are C integers.
+cimport cython
+
+cdef class Packet:
+    cdef public long long kind, src, dst, qpn, psn, ev, msg_id
+    cdef public object offset
+    cdef public long long length
+    cdef public object msg_len
+    cdef public long long flags, ts, imm, echo_psn, sack_base
+    cdef public object sack
+    cdef public object da
+    cdef public long long ecn
+    cdef public bint trimmed
+    cdef public long long size, hop_limit
+    cdef public object payload
+    cdef public object digest
+    cdef public long long plane, hop_epoch, prio
+    cdef public object frame
+
+cpdef long long data_bytes(long long length, bint imm=*)
+cpdef long long psn_add(long long psn, long long n) noexcept
+@cython.locals(d=cython.longlong)
+cpdef long long psn_diff(long long a, long long b) noexcept
+cpdef long long natural_size(long long kind, long long length=*, long long flags=*)

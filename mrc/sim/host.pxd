@@ -1,0 +1,37 @@
+# C layout of mrc/sim/host.py for the compiled build (mrc/_build.py).
+cimport cython
+from mrc.packet cimport Packet
+from mrc.sim.engine cimport Simulator
+from mrc.sim.ports cimport OutPort
+
+cdef long long LOST_EPOCH, _ETH
+
+cdef class Host:
+    cdef public object name, net
+    cdef public long long index
+    cdef public list ports
+    cdef public object agent, _on_receive
+    cdef public long long rx_packets, rx_bytes
+    cdef public dict drops
+
+    cpdef send_control(self, Packet pkt)
+    cpdef kick(self, long long plane)
+    cpdef receive(self, Packet pkt)
+
+cdef class NicPort(OutPort):
+    cdef public Host host
+    cdef public object _tx_done_cb
+    cdef public long long paused_priority
+
+    cpdef send(self, Packet pkt)
+    cpdef kick(self)
+    cpdef _drain(self, long long now)
+    cpdef tuple backlog(self)
+    cpdef _tx_done(self, long long epoch)
+    @cython.locals(pkt=Packet, size=cython.longlong, ppb=cython.longlong,
+                   end=cython.longlong, epoch=cython.longlong, sim=Simulator)
+    cpdef _next(self, long long now)
+    cpdef long long set_down(self) except? -1
+    cpdef set_up(self)
+    cpdef set_rate_fraction(self, fraction)
+    cpdef drop_unsent(self, Packet pkt)

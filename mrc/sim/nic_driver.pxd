@@ -1,0 +1,40 @@
+# C layout of nic_driver.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+from mrc.packet cimport Packet
+from mrc.transport.qp_base cimport QpBase
+
+# constants: typed copies of imported names
+cdef long long CNP, FLAG_RETX, PROBE
+
+@cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, qp=QpBase)
+cpdef poll_round_robin(list senders, list rr, long long now, long long plane)
+cpdef drain_events(QpBase qp, on_event)
+
+cdef class NicDriver:
+    cdef public object sched, ports, on_event, _placed, _count
+    cdef public bint _defer, strict
+    cdef public dict qps
+    cdef public list _senders, _rr
+    cdef public dict _qp_ports, _floor, _timers
+    cdef public Py_ssize_t _kick_from
+    cdef public set _down
+    cdef public dict counters
+    cdef public object first_rejection
+    cdef public dict recorders
+
+    @cython.locals(floor=cython.longlong, control=list, qp=QpBase)
+    cpdef pull(self, long long now, long long plane)
+    @cython.locals(before=cython.longlong, placed=cython.longlong, qp=QpBase)
+    cpdef on_receive(self, long long now, Packet pkt)
+    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t)
+    cpdef _kick(self, QpBase qp, long long now)
+    @cython.locals(control=list)
+    cpdef _service(self, QpBase qp, long long now)
+    @cython.locals(at=cython.longlong)
+    cpdef _arm(self, QpBase qp, long long now)
+    cpdef _send_polled(self, list control, long long now)
+    @cython.locals(pkt=Packet)
+    cpdef _send_control(self, list control, long long now)
+    cpdef _send_later(self, list control)
+    @cython.locals(now=cython.longlong)
+    cpdef _on_timer(self, QpBase qp)

@@ -1,0 +1,78 @@
+# C layout of mrc/sim/pfc_ports.py for the compiled build (mrc/_build.py); the .py is the
+# source. Each port declares the pause state of mrc.sim.pfc.PauseState (its Python mixin,
+# PAUSE_SLOTS) as C fields, then its own.
+cimport cython
+from mrc.packet cimport Packet
+from mrc.sim.engine cimport Simulator
+from mrc.sim.host cimport NicPort
+from mrc.sim.pfc cimport PfcIngress
+from mrc.sim.ports cimport OutPort
+
+# constants: typed copies of imported names, and this module's private ones
+cdef long long DATA, ECN_CE, ECN_NOT_ECT, PAUSE, LOST_EPOCH, _ETH
+
+cdef class PfcPort(OutPort):
+    # PauseState (PAUSE_SLOTS)
+    cdef public object reverse
+    cdef public PfcIngress ingress
+    cdef public long long pfc_prio, quantum_ps
+    cdef public bint paused
+    cdef public long long pause_since, pause_gen, pause_until, pause_received, pause_sent
+    cdef public long long paused_ps, watchdog_ps, restore_ps
+    cdef public bint storm
+    cdef public long long storms, last_pause_rx
+    cdef public object _expire_cb, _pause_cb
+    # PfcPort
+    cdef public object lq
+    cdef public long long _lqb, peak_lqbytes
+    cdef public bint _turn
+    cdef public long long _clock_at
+    cdef public object _clock_cb
+    cdef public bint rx_stalled
+    cdef public object held
+    cdef public long long _kmin, _kmax
+    cdef public double _pslope
+
+    cpdef send(self, Packet pkt)
+    @cython.locals(now=cython.longlong, kind=cython.longlong, lossless=bint,
+                   size=cython.longlong, ppb=cython.longlong, end=cython.longlong,
+                   lqb=cython.longlong, qb=cython.longlong)
+    cpdef send_from(self, Packet pkt, PfcIngress src)
+    @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
+                   ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
+                   pkt=Packet, src=PfcIngress, paused=bint, turn=bint, lqb=cython.longlong)
+    cpdef _drain(self, long long now)
+    @cython.locals(t=cython.longlong)
+    cpdef _arm_clock(self)
+    @cython.locals(now=cython.longlong)
+    cpdef _clock(self, _)
+    @cython.locals(now=cython.longlong)
+    cpdef arrive(self, Packet pkt)
+    @cython.locals(now=cython.longlong, port=PfcPort)
+    cpdef _arrive_switch(self, Packet pkt)
+    @cython.locals(now=cython.longlong)
+    cpdef _lost(self, Packet pkt)
+    cpdef sync(self)
+    cpdef tuple backlog(self)
+    cpdef long long set_down(self) except? -1
+
+cdef class PfcNicPort(NicPort):
+    # PauseState (PAUSE_SLOTS)
+    cdef public object reverse
+    cdef public PfcIngress ingress
+    cdef public long long pfc_prio, quantum_ps
+    cdef public bint paused
+    cdef public long long pause_since, pause_gen, pause_until, pause_received, pause_sent
+    cdef public long long paused_ps, watchdog_ps, restore_ps
+    cdef public bint storm
+    cdef public long long storms, last_pause_rx
+    cdef public object _expire_cb, _pause_cb
+    # PfcNicPort
+    cdef public Packet _parked
+
+    @cython.locals(now=cython.longlong, port=PfcPort)
+    cpdef _arrive_switch(self, Packet pkt)
+    @cython.locals(pkt=Packet, size=cython.longlong, ppb=cython.longlong,
+                   end=cython.longlong, epoch=cython.longlong, sim=Simulator)
+    cpdef _next(self, long long now)
+    cpdef long long set_down(self) except? -1

@@ -1,0 +1,20 @@
+# C layout of recorder.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+
+cdef class _Series:
+    cdef public list values
+
+cdef class Recorder:
+    cdef public long long planes, bin_ps
+    cdef public _Series goodput
+    cdef public list goodput_plane
+    cdef public dict counters
+    cdef public long long bytes_delivered, packets_delivered
+    cdef public dict _gauge_now, _gauge_changes
+    cdef public bint pfc
+    cdef public long long _paused_now
+    cdef public list _paused_changes
+    cdef public dict samples
+
+    @cython.locals(index=Py_ssize_t, total=list, per_plane=list)
+    cpdef placed(self, long long now, long long plane, long long nbytes)

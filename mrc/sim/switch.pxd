@@ -1,0 +1,18 @@
+# C layout of mrc/sim/switch.py for the compiled build (mrc/_build.py).
+cimport cython
+from mrc.packet cimport Packet
+
+
+cdef class Switch:
+    cdef public object name, net
+    cdef public long long plane, tier, index, usid, _block
+    cdef public dict _next, _ua
+    cdef public list uplinks, downlinks
+    cdef public bint up
+    cdef public dict drops
+
+    cpdef receive(self, Packet pkt)
+    @cython.locals(active=cython.longlong, own=cython.longlong, shift=cython.int)
+    cpdef object forward(self, Packet pkt)
+    cpdef _no_route(self, Packet pkt)
+    cpdef _count_drop(self, Packet pkt, str reason)

@@ -1,0 +1,16 @@
+# C layout of memory.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+
+cdef unsigned long long _MASK64, _K1, _K2
+# 64-bit wrapping arithmetic is exactly the masked Python result (digests are 64-bit)
+cpdef unsigned long long _fold(unsigned long long offset, unsigned long long digest) noexcept
+
+cdef class ReceiveBuffer:
+    cdef public object msg_id
+    cdef public long long length, mtu, placed
+    cdef public bytearray _seen
+    cdef public unsigned long long _checksum
+    cdef public object _data
+
+    # offset: a wire field (u64): Python semantics for any value a packet may carry
+    cpdef long long place(self, offset, long long length, digest, payload=*) except? -1

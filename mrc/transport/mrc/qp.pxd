@@ -1,0 +1,30 @@
+# C layout of qp.py for the compiled build (mrc/_build.py); the .py is the source.
+from mrc.packet cimport Packet
+from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.paths cimport PathManager
+from mrc.transport.mrc.receiver cimport Receiver
+from mrc.transport.mrc.recovery cimport Recovery
+from mrc.transport.mrc.sender cimport Sender
+from mrc.transport.qp_base cimport QpBase
+
+# constants: typed copies of imported names
+cdef long long ACK, DATA, NACK, PROBE, PROBE_REPLY
+
+cdef class MrcQueuePair(QpBase):
+    cdef public long long host, peer, peer_qpn, mtu
+    cdef public object config, key_seed
+    cdef public list control
+    cdef public object error_reason
+    cdef public MrcStats stats
+    cdef public object cc
+    cdef public long long _rto
+    cdef public PathManager _path_manager
+    cdef public Sender _sender
+    cdef public Receiver _receiver
+    cdef public Recovery _recovery
+
+    cpdef poll(self, long long now, long long plane)
+    cpdef receive(self, long long now, Packet pkt)
+    cpdef list take_control(self)
+    cpdef next_timer(self)
+    cpdef handle_timer(self, long long now)

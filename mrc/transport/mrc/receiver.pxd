@@ -1,0 +1,42 @@
+# C layout of receiver.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+from mrc.packet cimport Packet
+from mrc.transport.memory cimport ReceiveBuffer
+from mrc.transport.mrc.config cimport MrcStats
+from mrc.packet cimport psn_diff
+
+# constants: typed copies of imported names, and this module's private ones
+cdef long long ACK, ACK_BYTES, ECN_CE, FLAG_ACK_REQ, FLAG_ECN_ECHO, FLAG_IMM, FLAG_TRIM, NACK
+cdef long long PROBE_REPLY, PSN_MASK  # (not SACK_BITS: 1 << SACK_BITS needs 65 bits)
+
+cdef class Receiver:
+    cdef public object qp
+    cdef public MrcStats stats
+    cdef public object events
+    cdef public long long qpn, host, peer, peer_qpn, mtu, _ack_every, _ack_delay
+    cdef public list _evs
+    cdef public dict _reply
+    cdef public long long _rcv_next
+    cdef public object _rcv_bits
+    cdef public dict _rx, _rx_imm, _rx_first
+    cdef public list _unrep
+    cdef public object ack_due
+    cdef public long long _max_ahead
+
+    @cython.locals(stats=MrcStats, nxt=cython.longlong, seq=cython.longlong,
+                   buf=ReceiveBuffer, placed=cython.longlong,
+                   run=cython.longlong, unrep=list, item=tuple, ecn=bint)
+    cpdef on_data(self, long long now, Packet pkt)
+    cpdef ack_timeout(self, long long now)
+    @cython.locals(nxt=cython.longlong, items=list, top=cython.longlong, base=cython.longlong,
+                   k=Py_ssize_t, first=bint, echo=tuple)
+    cpdef _send_acks(self, long long now, tuple trigger, bint ecn)
+    @cython.locals(seq=cython.longlong, ev=cython.longlong, ts=cython.longlong,
+                   plane=cython.longlong)
+    cpdef _emit_ack(self, long long nxt, long long base, bits, tuple echo, bint ecn)
+    @cython.locals(nxt=cython.longlong, top=cython.longlong, base=cython.longlong,
+                   plane=cython.longlong)
+    cpdef _send_nack(self, Packet pkt)
+    @cython.locals(plane=cython.longlong)
+    cpdef reply_probe(self, Packet pkt)
+    cpdef tuple _reply_path(self, long long ev)

@@ -1,0 +1,86 @@
+# C layout of recovery.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+from mrc.packet cimport Packet
+from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.paths cimport PathManager
+from mrc.transport.mrc.receiver cimport Receiver
+from mrc.transport.mrc.records cimport Ev, Msg, Seg
+from mrc.transport.mrc.reorder cimport Reorder
+from mrc.transport.mrc.sender cimport Sender
+from mrc.packet cimport psn_diff
+
+# constants: typed copies of imported names
+cdef long long FLAG_ECN_ECHO, FLAG_TRIM, NACK, PSN_MASK, SACK_BITS
+cdef long long ACKED, INFLIGHT, LOST, SUSPECT
+
+cdef class Recovery:
+    cdef public object qp, config
+    cdef public MrcStats stats
+    cdef public object events
+    cdef public long long qpn
+    cdef public object cc
+    cdef public Sender sender
+    cdef public PathManager paths
+    cdef public Receiver receiver
+    cdef public object rto  # a Python int: rto << retries may exceed 64 bits
+    cdef public long long _grace
+    cdef public bint _overdue
+    cdef public object _fixed_window
+    cdef public long long _hold
+    cdef public double _margin, _gain
+    cdef public long long _strikes
+    cdef public long long _psn0
+    cdef public dict _outstanding
+    cdef public object _delivered, _slow_after  # the spray policy's, bound once
+    cdef public object _gq
+    cdef public dict _by_ev
+    cdef public object _probe_q, _mark_bad, _completed, _has_work
+    cdef public long long _snd_una
+    cdef public object _sacked, _suspects
+    cdef public list scopes
+    cdef public Reorder qscope
+    cdef public object watchdog_at
+    cdef public long long _retries, _last_progress
+    cdef public object _timeout  # a Python int: _timeout << retries may exceed 64 bits
+    cdef public long long _linear, _error_after
+
+    @cython.locals(stats=MrcStats, nack=bint, snd=Sender, una=cython.longlong,
+                   psn0=cython.longlong, una_psn=cython.longlong, cum=cython.longlong,
+                   out=dict, newly=list, seg=Seg, seq=cython.longlong,
+                   rel=cython.longlong, acked_bytes=cython.longlong, progress=bint,
+                   ts=cython.longlong, overdue=bint, learn=bint, e=Ev, hold=cython.longlong,
+                   ecn=bint, echo_seq=cython.longlong, scan=list,
+                   scopes=list, qscope=Reorder, touched=list, state=cython.longlong,
+                   certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
+                   msg=Msg)
+    cpdef on_ack(self, long long now, Packet pkt)
+    @cython.locals(seg=Seg, snd=Sender, e=Ev)
+    cpdef bint _on_trim(self, long long now, Packet pkt, long long una,
+                        long long una_psn) except? False
+    @cython.locals(fifo=list, tx=cython.longlong, done=Py_ssize_t, seg=Seg,
+                   stx=cython.longlong)
+    cpdef _infer_losses(self, long long now, Seg acked)
+    @cython.locals(window=cython.longlong, bound=cython.longlong, item=tuple, seg=Seg)
+    cpdef _scan_overdue(self, long long now, Reorder sc)
+    @cython.locals(sc=Reorder, q=Reorder, a=cython.longlong, b=cython.longlong)
+    cpdef long long _overdue_bound(self, long long plane) except? -1
+    @cython.locals(stats=MrcStats, e=Ev)
+    cpdef _overdue_lost(self, long long now, Seg seg)
+    cpdef evict(self, Ev e)
+    @cython.locals(n=cython.longlong, seg=Seg, tx=cython.longlong)
+    cpdef long long _lose_fifo(self, Ev e) except? -1
+    @cython.locals(snd=Sender)
+    cpdef _lose(self, Seg seg)
+    cpdef _loss_on(self, long long now, Ev e, str reason)
+    cpdef long long _psn(self, Seg seg)
+    cpdef arm_watchdog(self, long long now)
+    cpdef progress(self, long long now)
+    @cython.locals(seg=Seg, tx=cython.longlong)
+    cpdef next_timer(self)
+    @cython.locals(receiver=Receiver, seg=Seg, tx=cython.longlong, overdue=bint,
+                   limit=cython.longlong, sent=cython.longlong)
+    cpdef handle_timer(self, long long now)
+    @cython.locals(e=Ev, lost=cython.longlong)
+    cpdef _ev_timeout(self, long long now, Seg seg)
+    cpdef _watchdog(self, long long now)
+    cpdef _fail(self, long long now, str reason)

@@ -1,0 +1,44 @@
+# C layout of sender.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+from mrc.packet cimport Packet
+from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.records cimport Ev, Msg, Seg
+from mrc.transport.mrc.spray cimport Spray
+
+# constants: typed copies of imported names
+cdef long long DATA, DATA_HEADER_BYTES, FLAG_ACK_REQ, FLAG_IMM, FLAG_LAST, FLAG_RETX
+cdef long long IMMDT_BYTES, PSN_MASK, INFLIGHT, LOST
+
+cdef class Sender:
+    cdef public MrcStats stats
+    cdef public object events
+    cdef public long long qpn, host, peer, peer_qpn, mtu
+    cdef public object cc
+    cdef public long long psn0
+    cdef public bint _ack_req_on_last, _completions, _overdue
+    cdef public list good
+    cdef public Spray spray
+    cdef public object _pick_ev  # spray.pick, bound once
+    cdef public object queue
+    cdef public Msg cur
+    cdef public long long snd_nxt
+    cdef public dict outstanding
+    cdef public object retx
+    cdef public bint sendable
+    cdef public long long _tx, pipe
+    cdef public object sent
+    cdef public list sent_on_plane
+    cdef public object sent_on_qp
+    cdef public long long una, _mpr_psns, _max_wimm, wimm_out
+    cdef public object held
+
+    cpdef post(self, Msg msg)
+    cpdef bint has_work(self) except? False
+    @cython.locals(good=list, pipe=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
+                   length=cython.longlong)
+    cpdef poll(self, long long now, long long plane)
+    @cython.locals(e=Ev, tx=cython.longlong, item=tuple, length=cython.longlong,
+                   stats=MrcStats, msg=Msg, offset=cython.longlong, flags=cython.longlong,
+                   size=cython.longlong)
+    cpdef Packet _transmit(self, long long now, Seg seg, long long plane, list good, bint retx)
+    cpdef completed(self, long long now, Msg msg)

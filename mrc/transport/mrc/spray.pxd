@@ -1,0 +1,22 @@
+# C layout of spray.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.records cimport Ev
+
+cdef class Spray:
+    cdef public MrcStats stats
+    cdef public list recycle, _rr, _explore
+    cdef public bint _reps
+    cdef public long long _every
+    cdef public bint _aware
+    cdef public long long ref, floor, margin
+    cdef public double _margin_f
+    cdef public long long _step, _horizon, _now_min, _old_min, _min_until
+
+    @cython.locals(ref=cython.longlong)
+    cpdef delivered(self, long long now, Ev e, long long age, bint marked)
+    @cython.locals(recent=cython.longlong)
+    cpdef long long slow_after(self) except? -1
+    cpdef _set_floor(self, long long age)
+    @cython.locals(n=cython.longlong, e=Ev, count=Py_ssize_t, i=Py_ssize_t)
+    cpdef Ev pick(self, long long plane, list good, Ev avoid)
