@@ -67,6 +67,7 @@ class Writes:
         self.conn = conn
         self.sizes: dict[int, int] = {}
         self.done: dict[int, tuple[int, bool]] = {}
+        self.placed: dict[int, tuple[int, bool]] = {}  # at the receiver (before the ACK)
         self.on_all_done: Callable[[], None] | None = None
         self._stream_until: int | None = None
         self._stream_size = 0
@@ -75,7 +76,8 @@ class Writes:
         """Post one WRITE now."""
         index = len(self.sizes)
         self.sizes[index] = size
-        self.conn.write(self.stack.sim.now, size, functools.partial(self._complete, index))
+        self.conn.write(self.stack.sim.now, size, functools.partial(self._complete, index),
+                        on_placed=functools.partial(self._placed, index))
         return index
 
     def post_at(self, time_ps: int, size: int) -> None:
@@ -91,6 +93,9 @@ class Writes:
         self._stream_size = size
         for _ in range(depth):
             self.post(size)
+
+    def _placed(self, index: int, now: int, ok: bool) -> None:
+        self.placed[index] = (now, ok)
 
     def _complete(self, index: int, now: int, ok: bool) -> None:
         self.done[index] = (now, ok)
@@ -118,7 +123,13 @@ class Writes:
 
     @property
     def last_completion_ps(self) -> int:
+        """The last sender CQE: the last byte placed and its ACK back at the sender."""
         return max(t for t, _ in self.done.values())
+
+    @property
+    def last_placed_ps(self) -> int:
+        """The last byte placed at the receiver (no ACK's return trip)."""
+        return max(t for t, _ in self.placed.values())
 
 
 def stop_when_all_done(stack: SimStack, writes: Sequence[Writes]) -> None:
@@ -478,6 +489,12 @@ def random_loss(kind: str, p: float, plane: int = 2, spec: FabricSpec | None = N
 # ====================================================================== 5. incast
 @dataclass
 class Incast:
+    """``goodput_gbps``: bytes over the time to the last *sender completion* (the last byte
+    placed, then its ACK's trip back); ``placed_gbps``: bytes over the time to the last
+    byte *placed at the receiver*. The receiver's NIC is done at placement, so the share
+    of the receiver's NIC (the issue's "the 8-to-1 incast keeps >= 93% of the receiver's
+    NIC") is ``placed_of_nic``; ``of_nic`` also counts the last ACK's return trip."""
+
     senders: int
     size_bytes: int
     goodput_gbps: float
@@ -500,6 +517,12 @@ class Incast:
     peak_queue_after_warmup_bytes: int
     mean_queue_bytes: float
     downlink_packets: list[int]  # packets into the receiver, per plane
+    placed_gbps: float = 0.0
+    placed_us: float = 0.0
+
+    @property
+    def placed_of_nic(self) -> float:
+        return self.placed_gbps / self.nic_gbps
 
     @property
     def plane_imbalance(self) -> float:
@@ -551,6 +574,7 @@ def incast(senders: int = 8, size: int = 4 * MB, receiver: int = 0,
     stack.sim.at(warmup_ps, at_warmup)
     stack.sim.run(us(20_000))
     end = max(w.last_completion_ps for w in writes)
+    placed = max(w.last_placed_ps for w in writes)
     senders_qps = [c.sender for c in conns if isinstance(c, MrcConnection)]
     after = [q for t, q in samples if warmup_ps <= t <= end]
     during = [q for t, q in samples if t <= end]
@@ -572,7 +596,8 @@ def incast(senders: int = 8, size: int = 4 * MB, receiver: int = 0,
         peak_queue_bytes=max(p.peak_qbytes for p in ports),
         peak_queue_after_warmup_bytes=max(after, default=0),
         mean_queue_bytes=statistics.fmean(during) if during else 0.0,
-        downlink_packets=[p.delivered for p in sorted(ports, key=lambda p: p.plane)])
+        downlink_packets=[p.delivered for p in sorted(ports, key=lambda p: p.plane)],
+        placed_gbps=total * 8 / placed * 1e3, placed_us=placed / PS_PER_US)
 
 
 # ====================================================================== 6. permutation
@@ -913,8 +938,11 @@ def report(out: Callable[[str], None] = print) -> dict[str, Any]:
 
     out("5. 8-to-1 incast, MRC: lab-8plane, h4..h11 -> h0, 4 MB each")
     r = timed("5", incast)
-    out(f"   receiver goodput {r.goodput_gbps:.1f} Gb/s = {100 * r.of_nic:.1f}% of NIC "
-        f"(ceiling {r.ceiling_gbps:.1f}); verified={r.all_ok}; duration {r.duration_us:.1f} us")
+    out(f"   receiver goodput to the last byte placed at the receiver {r.placed_gbps:.1f} Gb/s = "
+        f"{100 * r.placed_of_nic:.1f}% of its NIC (the issue's measure; {r.placed_us:.1f} us); "
+        f"to the last sender completion (its ACK back too) {r.goodput_gbps:.1f} Gb/s = "
+        f"{100 * r.of_nic:.1f}% ({r.duration_us:.1f} us); ceiling {r.ceiling_gbps:.1f}; "
+        f"verified={r.all_ok}")
     out(f"   trims {r.trims} (after the first {r.warmup_us:.1f} us = 5 RTTs: "
         f"{r.trims_after_warmup}, {100 * r.trim_rate_after_warmup:.2f}% of the "
         f"{r.data_packets_after_warmup} packets into the receiver); NACKs received "

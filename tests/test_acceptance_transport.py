@@ -92,6 +92,8 @@ def test_incast_recovers_trims_by_nack_and_keeps_queues_bounded() -> None:
     assert r.nacks_received == r.trims  # every trim answered by one NACK ...
     assert r.retransmissions == r.nacks_received  # ... and one resend, nothing else
     assert r.goodput_gbps >= 0.9 * r.nic_gbps
+    # the receiver is done before the sender learns it: placement, then the ACK's trip back
+    assert r.placed_us < r.duration_us and r.placed_gbps > r.goodput_gbps
     assert r.peak_queue_bytes <= r.buffer_bytes
     assert r.peak_queue_after_warmup_bytes < r.buffer_bytes
     assert r.mean_queue_bytes <= r.buffer_bytes / 2

@@ -10,7 +10,7 @@ import pytest
 
 from mrc.packet import DATA_HEADER_BYTES
 from mrc.sim.engine import Simulator
-from mrc.transport.mrc.cc import CcConfig, FixedWindow, Nscc, make_cc
+from mrc.transport.mrc.cc import DELAY_EWMA_GAIN, CcConfig, FixedWindow, Nscc, make_cc
 from topology.spec import ETHERNET_OVERHEAD_BYTES, preset
 
 US = 1_000_000
@@ -61,19 +61,46 @@ def test_no_ecn_high_delay_is_fair_increase() -> None:
 def test_ecn_high_delay_decreases_once_per_rtt_never_below_half() -> None:
     cc = Nscc(CFG)
     cc.window = 400_000
-    rtt = BASE + 100 * US  # huge delay: the decrease is capped at one half
+    rtt = BASE + 100 * US  # huge sustained delay: the decrease is capped at one half
+    cc.avg_delay = 100 * US
     cc.on_ack(0, 4096, rtt, True, 0)
     assert cc.window == 200_000
     cc.on_ack(rtt - 1, 4096, rtt, True, 0)  # same RTT: no second decrease
     assert cc.window == 200_000
     cc.on_ack(rtt, 4096, rtt, True, 0)
     assert cc.window == 100_000
-    # a moderate delay takes less than half
+    # a moderate average delay takes less than half: the cut is sized by the average
     cc = Nscc(CFG)
     cc.window = 400_000
+    cc.avg_delay = 8 * US
     cc.on_ack(0, 4096, BASE + 8 * US, True, 0)
+    avg = 8 * US + DELAY_EWMA_GAIN * (8 * US - 8 * US)
+    assert cc.window == int(400_000 * (1 - 0.8 * (avg - 6 * US) / avg))
     assert 200_000 < cc.window < 400_000
-    assert cc.window == int(400_000 * (1 - 0.8 * 2 / 8))
+
+
+def test_decrease_is_sized_by_the_smoothed_delay_not_one_sample() -> None:
+    """One marked ACK from a long path (its delay far above the target) while the QP's
+    delay has been low: no cut, the EWMA has only moved by its gain. Sustained high delay:
+    the average climbs past the target and the next mark cuts, by the average's excess."""
+    cc = Nscc(CFG)
+    cc.window = 400_000
+    cc.on_ack(0, 4096, BASE + 60 * US, True, 0)
+    assert cc.window == 400_000 and cc.decreases == 0
+    assert cc.avg_delay == pytest.approx(DELAY_EWMA_GAIN * 60 * US)
+    now = 0
+    while cc.avg_delay <= 6 * US:  # unmarked ACKs at 12 us of delay (fair increase)
+        now += 1
+        cc.on_ack(now, 4096, BASE + 12 * US, False, 0)
+    grown = cc.window
+    cc.on_ack(now + 1, 4096, BASE + 12 * US, True, 0)
+    avg = cc.avg_delay
+    assert 6 * US < avg < 12 * US and cc.decreases == 1
+    assert cc.window == int(grown * (1 - 0.8 * (avg - 6 * US) / avg))
+    # a trim is a delay sample of one unloaded round trip
+    before = cc.avg_delay
+    cc.on_trim(now + 2, 0)
+    assert cc.avg_delay == pytest.approx(before + DELAY_EWMA_GAIN * (BASE - before))
 
 
 def test_ecn_low_delay_leaves_the_window_to_load_balancing() -> None:

@@ -28,14 +28,34 @@ adjust_period_threshold    base_rtt                            after this many a
 (ns)                                                           this long, whichever first
 =========================  ==================================  ==============================
 
-The quadrants: no ECN and low delay: proportional increase (``pi_gain`` x acked x
-(target - delay)/target: mrc-lab's own gain; UEC's ``alpha`` is not a header field); no ECN
-and high delay: fair increase (``fi`` per RTT); ECN with high delay: multiplicative decrease
-at most once per RTT, never below ``max_md_jump``; ECN with low delay: nothing, a hot spot
-that load balancing moves off. A trim (NACK) is the strongest congestion signal: it halves
-the window once per RTT and arms quick adapt, which at the end of the measurement interval
-sets the window to what that interval delivered. A silent loss is a broken path, not
-congestion: by default it does not touch the window (``loss_md_factor``).
+The quadrants (chosen per ACK by its mark and its own delay): no ECN and low delay:
+proportional increase (``pi_gain`` x acked x (target - delay)/target: mrc-lab's own gain;
+UEC's ``alpha`` is not a header field); no ECN and high delay: fair increase (``fi`` per
+RTT); ECN with high delay: multiplicative decrease at most once per RTT, never below
+``max_md_jump``; ECN with low delay: nothing, a hot spot that load balancing moves off. A
+trim (NACK) is the strongest congestion signal: it halves the window once per RTT and arms
+quick adapt, which at the end of the measurement interval sets the window to what that
+interval delivered. A silent loss is a broken path, not congestion: by default it does not
+touch the window (``loss_md_factor``).
+
+The decrease is sized by the *smoothed* queueing delay, as UEC's reference code sizes it
+(htsim ``uec.cpp``: ``multiplicative_decrease`` reads ``avg_delay``, an EWMA of every ACK's
+delay with gain ``delay_alpha`` = 0.0125, and decreases only while it is above the target):
+``window x max(max_md_jump, 1 - gamma (avg - target)/avg)``. Why it matters: on a sprayed
+QP one marked ACK's delay is one path's, and the paths of a QP differ by tens of
+microseconds when some are slow; sizing the cut by that one sample halves the window of
+whichever flow happened to draw a long path's mark, and many flows cut at once leave the
+fast links idle (measured on ``degraded-t1s`` with four slow T1s of eight: a fully loaded
+T0's fast uplinks fell to 65-75% of their rate for 20-30 us after each round of cuts, and
+its flows finished 1.16-1.20x over the ideal; sized by the EWMA, 1.14x on three
+permutations of four, 1.17x on htsim's). A trim counts as a delay sample of one unloaded
+RTT, as the reference code's NACK does. One departure: the reference code feeds an
+*unmarked* ACK whose delay is above the target into the average as a quarter of the base
+RTT instead of its delay; under a fabric that marks above the target delay (a step at
+``ecn_threshold_bytes``: 128 KB is 10.5 us at 100 Gb/s, the target 7 us on that fabric)
+most ACKs of a loaded fabric are such, the average never reaches the target, no decrease
+happens, and the queues grow until sprayed packets look lost (four slow T1s: 1.30x,
+1,470 retransmissions). Here every ACK's delay counts.
 
 Rate hints: the NCCL plugin passes ``NCCL_MRC_CC_INIT_RATE`` / ``MIN_RATE`` / ``MAX_RATE``
 in the QP hint (vendor data; the unit is not published, read here as Mb/s). A window
@@ -58,6 +78,8 @@ ALGORITHMS = (NSCC, "nscc", "fixed")  # "nscc": the short name mrc-lab used befo
 #: UEC's reference network: 100 Gb/s x 12 us = 150,000 bytes in flight.
 REFERENCE_BDP_BYTES = 150_000
 PS_PER_NS = 1000
+#: Gain of the queueing-delay EWMA the decrease reads (UEC reference code's ``delay_alpha``).
+DELAY_EWMA_GAIN = 0.0125
 
 
 @dataclass(frozen=True)
@@ -216,7 +238,7 @@ class Nscc:
                  "qa_floor", "learn_base_rtt", "loss_md", "adjust_bytes", "adjust_period",
                  "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked", "_qa_armed",
                  "_inc", "_adj_bytes", "_adj_start", "_fast_bytes", "decreases", "quick_adapts",
-                 "trims", "ecn_acks", "adjustments")
+                 "trims", "ecn_acks", "adjustments", "avg_delay")
 
     def __init__(self, cfg: CcConfig) -> None:
         bdp = max(cfg.bdp_bytes, cfg.min_window_bytes)
@@ -258,6 +280,7 @@ class Nscc:
         self.trims = 0
         self.ecn_acks = 0
         self.adjustments = 0
+        self.avg_delay = 0.0  # ps: EWMA of the queueing delay (sizes the decrease)
 
     # ------------------------------------------------------------------ signals
     def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
@@ -268,17 +291,16 @@ class Nscc:
             self._rtt = rtt_ps
         delay = self._rtt - self.base_rtt
         target = self.target
+        self.avg_delay += DELAY_EWMA_GAIN * (delay - self.avg_delay)
         if self.quick_adapt and self._quick_adapt(now, acked_bytes, delay):
             return
         window = self.window
         if ecn:
             self.ecn_acks += 1
             self._fast_bytes = 0
-            if delay > target:
-                if now >= self._hold_until:
-                    factor = max(self.max_md_jump,
-                                 1.0 - self.gamma * (delay - target) / delay)
-                    self._decrease(now, factor)
+            avg = self.avg_delay
+            if delay > target and avg > target and now >= self._hold_until:
+                self._decrease(now, max(self.max_md_jump, 1.0 - self.gamma * (avg - target) / avg))
             # ECN with low delay: a hot path, not a full bottleneck; load balancing reacts
             return
         if delay < target:
@@ -299,6 +321,8 @@ class Nscc:
     def on_trim(self, now: int, ev: int) -> None:
         self.trims += 1
         self._qa_armed = True
+        # the reference code's NACK: a delay sample of one unloaded round trip
+        self.avg_delay += DELAY_EWMA_GAIN * (self.base_rtt - self.avg_delay)
         if now >= self._hold_until:
             self._decrease(now, 0.5)
 
@@ -353,7 +377,7 @@ class Nscc:
         return {"window": self.window, "base_rtt_ps": self.base_rtt, "rtt_ps": self._rtt,
                 "decreases": self.decreases, "quick_adapts": self.quick_adapts,
                 "trims": self.trims, "ecn_acks": self.ecn_acks,
-                "adjustments": self.adjustments}
+                "adjustments": self.adjustments, "avg_delay_ps": round(self.avg_delay)}
 
 
 def make_cc(cfg: CcConfig) -> CongestionControl:

@@ -52,7 +52,7 @@ What this module does
     NSCC's "ECN with low delay: switch paths, do not slow down", with "low" judged against
     the QP's own other paths instead of the marked packet's (a slow path's packet always
     carries a high delay). A mark within the usual delay is NSCC's as before: with a high
-    QP delay, a multiplicative decrease. ``cc.py`` is unchanged.
+    QP delay, a multiplicative decrease.
 
     The result balances delay: a slow path keeps carrying packets for as long as its delay
     stays within ``margin`` of the QP's usual one, so a T1 at 25% carries about its capacity
@@ -99,7 +99,13 @@ with it)
       delay) until the fast paths' queues reach the marking threshold, and the
       multiplicative decreases that follow land on some flows more than on others:
       1.17-1.20x. The headroom is what a healthy fabric needs (one BDP leaves the healthy
-      permutation at 1.20x), so it stays as the profile sets it.
+      permutation at 1.20x), so it stays as the profile sets it. Measured over time, the
+      loss was idle capacity, not one starved flow: a fully loaded T0's flows all finished
+      together at 1.16x, its fast uplinks down to 65-75% of their rate for 20-30 us after
+      each round of cuts sized by single marked ACKs' path delays. Sizing the decrease by
+      the smoothed delay, as UEC's reference code does (:mod:`.cc`): 1.14-1.15x on seeds
+      1-3, 1.17x on htsim's matrix (p50 0.97-1.04x); up to two slow T1s nothing changes
+      (no window is cut there).
     * The window rule against the median alone: in the 8-to-1 incast (acceptance benchmark)
       the median trails the growing queue, a third of the marks were taken for one slow
       path's and the queue ran longer: 91.5% of the NIC over seeds 1-14 against 91.9%
