@@ -17,9 +17,10 @@ cdef class Nscc:
     cdef public double _inc
     cdef public long long _adj_bytes, _adj_start, _fast_bytes
     cdef public long long decreases, quick_adapts, trims, ecn_acks, adjustments
+    cdef public double avg_delay
 
     @cython.locals(delay=cython.longlong, target=cython.longlong, window=cython.longlong,
-                   factor=cython.double)
+                   factor=cython.double, avg=cython.double)
     cpdef on_ack(self, long long now, long long acked_bytes, rtt_ps, bint ecn, long long ev)
     cpdef on_trim(self, long long now, long long ev)
     cpdef on_loss(self, long long now, long long ev)
