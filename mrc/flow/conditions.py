@@ -29,16 +29,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: action -> (family, starts?)
+from mrc.sim.faults import ACTION_STATES
+
+#: action -> (family, starts?): every schedule action but ev_deny (deny masks pick single
+#: EVs; the flow model counts EVs per path and refuses them before running)
 ACTIONS: dict[str, tuple[str, bool]] = {
-    "link_down": ("down", True), "link_up": ("down", False),
-    "switch_down": ("down", True), "switch_up": ("down", False),
-    "port_down": ("down", True), "port_up": ("down", False),
-    "loss_start": ("loss", True), "loss_end": ("loss", False),
-    "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
-    "drain_start": ("drain", True), "drain_end": ("drain", False),
-    "stall_start": ("stall", True), "stall_end": ("stall", False),
-}
+    action: state for action, state in ACTION_STATES.items() if state[0] != "ev_deny"}
 #: Families whose end MRC trusts only after its probes (a path that comes back).
 _PROBED = ("down", "stall")
 _VALUE = {"loss": "probability", "degrade": "rate_fraction"}

@@ -14,6 +14,7 @@ from typing import Any
 
 from mrc.labs.errors import LabError
 from mrc.labs.model import FaultSpec, Lab
+from mrc.sim.faults import ACTION_STATES
 
 
 @dataclass(frozen=True)
@@ -65,16 +66,7 @@ def schedule(faults: tuple[FaultSpec, ...] | list[FaultSpec]) -> list[FaultActio
 
 
 # (action -> (state family, new state)); an action must change its family's state.
-_TRANSITIONS: dict[str, tuple[str, bool]] = {
-    "link_down": ("down", True), "link_up": ("down", False),
-    "switch_down": ("down", True), "switch_up": ("down", False),
-    "port_down": ("down", True), "port_up": ("down", False),
-    "loss_start": ("loss", True), "loss_end": ("loss", False),
-    "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
-    "drain_start": ("drain", True), "drain_end": ("drain", False),
-    "ev_deny_start": ("ev_deny", True), "ev_deny_end": ("ev_deny", False),
-    "stall_start": ("stall", True), "stall_end": ("stall", False),
-}
+_TRANSITIONS = ACTION_STATES
 _STATE_WORDS = {("down", True): "already down", ("down", False): "not down",
                 ("loss", True): "already lossy", ("loss", False): "not lossy",
                 ("degrade", True): "already degraded", ("degrade", False): "not degraded",

@@ -302,6 +302,20 @@ FAULTS: dict[str, Callable[..., FaultRecord]] = {
 }
 
 
+#: Every fault-schedule action -> (the state family it changes, whether it starts it): a
+#: window's start and end flip one family of one target. The labs' schedule checks and the
+#: flow model's conditions both read this one table.
+ACTION_STATES: dict[str, tuple[str, bool]] = {
+    "link_down": ("down", True), "link_up": ("down", False),
+    "switch_down": ("down", True), "switch_up": ("down", False),
+    "port_down": ("down", True), "port_up": ("down", False),
+    "loss_start": ("loss", True), "loss_end": ("loss", False),
+    "degrade_start": ("degrade", True), "degrade_end": ("degrade", False),
+    "drain_start": ("drain", True), "drain_end": ("drain", False),
+    "ev_deny_start": ("ev_deny", True), "ev_deny_end": ("ev_deny", False),
+    "stall_start": ("stall", True), "stall_end": ("stall", False),
+}
+
 #: A fault schedule's actions (a lab's ``[[fault]]`` entries expand to them, and the live
 #: fabric accepts them): action -> (primitive, its keyword arguments from the action's
 #: params). A window's start and end are two actions on one primitive.
