@@ -36,7 +36,7 @@ cdef class PfcPort(OutPort):
     cpdef send(self, Packet pkt)
     @cython.locals(now=cython.longlong, kind=cython.longlong, lossless=bint,
                    size=cython.longlong, ppb=cython.longlong, end=cython.longlong,
-                   lqb=cython.longlong, qb=cython.longlong)
+                   lqb=cython.longlong)
     cpdef send_from(self, Packet pkt, PfcIngress src)
     @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
                    ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
@@ -47,8 +47,9 @@ cdef class PfcPort(OutPort):
     @cython.locals(now=cython.longlong)
     cpdef _clock(self, _)
     @cython.locals(now=cython.longlong)
+    cpdef bint _arrival(self, Packet pkt) except? False
     cpdef arrive(self, Packet pkt)
-    @cython.locals(now=cython.longlong, port=PfcPort)
+    @cython.locals(port=PfcPort)
     cpdef _arrive_switch(self, Packet pkt)
     @cython.locals(now=cython.longlong)
     cpdef _lost(self, Packet pkt)

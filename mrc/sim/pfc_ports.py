@@ -105,20 +105,7 @@ class PfcPort(OutPort, PauseState):
             if not self.paused and self._clock_at != self.busy_until:
                 self._arm_clock()
         elif kind == DATA and not pkt.trimmed:
-            qb = self._qb
-            if qb + size <= self._admit_limit:
-                if qb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
-                    self._mark(pkt, now)
-                qb += size
-                self._qb = qb
-                if qb > self.peak_qbytes:
-                    self.peak_qbytes = qb
-                self.q.append(pkt)
-            elif self.trimming:
-                self._trim(pkt, now)
-                self._enqueue_header(pkt)
-            else:
-                self._drop(pkt, "buffer")
+            self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)
 
@@ -191,17 +178,23 @@ class PfcPort(OutPort, PauseState):
         if self.lq and not self.paused and self.busy_until > now:
             self._arm_clock()
 
-    def arrive(self, pkt: Packet) -> None:
-        """``OutPort.arrive`` (a host at the far end), with the stalled-host case."""
+    def _arrival(self, pkt: Packet) -> bool:
+        """``OutPort._arrival`` with the lossless queue among the departures due."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
-            return
+            return False
         now = self.sim.now
         if self.busy_until <= now and (self.hq or self.q or self.lq):
             self._drain(now)
         self.delivered += 1
         if self._tap is not None:
             self._tap(now, self.name, pkt)
+        return True
+
+    def arrive(self, pkt: Packet) -> None:
+        """``OutPort.arrive`` (a host at the far end), with the stalled-host case."""
+        if not self._arrival(pkt):
+            return
         if self.rx_stalled:
             self._stalled_rx(pkt)
             return
@@ -210,18 +203,10 @@ class PfcPort(OutPort, PauseState):
     def _arrive_switch(self, pkt: Packet) -> None:
         """``OutPort._arrive_switch``, telling the egress port which
         ingress the packet came through (``send_from``) for the lossless accounting."""
-        if pkt.hop_epoch != self.epoch:
-            self._lost(pkt)
-            return
-        now = self.sim.now
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
-            self._drain(now)
-        self.delivered += 1
-        if self._tap is not None:
-            self._tap(now, self.name, pkt)
-        port = self._far.forward(pkt)  # type: ignore[union-attr]
-        if port is not None:
-            port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
+        if self._arrival(pkt):
+            port = self._far.forward(pkt)  # type: ignore[union-attr]
+            if port is not None:
+                port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
 
     def _lost(self, pkt: Packet) -> None:
         now = self.sim.now

@@ -32,15 +32,18 @@ cdef class OutPort:
     cdef public dict drops
 
     @cython.locals(now=cython.longlong, size=cython.longlong, ppb=cython.longlong,
-                   end=cython.longlong, qb=cython.longlong)
+                   end=cython.longlong)
     cpdef send(self, Packet pkt)
     @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
                    ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
                    pkt=Packet)
     cpdef _drain(self, long long now)
+    @cython.locals(size=cython.longlong, qb=cython.longlong)
+    cpdef _admit(self, Packet pkt, long long now)
     @cython.locals(now=cython.longlong)
+    cpdef bint _arrival(self, Packet pkt) except? False
     cpdef arrive(self, Packet pkt)
-    @cython.locals(now=cython.longlong, port=OutPort)
+    @cython.locals(port=OutPort)
     cpdef _arrive_switch(self, Packet pkt)
     cpdef bint _lose(self) except? False
     cpdef _lost(self, Packet pkt)

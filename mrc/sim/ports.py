@@ -150,24 +150,30 @@ class OutPort:
                 self.tx_bytes += size
                 self.sim.schedule(end + self._flight, self._arrive, pkt)
                 return
-        size = pkt.size
         if pkt.kind == DATA and not pkt.trimmed:
-            qb = self._qb
-            if qb + size <= self._admit_limit:
-                if qb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
-                    self._mark(pkt, now)
-                qb += size
-                self._qb = qb
-                if qb > self.peak_qbytes:
-                    self.peak_qbytes = qb
-                self.q.append(pkt)
-            elif self.trimming:
-                self._trim(pkt, now)
-                self._enqueue_header(pkt)
-            else:
-                self._drop(pkt, "buffer")
+            self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)
+
+    def _admit(self, pkt: Packet, now: int) -> None:
+        """Buffer admission of a DATA packet that must wait: queue it (ECN-marked past the
+        threshold), or past the admission limit trim it to its header (or drop it when
+        trimming is off)."""
+        size = pkt.size
+        qb = self._qb
+        if qb + size <= self._admit_limit:
+            if qb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
+                self._mark(pkt, now)
+            qb += size
+            self._qb = qb
+            if qb > self.peak_qbytes:
+                self.peak_qbytes = qb
+            self.q.append(pkt)
+        elif self.trimming:
+            self._trim(pkt, now)
+            self._enqueue_header(pkt)
+        else:
+            self._drop(pkt, "buffer")
 
     def _drain(self, now: int) -> None:
         """Start every queued packet whose turn came by ``now`` (header queue first), each at
@@ -200,33 +206,32 @@ class OutPort:
             sim.schedule(t + flight, arrive, pkt)
         self.busy_until = t
 
-    def arrive(self, pkt: Packet) -> None:
-        """The packet reached the far end (a host; switches use ``_arrive_switch``)."""
+    def _arrival(self, pkt: Packet) -> bool:
+        """The bookkeeping of every arrival at the far end: False if the link lost the
+        packet (counted by ``_lost``); else departures due by now go first, then the
+        packet is counted and tapped."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
-            return
+            return False
         now = self.sim.now
         if self.busy_until <= now and (self.hq or self.q):
             self._drain(now)
         self.delivered += 1
         if self._tap is not None:
             self._tap(now, self.name, pkt)
-        self._deliver(pkt)
+        return True
+
+    def arrive(self, pkt: Packet) -> None:
+        """The packet reached the far end (a host; switches use ``_arrive_switch``)."""
+        if self._arrival(pkt):
+            self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
         """``arrive`` at a switch: the arrival's bookkeeping, then ``Switch.forward``."""
-        if pkt.hop_epoch != self.epoch:
-            self._lost(pkt)
-            return
-        now = self.sim.now
-        if self.busy_until <= now and (self.hq or self.q):
-            self._drain(now)
-        self.delivered += 1
-        if self._tap is not None:
-            self._tap(now, self.name, pkt)
-        port = self._far.forward(pkt)  # type: ignore[union-attr]
-        if port is not None:
-            port.send(pkt)
+        if self._arrival(pkt):
+            port = self._far.forward(pkt)  # type: ignore[union-attr]
+            if port is not None:
+                port.send(pkt)
 
     # ------------------------------------------------------------------ slow path
     def _lose(self) -> bool:
