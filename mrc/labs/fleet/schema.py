@@ -35,13 +35,13 @@ is refused unless ``[run] allow_long_repairs = true`` says it is meant.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mrc.labs.checks import (
+    NAME_RE,
     check_bool,
     check_float,
     check_int,
@@ -80,7 +80,6 @@ FAULT_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "t1_reboot": ("t1", "down_s", ()),
     "t1_failure": ("t1", "repair_h", ()),
 }
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ def resolve_fleet_path(text: str | Path) -> Path:
         return path
     stem = str(text)[:-5] if str(text).endswith(".toml") else str(text)
     candidate = bundled_dir() / f"{stem}.toml"
-    if _NAME_RE.fullmatch(stem) and candidate.is_file():
+    if NAME_RE.fullmatch(stem) and candidate.is_file():
         return candidate
     raise LabError(f"no such fleet file, and no bundled fleet file of that name (bundled: "
                    f"{', '.join(bundled_fleet_names()) or 'none'})", source=str(text))
@@ -205,7 +204,7 @@ def _validate(raw: dict[str, Any], default_name: str, source: str | None,
                        "kind")
     check_keys(raw, TOP_KEYS, "")
     fleet_name = check_str(raw.get("name", default_name), "name")
-    if not _NAME_RE.fullmatch(fleet_name):
+    if not NAME_RE.fullmatch(fleet_name):
         raise LabError(f"{fleet_name!r} must be letters, digits, '-' or '_' (it names the "
                        "output folder)", "name")
     description = check_str(raw.get("description", ""), "description").strip()
