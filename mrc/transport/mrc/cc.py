@@ -238,7 +238,7 @@ class Nscc:
                  "qa_floor", "learn_base_rtt", "loss_md", "adjust_bytes", "adjust_period",
                  "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked", "_qa_armed",
                  "_inc", "_adj_bytes", "_adj_start", "_fast_bytes", "decreases", "quick_adapts",
-                 "trims", "ecn_acks", "adjustments", "avg_delay")
+                 "trims", "ecn_acks", "adjustments", "avg_delay", "_dec_at")
 
     def __init__(self, cfg: CcConfig) -> None:
         bdp = max(cfg.bdp_bytes, cfg.min_window_bytes)
@@ -267,6 +267,7 @@ class Nscc:
         self.adjust_period = cfg.adjust_period_ps
         self._rtt = cfg.base_rtt_ps  # latest sample: "once per RTT" means this long
         self._hold_until = 0  # no multiplicative decrease before this time
+        self._dec_at = -1  # time of the last decrease: marks on packets sent before it are old news
         self._qa_interval = cfg.base_rtt_ps + self.target
         self._qa_start = 0
         self._qa_acked = 0
@@ -299,7 +300,7 @@ class Nscc:
             self.ecn_acks += 1
             self._fast_bytes = 0
             avg = self.avg_delay
-            if delay > target and avg > target and now >= self._hold_until:
+            if delay > target and avg > target and now - self._rtt >= self._dec_at:
                 self._decrease(now, max(self.max_md_jump, 1.0 - self.gamma * (avg - target) / avg))
             # ECN with low delay: a hot path, not a full bottleneck; load balancing reacts
             return
@@ -349,6 +350,7 @@ class Nscc:
         self._adj_bytes = 0
         self._adj_start = now
         self._hold_until = now + self._rtt
+        self._dec_at = now
         self.decreases += 1
 
     def _quick_adapt(self, now: int, acked_bytes: int, delay: int) -> bool:
@@ -357,6 +359,15 @@ class Nscc:
         window to what was delivered. True when it acted."""
         if delay > self.qa_delay:
             self._qa_armed = True
+        if now - self._rtt < self._dec_at:
+            # the ACK of a packet sent before the last decrease: it measures the old window,
+            # and the pause the decrease makes shows up as a gap an RTT later; measure anew
+            self._qa_start = -1
+            return False
+        if self._qa_start < 0:  # the first ACK of a packet sent since: a new interval
+            self._qa_start = now
+            self._qa_acked = acked_bytes
+            return False
         if now - self._qa_start < self._qa_interval:
             self._qa_acked += acked_bytes
             return False
@@ -366,6 +377,7 @@ class Nscc:
             self.window = max(self.min_window, achieved)
             self._inc = 0.0
             self._hold_until = now + self._rtt
+            self._dec_at = now
             self.quick_adapts += 1
             acted = True
         self._qa_start = now

@@ -138,7 +138,7 @@ class Spray:
 
     __slots__ = ("stats", "recycle", "_rr", "_explore", "_reps", "_every", "_aware",
                  "ref", "floor", "margin", "_margin_f", "_step", "_horizon", "_now_min",
-                 "_old_min", "_min_until")
+                 "_old_min", "_min_until", "tail", "plane_age", "plane_at")
 
     def __init__(self, qp: QpCore, paths: PathManager) -> None:
         cfg = qp.config
@@ -163,6 +163,10 @@ class Spray:
         self._now_min = 1 << 62
         self._old_min = 1 << 62
         self._min_until = 0
+        # the tail rule (``late_plane``): per plane, the age of its latest delivery and when
+        self.tail = cfg.path_aware and planes > 1
+        self.plane_age = [-1] * planes
+        self.plane_at = [0] * planes
 
     # ------------------------------------------------------------------ evidence
     def delivered(self, now: int, e: Ev, age: int, marked: bool) -> None:
@@ -172,6 +176,9 @@ class Spray:
             if self._reps and not marked:
                 self.recycle[e.plane].append(e)
             return
+        plane = e.plane
+        self.plane_age[plane] = age
+        self.plane_at[plane] = now
         ref = self.ref
         if ref < 0:
             ref = age
@@ -203,6 +210,28 @@ class Spray:
             return 1 << 62
         recent = self._now_min if self._now_min < self._old_min else self._old_min
         return (recent if recent > self.ref else self.ref) + self.margin
+
+    def late_plane(self, now: int, plane: int, unsent: int, window: int,
+                   good: list[list[Ev]]) -> bool:
+        """In a QP's last window (``unsent`` bytes left to send, less than ``window``): True
+        when a packet sent on ``plane`` now would arrive after what is left could go on the
+        QP's fastest plane, i.e. its latest delivery took longer than the fastest plane's
+        by more than the margin plus the time the QP needs to send the rest at one window
+        per usual RTT (``ref`` x unsent / window). Only planes heard from within the last
+        unloaded RTT count (an older age says nothing of the queue there now), so a plane
+        left alone is tried again, and the fastest plane with a GOOD EV is never late."""
+        ages = self.plane_age
+        a = ages[plane]
+        fresh = now - self.floor
+        at = self.plane_at
+        if a < 0 or at[plane] < fresh or self.ref < 0:
+            return False
+        best = a
+        for p in range(len(ages)):
+            b = ages[p]
+            if b < best and at[p] >= fresh and good[p]:
+                best = b
+        return a > best + self.margin + self.ref * unsent // window
 
     def _set_floor(self, age: int) -> None:
         self.floor = age
