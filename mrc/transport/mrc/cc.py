@@ -267,7 +267,9 @@ class Nscc:
         self.adjust_period = cfg.adjust_period_ps
         self._rtt = cfg.base_rtt_ps  # latest sample: "once per RTT" means this long
         self._hold_until = 0  # no multiplicative decrease before this time
-        self._dec_at = -1  # time of the last decrease: marks on packets sent before it are old news
+        #: time of the last decrease (or quick adapt): an ACK of a packet sent before it
+        #: reports on the window that decrease already answered
+        self._dec_at = -(1 << 62)
         self._qa_interval = cfg.base_rtt_ps + self.target
         self._qa_start = 0
         self._qa_acked = 0
