@@ -58,16 +58,19 @@ def test_no_ecn_high_delay_is_fair_increase() -> None:
     assert 100_000 + 0.5 * CFG.fi_bytes < cc.window < 100_000 + CFG.fi_bytes
 
 
-def test_ecn_high_delay_decreases_once_per_rtt_never_below_half() -> None:
+def test_ecn_high_delay_decreases_once_per_window_of_data_never_below_half() -> None:
     cc = Nscc(CFG)
     cc.window = 400_000
     rtt = BASE + 100 * US  # huge sustained delay: the decrease is capped at one half
     cc.avg_delay = 100 * US
-    cc.on_ack(0, 4096, rtt, True, 0)
+    cc.on_ack(rtt, 4096, rtt, True, 0)  # a packet sent at 0
     assert cc.window == 200_000
-    cc.on_ack(rtt - 1, 4096, rtt, True, 0)  # same RTT: no second decrease
-    assert cc.window == 200_000
-    cc.on_ack(rtt, 4096, rtt, True, 0)
+    # marks on packets sent before that decrease report the window it answered: however
+    # late they come back (a long queue), no second cut
+    cc.on_ack(2 * rtt - 1, 4096, rtt, True, 0)
+    cc.on_ack(3 * rtt, 4096, 2 * rtt + 1, True, 0)
+    assert cc.window == 200_000 and cc.decreases == 1
+    cc.on_ack(2 * rtt, 4096, rtt, True, 0)  # sent when the decrease was made: a new window
     assert cc.window == 100_000
     # a moderate average delay takes less than half: the cut is sized by the average
     cc = Nscc(CFG)
@@ -138,12 +141,43 @@ def test_quick_adapt_jumps_to_the_delivered_bytes() -> None:
     cc = Nscc(CcConfig(line_rate_gbps=800.0, base_rtt=BASE // 1000, target_delay=6000))
     start = cc.window
     interval = BASE + 6 * US
-    cc.on_ack(0, 4096, BASE, False, 0)  # opens the first interval
-    cc.on_trim(1, 0)
+    cc.on_ack(0, 4096, BASE, False, 0)
+    cc.on_trim(1, 0)  # halves the window and arms quick adapt
+    assert cc.window == start // 2
+    # ACKs of packets sent before the trim's decrease measure the old window: no interval
     cc.on_ack(2, 30_000, BASE, False, 0)
-    cc.on_ack(interval + 5, 1, BASE, False, 0)  # interval over: 4096 + 30000 delivered
+    cc.on_ack(BASE, 4096, BASE, False, 0)  # sent at 0
+    assert cc.quick_adapts == 0
+    t = 1 + BASE  # packets sent since come back: the first opens the interval
+    cc.on_ack(t, 4096, BASE, False, 0)
+    cc.on_ack(t + 1, 30_000, BASE, False, 0)
+    cc.on_ack(t + interval + 5, 1, BASE, False, 0)  # interval over: 4096 + 30000 delivered
     assert cc.window == 30_000 + 4096 < start // 2
     assert cc.quick_adapts == 1
+
+
+def test_the_pause_after_a_decrease_is_not_a_delivery_shortfall() -> None:
+    """A cut from W to W/2 stops the sender until half the window is acknowledged, and an
+    RTT later that pause is a gap in its ACKs. An interval spanning the gap delivers little
+    and quick adapt would cut the window to nearly nothing (in an 8-to-1 incast, the flow
+    that drew it finished last); intervals count only ACKs of packets sent after the last
+    decrease."""
+    cc = Nscc(CcConfig(line_rate_gbps=800.0, base_rtt=BASE // 1000, target_delay=6000))
+    cc.window = 400_000
+    cc.avg_delay = 30 * US
+    rtt = BASE + 40 * US  # far above the quick-adapt threshold: every interval is armed
+    cc.on_ack(0, 4096, rtt, False, 0)  # opens an interval
+    cc.on_ack(1, 4096, rtt, True, 0)  # the multiplicative decrease
+    assert cc.decreases == 1
+    cut = cc.window
+    for i in range(1, 40):  # the rest of the old window comes back, slowly...
+        cc.on_ack(1 + i * US, 4096, rtt, False, 0)
+    resume = 1 + 20 * US  # ...and the sender was paused for 20 us
+    now = resume + rtt
+    while now < resume + rtt + 3 * (BASE + 6 * US):
+        cc.on_ack(now, 4096, rtt, False, 0)
+        now += US // 10
+    assert cc.quick_adapts == 0 and cc.window >= cut
 
 
 def test_increases_apply_in_batches_of_adjust_bytes_or_period() -> None:

@@ -102,6 +102,54 @@ def test_round_robin_policy_still_spreads_evenly() -> None:
     assert sorted(evs) == sorted([e.ev for e in q._path_manager.evs] * 2)
 
 
+def planes_qp(**kw: object) -> MrcQueuePair:
+    """Three planes, two EVs each."""
+    evs = [PathChoice(usid.make_ev(p, t1, 0), p, t1, 10 * p + t1 + 1)
+           for p in range(3) for t1 in range(2)]
+    cfg = MrcConfig(cc=CcConfig(base_rtt=10_000), **kw)  # type: ignore[arg-type]
+    return MrcQueuePair(2, 0, 1, 3, 4096, evs, config=cfg)
+
+
+def test_the_last_window_skips_a_plane_whose_packets_would_arrive_last() -> None:
+    q = planes_qp()
+    spray = q._sender.spray
+    good = q._sender.good
+    first = [good[p][0] for p in range(3)]
+    spray.delivered(0, first[0], 10 * US, False)  # the unloaded RTT: margin 3 us
+    spray.delivered(1, first[1], 11 * US, False)
+    spray.delivered(2, first[2], 20 * US, False)  # plane 2: a queue 10 us longer
+    ref = spray.ref
+    window = 1_000_000
+    late = spray.late_plane
+    # the fastest plane is never late; a plane within the margin is not either
+    assert not late(3, 0, 0, window, good) and not late(3, 1, 0, window, good)
+    # plane 2 is late while what is left takes less than its extra delay to send...
+    assert late(3, 2, 0, window, good)
+    assert late(3, 2, window // 2, window, good) == (20 * US > 13 * US + ref // 2)
+    # ...and not once the rest takes longer (its packet is not the last to arrive)
+    assert not late(3, 2, window - 1, window, good)
+    # an age older than one unloaded RTT says nothing of the queue now: try it again
+    assert not late(3 + 10 * US, 2, 0, window, good)
+    # the fastest plane counts only with a GOOD EV: without plane 0, plane 1 sets the pace
+    assert not late(3, 0, 0, window, [[], good[1], good[2]])
+    assert late(3, 2, 0, window, [[], good[1], good[2]])
+
+
+def test_a_qp_in_its_last_window_leaves_the_late_plane_to_the_others() -> None:
+    for aware in (True, False):
+        q = planes_qp(path_aware=aware)
+        snd = q._sender
+        good = snd.good
+        for p, age in ((0, 10 * US), (1, 10 * US), (2, 25 * US)):
+            snd.spray.delivered(0, good[p][0], age, False)
+        q.post_write(1, 1, 2 * 4096)  # far less than a window: the QP's last window
+        assert snd.unsent == 2 * 4096
+        late = q.poll(1, 2)
+        assert (late is None) == aware
+        assert q.poll(1, 0) is not None
+        assert snd.unsent == (4096 if aware else 0)
+
+
 # ====================================================================== a small fabric
 def small_lab(size: int = 2_000_000) -> dict:
     """A small version of degraded-t1s: 32 hosts, 4 T0 x 8, 8 T1, one T1 at 25%."""

@@ -18,6 +18,7 @@ cdef class Nscc:
     cdef public long long _adj_bytes, _adj_start, _fast_bytes
     cdef public long long decreases, quick_adapts, trims, ecn_acks, adjustments
     cdef public double avg_delay
+    cdef public long long _dec_at
 
     @cython.locals(delay=cython.longlong, target=cython.longlong, window=cython.longlong,
                    factor=cython.double, avg=cython.double)

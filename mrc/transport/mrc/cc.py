@@ -31,11 +31,11 @@ adjust_period_threshold    base_rtt                            after this many a
 The quadrants (chosen per ACK by its mark and its own delay): no ECN and low delay:
 proportional increase (``pi_gain`` x acked x (target - delay)/target: mrc-lab's own gain;
 UEC's ``alpha`` is not a header field); no ECN and high delay: fair increase (``fi`` per
-RTT); ECN with high delay: multiplicative decrease at most once per RTT, never below
-``max_md_jump``; ECN with low delay: nothing, a hot spot that load balancing moves off. A
-trim (NACK) is the strongest congestion signal: it halves the window once per RTT and arms
-quick adapt, which at the end of the measurement interval sets the window to what that
-interval delivered. A silent loss is a broken path, not congestion: by default it does not
+RTT); ECN with high delay: multiplicative decrease at most once per window of data (below),
+never below ``max_md_jump``; ECN with low delay: nothing, a hot spot that load balancing
+moves off. A trim (NACK) is the strongest congestion signal: it halves the window once per
+RTT and arms quick adapt, which at the end of the measurement interval sets the window to
+what that interval delivered. A silent loss is a broken path, not congestion: by default it does not
 touch the window (``loss_md_factor``).
 
 The decrease is sized by the *smoothed* queueing delay, as UEC's reference code sizes it
@@ -56,6 +56,23 @@ RTT instead of its delay; under a fabric that marks above the target delay (a st
 most ACKs of a loaded fabric are such, the average never reaches the target, no decrease
 happens, and the queues grow until sprayed packets look lost (four slow T1s: 1.30x,
 1,470 retransmissions). Here every ACK's delay counts.
+
+Once per window of data, not once per time: a decrease (or a quick adapt) answers the
+window that was in flight, so a mark echoed on a packet sent *before* the last decrease is
+old news and cuts nothing, however late it comes back; and a quick-adapt interval counts only
+ACKs of packets sent after it (the first such ACK opens the interval). That is TCP's rule for
+ECN (RFC 3168 section 6.1.2: react at most once per window of data); the reference code holds
+the decrease for one base RTT after the last one (``_last_dec_time``), and this profile held
+it for the latest RTT sample. Why it matters: with a queue of several base RTTs (an 8-to-1
+incast's start-up: RTTs of 40-58 us against a base RTT of 7.8 us), a time hold expires while
+marks from before the cut are still coming back, and they cut again; and the cut itself
+makes the sender pause until half the window is acknowledged, which shows an RTT later as a
+gap in its ACKs: an interval spanning it "delivers" a few KB, and quick adapt took the window
+to 4-40 KB (the flow that drew it fell behind and finished alone, its window too small to fill
+the receiver). Measured (``benchmarks/acceptance_transport.py`` item 5, idle time of the
+receiver's downlinks): the idle time while every sender still had data fell from ~11 to
+~0.5 port-microseconds per run; on ``degraded-t1s`` with four slow T1s of eight (htsim's
+matrix) the slowest flow went from 1.172 to 1.128x the ideal.
 
 Rate hints: the NCCL plugin passes ``NCCL_MRC_CC_INIT_RATE`` / ``MIN_RATE`` / ``MAX_RATE``
 in the QP hint (vendor data; the unit is not published, read here as Mb/s). A window
@@ -238,7 +255,7 @@ class Nscc:
                  "qa_floor", "learn_base_rtt", "loss_md", "adjust_bytes", "adjust_period",
                  "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked", "_qa_armed",
                  "_inc", "_adj_bytes", "_adj_start", "_fast_bytes", "decreases", "quick_adapts",
-                 "trims", "ecn_acks", "adjustments", "avg_delay")
+                 "trims", "ecn_acks", "adjustments", "avg_delay", "_dec_at")
 
     def __init__(self, cfg: CcConfig) -> None:
         bdp = max(cfg.bdp_bytes, cfg.min_window_bytes)
@@ -267,6 +284,9 @@ class Nscc:
         self.adjust_period = cfg.adjust_period_ps
         self._rtt = cfg.base_rtt_ps  # latest sample: "once per RTT" means this long
         self._hold_until = 0  # no multiplicative decrease before this time
+        #: time of the last decrease (or quick adapt): an ACK of a packet sent before it
+        #: reports on the window that decrease already answered
+        self._dec_at = -(1 << 62)
         self._qa_interval = cfg.base_rtt_ps + self.target
         self._qa_start = 0
         self._qa_acked = 0
@@ -299,7 +319,7 @@ class Nscc:
             self.ecn_acks += 1
             self._fast_bytes = 0
             avg = self.avg_delay
-            if delay > target and avg > target and now >= self._hold_until:
+            if delay > target and avg > target and now - self._rtt >= self._dec_at:
                 self._decrease(now, max(self.max_md_jump, 1.0 - self.gamma * (avg - target) / avg))
             # ECN with low delay: a hot path, not a full bottleneck; load balancing reacts
             return
@@ -349,6 +369,7 @@ class Nscc:
         self._adj_bytes = 0
         self._adj_start = now
         self._hold_until = now + self._rtt
+        self._dec_at = now
         self.decreases += 1
 
     def _quick_adapt(self, now: int, acked_bytes: int, delay: int) -> bool:
@@ -357,6 +378,15 @@ class Nscc:
         window to what was delivered. True when it acted."""
         if delay > self.qa_delay:
             self._qa_armed = True
+        if now - self._rtt < self._dec_at:
+            # the ACK of a packet sent before the last decrease: it measures the old window,
+            # and the pause the decrease makes shows up as a gap an RTT later; measure anew
+            self._qa_start = -1
+            return False
+        if self._qa_start < 0:  # the first ACK of a packet sent since: a new interval
+            self._qa_start = now
+            self._qa_acked = acked_bytes
+            return False
         if now - self._qa_start < self._qa_interval:
             self._qa_acked += acked_bytes
             return False
@@ -366,6 +396,7 @@ class Nscc:
             self.window = max(self.min_window, achieved)
             self._inc = 0.0
             self._hold_until = now + self._rtt
+            self._dec_at = now
             self.quick_adapts += 1
             acted = True
         self._qa_start = now

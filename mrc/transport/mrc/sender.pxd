@@ -31,10 +31,12 @@ cdef class Sender:
     cdef public object sent_on_qp
     cdef public long long una, _mpr_psns, _max_wimm, wimm_out
     cdef public object held
+    cdef public long long unsent
 
     cpdef post(self, Msg msg)
     cpdef bint has_work(self) except? False
-    @cython.locals(good=list, pipe=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
+    @cython.locals(good=list, pipe=cython.longlong, window=cython.longlong,
+                   unsent=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
                    length=cython.longlong)
     cpdef poll(self, long long now, long long plane)
     @cython.locals(e=Ev, tx=cython.longlong, item=tuple, length=cython.longlong,

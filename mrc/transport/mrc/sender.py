@@ -46,7 +46,7 @@ class Sender:
                  "_ack_req_on_last", "_completions", "_overdue",
                  "good", "spray", "_pick_ev", "queue", "cur", "snd_nxt",
                  "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
-                 "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held")
+                 "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held", "unsent")
 
     def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
         cfg = qp.config
@@ -94,10 +94,14 @@ class Sender:
         self._max_wimm = cfg.max_wimm
         self.wimm_out = 0  # WRITEs with immediate posted and not yet completed
         self.held: deque[Msg] = deque()  # posts waiting for a WRITE-with-immediate slot
+        #: bytes posted and not yet segmented: under one window, the QP is in its last
+        #: window and skips late planes (:meth:`.spray.Spray.late_plane`)
+        self.unsent = 0
 
     def post(self, msg: Msg) -> None:
         """Queue a WRITE behind the ones already posted (held while ``max_wimm`` WRITEs with
         immediate are outstanding and this one, or one before it, has an immediate)."""
+        self.unsent += msg.length
         if self.held or (msg.imm is not None and self.wimm_out >= self._max_wimm):
             self.held.append(msg)
             self.stats.wimm_waits += 1
@@ -125,8 +129,13 @@ class Sender:
         if not good:
             return None
         pipe = self.pipe
-        if pipe and pipe >= self.cc.window:
+        window = self.cc.window
+        if pipe and pipe >= window:
             return None
+        unsent = self.unsent
+        if unsent < window and self.spray.tail and self.spray.late_plane(
+                now, plane, unsent, window, self.good):
+            return None  # the last window goes on the QP's faster planes
         retx = self.retx
         while retx:
             seg = retx.popleft()
@@ -147,6 +156,7 @@ class Sender:
         seg = Seg(self.snd_nxt, msg, offset, length)
         self.snd_nxt += 1
         msg.next_offset = offset + length
+        self.unsent -= length
         msg.unacked += 1
         if msg.next_offset >= msg.length:
             msg.segmented = True

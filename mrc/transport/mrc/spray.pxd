@@ -12,11 +12,17 @@ cdef class Spray:
     cdef public long long ref, floor, margin
     cdef public double _margin_f
     cdef public long long _step, _horizon, _now_min, _old_min, _min_until
+    cdef public bint tail
+    cdef public list plane_age, plane_at
 
-    @cython.locals(ref=cython.longlong)
+    @cython.locals(ref=cython.longlong, plane=cython.longlong)
     cpdef delivered(self, long long now, Ev e, long long age, bint marked)
     @cython.locals(recent=cython.longlong)
     cpdef long long slow_after(self) except? -1
+    @cython.locals(a=cython.longlong, fresh=cython.longlong, at=list, ages=list,
+                   best=cython.longlong, b=cython.longlong, p=Py_ssize_t)
+    cpdef bint late_plane(self, long long now, long long plane, long long unsent,
+                          long long window, list good) except? False
     cpdef _set_floor(self, long long age)
     @cython.locals(n=cython.longlong, e=Ev, count=Py_ssize_t, i=Py_ssize_t)
     cpdef Ev pick(self, long long plane, list good, Ev avoid)
