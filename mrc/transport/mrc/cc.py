@@ -74,6 +74,24 @@ receiver's downlinks): the idle time while every sender still had data fell from
 ~0.5 port-microseconds per run; on ``degraded-t1s`` with four slow T1s of eight (htsim's
 matrix) the slowest flow went from 1.172 to 1.128x the ideal.
 
+Regrowth after a drain is not what the incast's tail lacks (measured; nothing changed for
+it). When a competing flow finishes and the queue empties, the reference code's increase is
+window-independent until delay stays below 1 us for a whole window: ``alpha`` x acked x
+(target - delay) divided by the window at each adjustment, i.e. 4 x MTU x a x target/12 us per
+RTT (42 KB on lab-8plane), plus ``eta`` once per base RTT; only then ``fi_scale`` x acked per
+ACK (replacing the proportional term). This profile's proportional term is ``pi_gain`` x acked
+(the window doubles per RTT at zero delay), ``eta`` comes at every adjustment below target, and
+the fast increase is added on top: at least the reference's growth in every quadrant. On the
+8-to-1 incast (``benchmarks/acceptance_transport.py`` item 5, seeds 1-16; per-seed sd 0.5
+points) the receiver's share barely follows the regrowth speed: ``pi_gain`` 0.5 / 1 / 2 / 8
+gave 93.32 / 93.40 / 93.54 / 93.10% (mean), the reference's eta schedule 93.29%; faster growth
+makes the flows drift apart earlier (``pi_gain`` 8, seeds 1-4: the first sender finishes
+at 258-324 us instead of 323-338 us), which the tail then pays for. The last flow lags because
+of decreases earlier in the run (at seed 1: a quick adapt armed in the start-up, by trims
+before 30 us and long delays until 116 us, fired at 293 us, 245 -> 115 KB, because intervals
+reopened after each decrease seldom complete); clearing such stale arming (at each decrease,
+or when an interval opens) measured 93.27-93.32% (seed 1: 92.70%), so it is not done.
+
 Rate hints: the NCCL plugin passes ``NCCL_MRC_CC_INIT_RATE`` / ``MIN_RATE`` / ``MAX_RATE``
 in the QP hint (vendor data; the unit is not published, read here as Mb/s). A window
 algorithm turns a rate into a window of rate x base RTT: the initial, smallest and largest
