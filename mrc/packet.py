@@ -27,6 +27,11 @@ from __future__ import annotations
 
 from typing import Final
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 # ---------------------------------------------------------------- packet kinds
 DATA: Final = 0
 ACK: Final = 1
@@ -107,9 +112,16 @@ def psn_diff(a: int, b: int) -> int:
     return d - 0x1000000 if d >= 0x800000 else d  # PSN_MOD, PSN_MOD // 2
 
 
+@cython.freelist(4096)
+@cython.no_gc
+@cython.cclass
 class Packet:
     """One packet in flight. Plain attributes (``__slots__``) because the simulator moves
-    millions of them; build with keywords, unset fields take neutral values."""
+    millions of them; build with keywords, unset fields take neutral values.
+
+    Compiled, freed packets are kept for reuse (``freelist``: two packets are made per
+    delivered DATA packet) and the cycle collector never tracks them (``no_gc``: a packet
+    refers to ints, bytes and a bytearray only, so it can be part of no cycle)."""
 
     __slots__ = (
         # transport (inner) fields

@@ -18,7 +18,6 @@ cdef class Sender:
     cdef public bint _ack_req_on_last, _completions, _overdue
     cdef public list good
     cdef public Spray spray
-    cdef public object _pick_ev  # spray.pick, bound once
     cdef public object queue
     cdef public Msg cur
     cdef public long long snd_nxt

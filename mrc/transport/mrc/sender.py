@@ -44,7 +44,7 @@ class Sender:
 
     __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
                  "_ack_req_on_last", "_completions", "_overdue",
-                 "good", "spray", "_pick_ev", "queue", "cur", "snd_nxt",
+                 "good", "spray", "queue", "cur", "snd_nxt",
                  "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
                  "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held")
 
@@ -68,7 +68,6 @@ class Sender:
         self.good = paths.good
         planes = len(paths.plane_evs)
         self.spray = Spray(qp, paths)
-        self._pick_ev = self.spray.pick
 
         # ---- messages and segments
         self.queue: deque[Msg] = deque()  # posted, not yet fully segmented (after cur)
@@ -159,7 +158,7 @@ class Sender:
         return self._transmit(now, seg, plane, good, False)
 
     def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
-        e = self._pick_ev(plane, good, seg.ev if retx else None)
+        e = self.spray.pick(plane, good, seg.ev if retx else None)
         self._tx += 1
         tx = self._tx
         seg.ev = e
