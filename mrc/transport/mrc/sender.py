@@ -29,6 +29,7 @@ from mrc.packet import (
     IMMDT_BYTES,
     PSN_MASK,
     Packet,
+    make_packet,
 )
 from mrc.transport.base import EVENT_SEND_COMPLETED, TransportEvent
 from mrc.transport.memory import segment_digest
@@ -201,11 +202,10 @@ class Sender:
             data = None
             digest = segment_digest(msg.key, offset, length)
         size = DATA_HEADER_BYTES + length + (IMMDT_BYTES if flags & FLAG_IMM else 0)
-        return Packet(DATA, self.host, self.peer, self.peer_qpn,
-                      (self.psn0 + seg.seq) & PSN_MASK, ev=e.ev, msg_id=msg.msg_id,
-                      offset=offset, length=length, msg_len=msg.length, flags=flags, ts=now,
-                      imm=imm, da=e.address, size=size, payload=data, digest=digest,
-                      plane=plane)
+        return make_packet(DATA, self.host, self.peer, self.peer_qpn,
+                           (self.psn0 + seg.seq) & PSN_MASK, e.ev, msg.msg_id, offset, length,
+                           msg.length, flags, now, imm, 0, 0, 0, e.address, size, data, digest,
+                           plane)
 
     def completed(self, now: int, msg: Msg) -> None:
         """Every segment of ``msg`` was acknowledged (recovery tells)."""
