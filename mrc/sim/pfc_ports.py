@@ -421,9 +421,13 @@ class PfcNicPort(NicPort, PauseState):
             pkt = self._parked
             self._parked = None
         else:
-            agent = self.host.agent
+            host = self.host
+            nic = host.nic
+            agent = host.agent
             pkt = None
-            if agent is not None and self._parked is None:
+            if nic is not None and self._parked is None:
+                pkt = nic.pull(now, self.plane)
+            elif agent is not None and self._parked is None:
                 pkt = agent.pull(now, self.plane)
                 if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
                     self._parked = pkt  # the agent ignored the pause: hold it back
