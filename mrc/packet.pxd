@@ -24,3 +24,9 @@ cpdef long long psn_add(long long psn, long long n) noexcept
 @cython.locals(d=cython.longlong)
 cpdef long long psn_diff(long long a, long long b) noexcept
 cpdef long long natural_size(long long kind, long long length=*, long long flags=*)
+@cython.locals(pkt=Packet)
+cpdef Packet make_packet(long long kind, long long src, long long dst, long long qpn,
+                         long long psn, long long ev, long long msg_id, offset,
+                         long long length, msg_len, long long flags, long long ts,
+                         long long imm, long long echo_psn, long long sack_base, sack, da,
+                         long long size, payload, digest, long long plane)

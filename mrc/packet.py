@@ -27,6 +27,11 @@ from __future__ import annotations
 
 from typing import Final
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 # ---------------------------------------------------------------- packet kinds
 DATA: Final = 0
 ACK: Final = 1
@@ -107,9 +112,16 @@ def psn_diff(a: int, b: int) -> int:
     return d - 0x1000000 if d >= 0x800000 else d  # PSN_MOD, PSN_MOD // 2
 
 
+@cython.freelist(4096)
+@cython.no_gc
+@cython.cclass
 class Packet:
     """One packet in flight. Plain attributes (``__slots__``) because the simulator moves
-    millions of them; build with keywords, unset fields take neutral values."""
+    millions of them; build with keywords, unset fields take neutral values.
+
+    Compiled, freed packets are kept for reuse (``freelist``: two packets are made per
+    delivered DATA packet) and the cycle collector never tracks them (``no_gc``: a packet
+    refers to ints, bytes and a bytearray only, so it can be part of no cycle)."""
 
     __slots__ = (
         # transport (inner) fields
@@ -192,6 +204,46 @@ class Packet:
     def fields(self) -> dict[str, object]:
         """All slots as a dict (tests and debugging; never on a hot path)."""
         return {name: getattr(self, name) for name in self.__slots__}
+
+
+def make_packet(kind: int, src: int, dst: int, qpn: int, psn: int, ev: int, msg_id: int,
+                offset: int, length: int, msg_len: int, flags: int, ts: int, imm: int,
+                echo_psn: int, sack_base: int, sack: int, da: int, size: int,
+                payload: bytes | None, digest: int, plane: int) -> Packet:
+    """``Packet(kind, src, dst, qpn, psn, ev=ev, ...)`` with every one of these fields given
+    (the rest as ``Packet`` sets them: ECT(0), untrimmed, default hop limit, priority 0), for
+    the transports' per-packet paths: compiled, this is a C call that fills the fields
+    directly, where the keyword call boxes every field and parses the keywords
+    (``tests/test_packet.py`` checks that both make the same packet)."""
+    pkt = Packet.__new__(Packet)
+    pkt.kind = kind
+    pkt.src = src
+    pkt.dst = dst
+    pkt.qpn = qpn
+    pkt.psn = psn
+    pkt.ev = ev
+    pkt.msg_id = msg_id
+    pkt.offset = offset
+    pkt.length = length
+    pkt.msg_len = msg_len
+    pkt.flags = flags
+    pkt.ts = ts
+    pkt.imm = imm
+    pkt.echo_psn = echo_psn
+    pkt.sack_base = sack_base
+    pkt.sack = sack
+    pkt.da = da
+    pkt.ecn = ECN_ECT0
+    pkt.trimmed = False
+    pkt.size = size
+    pkt.hop_limit = DEFAULT_HOP_LIMIT
+    pkt.payload = payload
+    pkt.digest = digest
+    pkt.plane = plane
+    pkt.hop_epoch = 0
+    pkt.prio = 0
+    pkt.frame = None
+    return pkt
 
 
 def natural_size(kind: int, length: int = 0, flags: int = 0) -> int:

@@ -266,8 +266,8 @@ def test_removed_qp_stops_sending_and_its_packets_are_unknown() -> None:
     """``remove`` (what a connection abort does) takes a QP off the NIC at once."""
     with LiveStack(SPEC, seed=4, bin_ps=5_000_000, dilation=5000) as stack:
         conn = stack.open("mrc", 0, 2, {})
-        h0, h2 = stack.nics[0], stack.nics[2]
-        assert h2._qp_ports[conn.receiver.qpn] == []  # the responder only answers
+        h0 = stack.nics[0]
+        assert conn.receiver.nic_ports == []  # the responder only answers
         stack.sim.at(0, lambda _: conn.write(0, 64_000_000))
         # run until ACKs flow back (modelled time: a loaded machine posts late), so that
         # some are still in flight when the QP goes; the 64 MB write lasts ~700 us
@@ -280,7 +280,7 @@ def test_removed_qp_stops_sending_and_its_packets_are_unknown() -> None:
         assert sent > 0
         h0.remove(conn.sender)
         h0.remove(conn.sender)  # idempotent
-        assert conn.sender.qpn not in h0.qps and conn.sender.qpn not in h0._timers
+        assert conn.sender.qpn not in h0.qps and conn.sender.nic_timer == -1
         stack.sim.run(until + 20_000_000)
         assert h0.counters["tx_datagrams"] == sent  # nothing more left h0
         assert h0.counters["rx_unknown_qpn"] > 0  # the ACKs still in flight found no QP

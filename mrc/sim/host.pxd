@@ -3,14 +3,19 @@ cimport cython
 from mrc.packet cimport Packet
 from mrc.sim.engine cimport Simulator
 from mrc.sim.ports cimport OutPort
+from mrc.sim.nic_driver cimport NicDriver
 
 cdef long long LOST_EPOCH, _ETH
 
 cdef class Host:
     cdef public object name, net
+    cdef public Simulator sim
     cdef public long long index
     cdef public list ports
-    cdef public object agent, _on_receive
+    cdef public object agent
+    cdef public NicDriver nic
+    cdef public object _on_receive
+    cdef public bint _rx_nic
     cdef public long long rx_packets, rx_bytes
     cdef public dict drops
 
@@ -29,7 +34,8 @@ cdef class NicPort(OutPort):
     cpdef tuple backlog(self)
     cpdef _tx_done(self, long long epoch)
     @cython.locals(pkt=Packet, size=cython.longlong, ppb=cython.longlong,
-                   end=cython.longlong, epoch=cython.longlong, sim=Simulator)
+                   end=cython.longlong, epoch=cython.longlong, sim=Simulator, host=Host,
+                   nic=NicDriver)
     cpdef _next(self, long long now)
     cpdef long long set_down(self) except? -1
     cpdef set_up(self)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mrc.packet import Packet
+from mrc.sim.nic_driver import NicDriver
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from topology import usid
 from topology.spec import ETHERNET_OVERHEAD_BYTES
@@ -27,16 +28,21 @@ class Host:
     """A host (NIC) with one port per plane. It delivers what arrives to its agent and lets
     the agent fill idle ports (``HostAgent.pull``)."""
 
-    __slots__ = ("name", "net", "index", "ports", "agent", "_on_receive", "rx_packets",
-                 "rx_bytes", "drops")
+    __slots__ = ("name", "net", "sim", "index", "ports", "agent", "nic", "_on_receive",
+                 "_rx_nic", "rx_packets", "rx_bytes", "drops")
 
     def __init__(self, net: Network, index: int, name: str) -> None:
         self.name = name
         self.net = net
+        self.sim = net.sim
         self.index = index
         self.ports: list[NicPort] = []  # by plane
         self.agent: HostAgent | None = None
+        #: the agent when it is a NIC driver (the transports' NIC): the ports and this host
+        #: call it directly (a C call when compiled) instead of through a bound method
+        self.nic: NicDriver | None = None
         self._on_receive: Callable[[int, Packet], None] | None = None
+        self._rx_nic = False  # arrivals go to ``nic.on_receive`` (not stalled)
         self.rx_packets = 0
         self.rx_bytes = 0
         self.drops: dict[str, int] = {}
@@ -48,6 +54,8 @@ class Host:
         """Give the NIC to ``agent``; call ``kick_all`` (or let the agent do it) to start."""
         self.agent = agent
         self._on_receive = agent.on_receive
+        self.nic = agent if isinstance(agent, NicDriver) else None
+        self._rx_nic = self.nic is not None
 
     def send_control(self, pkt: Packet) -> None:
         """Send on port ``pkt.plane``'s priority queue; dropped (and counted) if it is down."""
@@ -70,6 +78,7 @@ class Host:
             self._on_receive = self._drop_stalled
         else:
             self._on_receive = agent.on_receive if agent is not None else None
+        self._rx_nic = not stalled and self.nic is not None
 
     def _drop_stalled(self, now: int, pkt: Packet) -> None:
         self.drops["rx_stalled"] = self.drops.get("rx_stalled", 0) + 1
@@ -84,8 +93,10 @@ class Host:
             return
         self.rx_packets += 1
         self.rx_bytes += pkt.size
-        if self._on_receive is not None:
-            self._on_receive(self.net.sim.now, pkt)
+        if self._rx_nic:
+            self.nic.on_receive(self.sim.now, pkt)  # type: ignore[union-attr]
+        elif self._on_receive is not None:
+            self._on_receive(self.sim.now, pkt)
 
     def stats(self) -> dict[str, object]:
         return {"host": self.name, "rx_packets": self.rx_packets, "rx_bytes": self.rx_bytes,
@@ -150,8 +161,13 @@ class NicPort(OutPort):
             pkt = hq.popleft()
             self._hqb -= pkt.size
         else:
-            agent = self.host.agent
-            pkt = agent.pull(now, self.plane) if agent is not None else None
+            host = self.host
+            nic = host.nic
+            if nic is not None:
+                pkt = nic.pull(now, self.plane)
+            else:
+                agent = host.agent
+                pkt = agent.pull(now, self.plane) if agent is not None else None
             if pkt is None:
                 if hq:  # the agent queued control while we asked it for data
                     pkt = hq.popleft()

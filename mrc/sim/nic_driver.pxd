@@ -15,26 +15,25 @@ cdef class NicDriver:
     cdef public bint _defer, strict
     cdef public dict qps
     cdef public list _senders, _rr
-    cdef public dict _qp_ports, _floor, _timers
     cdef public Py_ssize_t _kick_from
     cdef public set _down
     cdef public dict counters
     cdef public object first_rejection
     cdef public dict recorders
 
-    @cython.locals(floor=cython.longlong, control=list, qp=QpBase)
+    @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase)
     cpdef pull(self, long long now, long long plane)
     @cython.locals(before=cython.longlong, placed=cython.longlong, qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
-    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t)
+    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list)
     cpdef _kick(self, QpBase qp, long long now)
     @cython.locals(control=list)
     cpdef _service(self, QpBase qp, long long now)
-    @cython.locals(at=cython.longlong)
+    @cython.locals(at=cython.longlong, scheduled=cython.longlong)
     cpdef _arm(self, QpBase qp, long long now)
     cpdef _send_polled(self, list control, long long now)
     @cython.locals(pkt=Packet)
     cpdef _send_control(self, list control, long long now)
     cpdef _send_later(self, list control)
-    @cython.locals(now=cython.longlong)
+    @cython.locals(now=cython.longlong, armed=cython.longlong)
     cpdef _on_timer(self, QpBase qp)

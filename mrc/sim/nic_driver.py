@@ -131,12 +131,9 @@ class NicDriver:
         planes = len(ports)
         self._senders: list[list[QueuePair]] = [[] for _ in range(planes)]
         self._rr = [0] * planes
-        #: The ports each QP sends on (by QPN), and the soonest deadline a poll can create
-        #: (``poll_timer_floor_ps``; 0: unknown).
-        self._qp_ports: dict[int, list[Any]] = {}
-        self._floor: dict[int, int] = {}
-        #: The time of the wake-up armed for each QP (by QPN).
-        self._timers: dict[int, int] = {}
+        # Per QP, on the QP itself (``QpBase.nic_ports``, ``nic_floor``, ``nic_timer``): the
+        # ports it sends on, the soonest deadline a poll can create (``poll_timer_floor_ps``)
+        # and the time of the wake-up armed for it.
         self._kick_from = 0
         #: planes whose NIC port has lost its link
         self._down: set[int] = set()
@@ -157,8 +154,9 @@ class NicDriver:
         mine = sorted(set(planes))
         for plane in mine:
             self._senders[plane].append(qp)
-        self._qp_ports[qp.qpn] = [self.ports[plane] for plane in mine]
-        self._floor[qp.qpn] = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
+        qp.nic_ports = [self.ports[plane] for plane in mine]
+        qp.nic_floor = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
+        qp.nic_timer = -1
 
     def remove(self, qp: QueuePair) -> None:
         """Destroy ``qp`` here: it stops sending at once, its wake-up does nothing and later
@@ -169,9 +167,9 @@ class NicDriver:
         for senders in self._senders:
             if qp in senders:
                 senders.remove(qp)
-        self._qp_ports.pop(qp.qpn, None)
-        self._floor.pop(qp.qpn, None)
-        self._timers.pop(qp.qpn, None)
+        qp.nic_ports = []
+        qp.nic_floor = 0
+        qp.nic_timer = -1
 
     # ----------------------------------------------------------------- the ports' side
     def pull(self, now: int, plane: int) -> Packet | None:
@@ -189,10 +187,10 @@ class NicDriver:
         control = qp.take_control()
         if control:
             self._send_polled(control, now)
-        floor = self._floor[qp.qpn]
+        floor = qp.nic_floor
         if floor:
-            scheduled = self._timers.get(qp.qpn)
-            if scheduled is not None and scheduled <= now + floor:
+            scheduled = qp.nic_timer
+            if 0 <= scheduled <= now + floor:
                 if qp.events:
                     drain_events(qp, self.on_event)
                 return pkt  # a poll cannot have created a deadline before the armed timer
@@ -267,7 +265,7 @@ class NicDriver:
         n = len(ports)
         start = self._kick_from
         self._kick_from = start + 1 if start + 1 < n else 0
-        mine = self._qp_ports.get(qp.qpn, ())
+        mine = qp.nic_ports
         if len(mine) == n:
             for i in range(start, n):
                 ports[i].kick()
@@ -313,10 +311,10 @@ class NicDriver:
         """Schedule a wake-up for ``qp``'s earliest deadline unless one is armed before it."""
         deadline = qp.next_timer()
         if deadline is not None:
-            scheduled = self._timers.get(qp.qpn)
-            if scheduled is None or deadline < scheduled:
+            scheduled = qp.nic_timer
+            if scheduled < 0 or deadline < scheduled:
                 at = deadline if deadline > now else now
-                self._timers[qp.qpn] = at
+                qp.nic_timer = at
                 self.sched.at(at, self._on_timer, qp)
 
     def _send_polled(self, control: list[Packet], now: int) -> None:
@@ -350,15 +348,14 @@ class NicDriver:
         if self.qps.get(qp.qpn) is not qp:
             return  # destroyed
         now = self.sched.now
-        timers = self._timers
-        armed = timers.get(qp.qpn)
-        if armed is not None and armed <= now:  # this wake-up (or one at its time) is it
-            del timers[qp.qpn]
+        armed = qp.nic_timer
+        if 0 <= armed <= now:  # this wake-up (or one at its time) is it
+            qp.nic_timer = -1
         deadline = qp.next_timer()
         if deadline is not None and deadline <= now:
             qp.handle_timer(now)
             self._service(qp, now)
             self._kick(qp, now)
-        elif deadline is not None and qp.qpn not in timers:
-            timers[qp.qpn] = deadline
+        elif deadline is not None and qp.nic_timer < 0:
+            qp.nic_timer = deadline
             self.sched.at(deadline, self._on_timer, qp)

@@ -4,7 +4,8 @@
 cimport cython
 from mrc.packet cimport Packet
 from mrc.sim.engine cimport Simulator
-from mrc.sim.host cimport NicPort
+from mrc.sim.host cimport Host, NicPort
+from mrc.sim.nic_driver cimport NicDriver
 from mrc.sim.pfc cimport PfcIngress
 from mrc.sim.ports cimport OutPort
 
@@ -74,6 +75,7 @@ cdef class PfcNicPort(NicPort):
     @cython.locals(now=cython.longlong, port=PfcPort)
     cpdef _arrive_switch(self, Packet pkt)
     @cython.locals(pkt=Packet, size=cython.longlong, ppb=cython.longlong,
-                   end=cython.longlong, epoch=cython.longlong, sim=Simulator)
+                   end=cython.longlong, epoch=cython.longlong, sim=Simulator, host=Host,
+                   nic=NicDriver)
     cpdef _next(self, long long now)
     cpdef long long set_down(self) except? -1

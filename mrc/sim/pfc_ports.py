@@ -76,7 +76,7 @@ class PfcPort(OutPort, PauseState):
         kind = pkt.kind
         lossless = kind == DATA and pkt.prio == self.pfc_prio
         if self.busy_until <= now:
-            if self.hq or self.q or self.lq:
+            if self._hqb or self._qb or self._lqb:
                 self._drain(now)
             if self.busy_until <= now and not (lossless and (self.paused or self.storm)):
                 size = pkt.size
@@ -173,7 +173,7 @@ class PfcPort(OutPort, PauseState):
         if self._clock_at != now:
             return  # superseded
         self._clock_at = -1
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
+        if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
         if self.lq and not self.paused and self.busy_until > now:
             self._arm_clock()
@@ -184,7 +184,7 @@ class PfcPort(OutPort, PauseState):
             self._lost(pkt)
             return False
         now = self.sim.now
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
+        if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
         self.delivered += 1
         if self._tap is not None:
@@ -212,7 +212,7 @@ class PfcPort(OutPort, PauseState):
         now = self.sim.now
         if pkt.hop_epoch == LOST_EPOCH:
             self._drop(pkt, "loss")
-            if self.busy_until <= now and (self.hq or self.q or self.lq):
+            if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
                 self._drain(now)
         else:
             self._drop(pkt, "link_down")
@@ -224,7 +224,7 @@ class PfcPort(OutPort, PauseState):
             return
         now = self.sim.now
         self.pause_sent += 1
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
+        if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
         if self.busy_until <= now:
             size = frame.size
@@ -240,12 +240,12 @@ class PfcPort(OutPort, PauseState):
             self._arm_clock()  # the frame starts when the one in flight ends: exactly then
 
     def _pause_begin(self, now: int) -> None:
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
+        if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)  # departures that began before the PAUSE arrived
         self.paused = True
 
     def _pause_end(self, now: int) -> None:
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
+        if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)  # best effort that went while paused
         self.paused = False
         if self.busy_until < now:
@@ -296,7 +296,7 @@ class PfcPort(OutPort, PauseState):
     # ------------------------------------------------------------------ slow path
     def sync(self) -> None:
         now = self.sim.now
-        if self.busy_until <= now and (self.hq or self.q or self.lq):
+        if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
 
     def backlog(self) -> tuple[int, int, int, int]:
@@ -421,9 +421,13 @@ class PfcNicPort(NicPort, PauseState):
             pkt = self._parked
             self._parked = None
         else:
-            agent = self.host.agent
+            host = self.host
+            nic = host.nic
+            agent = host.agent
             pkt = None
-            if agent is not None and self._parked is None:
+            if nic is not None and self._parked is None:
+                pkt = nic.pull(now, self.plane)
+            elif agent is not None and self._parked is None:
                 pkt = agent.pull(now, self.plane)
                 if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
                     self._parked = pkt  # the agent ignored the pause: hold it back

@@ -103,6 +103,8 @@ class OutPort:
         self.hq: deque[Packet] = deque()
         self._qb = 0  # bytes in ``q`` (including packets that virtually left)
         self._hqb = 0
+        # (the byte counts also say whether a queue holds anything: every packet has bytes,
+        # and the hot paths test them rather than the deques, which they need not touch)
         self.buffer_bytes = spec.buffer_bytes
         self.trim_threshold = int(spec.trim_threshold_bytes)  # type: ignore[arg-type]
         self.trimming = spec.trimming
@@ -137,7 +139,7 @@ class OutPort:
             return
         now = self.sim.now
         if self.busy_until <= now:
-            if self.hq or self.q:
+            if self._hqb or self._qb:
                 self._drain(now)  # departures due by now, before this packet is admitted
             if self.busy_until <= now:
                 # Idle: serialize now; its arrival is the only event this hop needs.
@@ -214,7 +216,7 @@ class OutPort:
             self._lost(pkt)
             return False
         now = self.sim.now
-        if self.busy_until <= now and (self.hq or self.q):
+        if self.busy_until <= now and (self._hqb or self._qb):
             self._drain(now)
         self.delivered += 1
         if self._tap is not None:
@@ -244,7 +246,7 @@ class OutPort:
         now = self.sim.now
         if pkt.hop_epoch == LOST_EPOCH:
             self._drop(pkt, "loss")
-            if self.busy_until <= now and (self.hq or self.q):
+            if self.busy_until <= now and (self._hqb or self._qb):
                 self._drain(now)
         else:
             self._drop(pkt, "link_down")
@@ -281,7 +283,7 @@ class OutPort:
     def sync(self) -> None:
         """Apply departures due by now (before a change of rate, loss or state)."""
         now = self.sim.now
-        if self.busy_until <= now and (self.hq or self.q):
+        if self.busy_until <= now and (self._hqb or self._qb):
             self._drain(now)
 
     def backlog(self) -> tuple[int, int, int, int]:

@@ -7,12 +7,15 @@ cdef class Switch:
     cdef public object name, net
     cdef public long long plane, tier, index, usid, _block
     cdef public dict _next, _ua
+    cdef public long long _next_first, _ua_first
+    cdef public list _next_ports, _ua_ports
     cdef public list uplinks, downlinks
     cdef public bint up
     cdef public dict drops
 
     cpdef receive(self, Packet pkt)
-    @cython.locals(active=cython.longlong, own=cython.longlong, shift=cython.int)
+    @cython.locals(top=cython.ulonglong, active=cython.longlong, own=cython.longlong,
+                   shift=cython.int, i=Py_ssize_t)
     cpdef object forward(self, Packet pkt)
     cpdef _no_route(self, Packet pkt)
     cpdef _count_drop(self, Packet pkt, str reason)

@@ -28,6 +28,7 @@ class Switch:
     """A T0 or T1 of one plane, forwarding by uSID shift-and-forward from static tables."""
 
     __slots__ = ("name", "net", "plane", "tier", "index", "usid", "_block", "_next", "_ua",
+                 "_next_first", "_next_ports", "_ua_first", "_ua_ports",
                  "uplinks", "downlinks", "up", "drops")
 
     def __init__(self, net: Network, name: str, plane: int, tier: int, index: int) -> None:
@@ -43,6 +44,12 @@ class Switch:
         self._next: dict[int, OutPort] = {}
         #: uA entries (T0 only): local port uSID -> downlink, shifted once more.
         self._ua: dict[int, OutPort] = {}
+        #: The same two tables as lists indexed by uSID - first key (None: no entry), which
+        #: ``forward`` reads: a list index costs less than boxing a uSID for a dict lookup.
+        self._next_first = 0
+        self._next_ports: list[OutPort | None] = []
+        self._ua_first = 0
+        self._ua_ports: list[OutPort | None] = []
         self.uplinks: list[OutPort] = []
         self.downlinks: list[OutPort] = []
         self.up = True  # a dead switch also holds all its links down (mrc.sim.faults)
@@ -77,6 +84,8 @@ class Switch:
                     self._ua[value] = port
                 else:
                     raise ValueError(f"{self.name}: unknown action {rule.action!r}")
+        self._next_first, self._next_ports = _dense(self._next)
+        self._ua_first, self._ua_ports = _dense(self._ua)
 
     def receive(self, pkt: Packet) -> None:
         """A packet injected directly (tests, tools): dropped if this switch is down, else
@@ -96,18 +105,29 @@ class Switch:
         the hop limit and returns the egress port; anything else is counted as ``no_route``
         and gives None. The caller sends (a PFC port with its ingress)."""
         da = pkt.da
-        if da >> 96 != self._block:
+        top = da >> 64  # block and the first two uSIDs: C integers from here on
+        if top >> 32 != self._block:
             self._no_route(pkt)
             return None
-        active = (da >> 80) & 0xFFFF
+        active = (top >> 16) & 0xFFFF
         own = self.usid
         shift = 0  # bits the carrier moves left: 16 per uSID consumed
         while active == own:  # uN (a carrier may name the same switch twice)
             shift += 16
-            active = (da >> (80 - shift)) & 0xFFFF if shift <= 80 else 0
-        port = self._next.get(active)
+            if shift == 16:
+                active = top & 0xFFFF
+            elif shift <= 80:  # a uSID of the low 64 bits
+                active = ((da & 0xFFFFFFFFFFFFFFFF) >> (80 - shift)) & 0xFFFF
+            else:
+                active = 0
+        port = None
+        i = active - self._next_first
+        if 0 <= i < len(self._next_ports):
+            port = self._next_ports[i]
         if port is None:
-            port = self._ua.get(active)
+            i = active - self._ua_first
+            if 0 <= i < len(self._ua_ports):
+                port = self._ua_ports[i]
             if port is None:
                 self._no_route(pkt)
                 return None
@@ -156,3 +176,14 @@ class Switch:
                         + sum(self.drops.values()))
         row["peak_queue_bytes"] = max((p.peak_qbytes for p in self.ports), default=0)
         return row
+
+
+def _dense(table: dict[int, OutPort]) -> tuple[int, list[OutPort | None]]:
+    """``table`` as (first key, list by key - first key), None where a key is missing."""
+    if not table:
+        return 0, []
+    first = min(table)
+    ports: list[OutPort | None] = [None] * (max(table) - first + 1)
+    for key, port in table.items():
+        ports[key - first] = port
+    return first, ports

@@ -1,6 +1,6 @@
 # C layout of receiver.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
-from mrc.packet cimport Packet
+from mrc.packet cimport Packet, make_packet
 from mrc.transport.memory cimport ReceiveBuffer
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.packet cimport psn_diff

@@ -31,6 +31,7 @@ from mrc.packet import (
     PSN_MASK,
     SACK_BITS,
     Packet,
+    make_packet,
     psn_diff,
 )
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, PathChoice, TransportEvent
@@ -184,11 +185,10 @@ class Receiver:
                   ecn: bool) -> None:
         seq, ev, ts = echo
         plane, da = self._reply_path(ev)
-        self.qp.control.append(Packet(
-            ACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev=ev,
-            echo_psn=seq & PSN_MASK, sack_base=base & PSN_MASK,
-            sack=(bits >> (base - nxt)) & _SACK_MASK, flags=FLAG_ECN_ECHO if ecn else 0,
-            ts=ts, da=da, size=ACK_BYTES, plane=plane))
+        self.qp.control.append(make_packet(
+            ACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev, 0, 0, 0, 0,
+            FLAG_ECN_ECHO if ecn else 0, ts, 0, seq & PSN_MASK, base & PSN_MASK,
+            (bits >> (base - nxt)) & _SACK_MASK, da, ACK_BYTES, None, 0, plane))
         self.stats.acks_sent += 1
 
     def _send_nack(self, pkt: Packet) -> None:

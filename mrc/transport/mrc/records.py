@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from mrc.transport.base import GOOD, PathChoice
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 # sender-side state of one packet (a segment)
 INFLIGHT = 0  # sent, counted in flight
 SUSPECT = 1  # a later packet on its EV was acked; waiting loss_grace_ps for a NACK
@@ -71,8 +76,11 @@ class Msg:
         self.segmented = False
 
 
+@cython.freelist(1024)
+@cython.cclass
 class Seg:
-    """One packet (PSN) on the sender side, across all its transmissions."""
+    """One packet (PSN) on the sender side, across all its transmissions. (Compiled, freed
+    ones are kept for reuse: one is made per packet sent.)"""
 
     __slots__ = ("seq", "msg", "offset", "length", "ev", "tx", "sent_ps", "state", "sends")
 

@@ -7,6 +7,7 @@ from mrc.transport.mrc.receiver cimport Receiver
 from mrc.transport.mrc.records cimport Ev, Msg, Seg
 from mrc.transport.mrc.reorder cimport Reorder
 from mrc.transport.mrc.sender cimport Sender
+from mrc.transport.mrc.spray cimport Spray
 from mrc.packet cimport psn_diff
 
 # constants: typed copies of imported names
@@ -31,10 +32,10 @@ cdef class Recovery:
     cdef public long long _strikes
     cdef public long long _psn0
     cdef public dict _outstanding
-    cdef public object _delivered, _slow_after  # the spray policy's, bound once
+    cdef public Spray _spray
     cdef public object _gq
     cdef public dict _by_ev
-    cdef public object _probe_q, _mark_bad, _completed, _has_work
+    cdef public object _probe_q, _mark_bad
     cdef public long long _snd_una
     cdef public object _sacked, _suspects
     cdef public list scopes
@@ -52,7 +53,7 @@ cdef class Recovery:
                    ecn=bint, echo_seq=cython.longlong, scan=list,
                    scopes=list, qscope=Reorder, touched=list, state=cython.longlong,
                    certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
-                   msg=Msg)
+                   msg=Msg, spray=Spray)
     cpdef on_ack(self, long long now, Packet pkt)
     @cython.locals(seg=Seg, snd=Sender, e=Ev)
     cpdef bint _on_trim(self, long long now, Packet pkt, long long una,

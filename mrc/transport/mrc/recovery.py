@@ -77,8 +77,7 @@ class Recovery:
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
                  "_margin", "_gain", "_strikes", "_psn0", "_outstanding",
-                 "_delivered", "_slow_after", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_completed",
-                 "_has_work", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
+                 "_spray", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
 
@@ -107,14 +106,11 @@ class Recovery:
         # the other rooms' state this one works on, referenced directly
         self._psn0 = sender.psn0
         self._outstanding = sender.outstanding
-        self._delivered = sender.spray.delivered  # per-EV evidence for the EV choice
-        self._slow_after = sender.spray.slow_after
+        self._spray = sender.spray  # per-EV evidence for the EV choice goes there
         self._gq = sender.sent  # (sent, seg, tx): RTO in send order
         self._by_ev = paths.by_ev
         self._probe_q = paths.probe_q
         self._mark_bad = paths.mark_bad
-        self._completed = sender.completed
-        self._has_work = sender.has_work
 
         self._snd_una = 0  # every seq below this is acknowledged
         self._sacked = 0  # bit i: seq _snd_una + i known acknowledged
@@ -192,7 +188,7 @@ class Recovery:
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
             echo_seq = una + psn_diff(pkt.echo_psn, una_psn)
             scan: list[Seg] = []
-            delivered = None if nack else self._delivered
+            spray = None if nack else self._spray
             scopes = self.scopes
             qscope = self.qscope
             touched: list[Reorder] = []
@@ -227,8 +223,8 @@ class Recovery:
                     e.acked += 1
                     if state == INFLIGHT and certain:
                         scan.append(seg)
-                    if delivered is not None:
-                        delivered(now, e, now - seg.sent_ps if certain else -1,
+                    if spray is not None:
+                        spray.delivered(now, e, now - seg.sent_ps if certain else -1,
                                   ecn and seg.seq == echo_seq)
                 else:
                     stats.spurious_losses += 1
@@ -236,7 +232,7 @@ class Recovery:
                 msg = seg.msg
                 msg.unacked -= 1
                 if msg.segmented and not msg.unacked:
-                    self._completed(now, msg)
+                    snd.completed(now, msg)
             for seg in scan:
                 self._infer_losses(now, seg)
             if overdue:
@@ -250,7 +246,7 @@ class Recovery:
             ecn = bool(pkt.flags & FLAG_ECN_ECHO)
             if ecn:
                 stats.ecn_echoes += 1
-                slow = self._slow_after()
+                slow = self._spray.slow_after()
                 if rtt is not None and rtt > slow:
                     # NSCC's "ECN with low delay", judged against the QP's own paths: a mark
                     # that came back slower than the QP's usual is its path's news. The spray
@@ -389,7 +385,7 @@ class Recovery:
         """A path proved alive: the retry count starts over."""
         self._retries = 0
         self._last_progress = now
-        self.watchdog_at = now + self._timeout if self._has_work() else None
+        self.watchdog_at = now + self._timeout if self.sender.has_work() else None
 
     # ================================================================== timers
     def next_timer(self) -> int | None:
@@ -476,7 +472,7 @@ class Recovery:
 
     def _watchdog(self, now: int) -> None:
         """One expiry of the local ACK timer without progress: a retry, or the error."""
-        if not self._has_work():
+        if not self.sender.has_work():
             self.watchdog_at = None
             return
         deadline = self.watchdog_at

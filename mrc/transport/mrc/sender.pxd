@@ -1,6 +1,6 @@
 # C layout of sender.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
-from mrc.packet cimport Packet
+from mrc.packet cimport Packet, make_packet
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.records cimport Ev, Msg, Seg
 from mrc.transport.mrc.spray cimport Spray
@@ -18,7 +18,6 @@ cdef class Sender:
     cdef public bint _ack_req_on_last, _completions, _overdue
     cdef public list good
     cdef public Spray spray
-    cdef public object _pick_ev  # spray.pick, bound once
     cdef public object queue
     cdef public Msg cur
     cdef public long long snd_nxt

@@ -29,6 +29,7 @@ from mrc.packet import (
     IMMDT_BYTES,
     PSN_MASK,
     Packet,
+    make_packet,
 )
 from mrc.transport.base import EVENT_SEND_COMPLETED, TransportEvent
 from mrc.transport.memory import segment_digest
@@ -44,7 +45,7 @@ class Sender:
 
     __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
                  "_ack_req_on_last", "_completions", "_overdue",
-                 "good", "spray", "_pick_ev", "queue", "cur", "snd_nxt",
+                 "good", "spray", "queue", "cur", "snd_nxt",
                  "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
                  "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held", "unsent")
 
@@ -68,7 +69,6 @@ class Sender:
         self.good = paths.good
         planes = len(paths.plane_evs)
         self.spray = Spray(qp, paths)
-        self._pick_ev = self.spray.pick
 
         # ---- messages and segments
         self.queue: deque[Msg] = deque()  # posted, not yet fully segmented (after cur)
@@ -169,7 +169,7 @@ class Sender:
         return self._transmit(now, seg, plane, good, False)
 
     def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
-        e = self._pick_ev(plane, good, seg.ev if retx else None)
+        e = self.spray.pick(plane, good, seg.ev if retx else None)
         self._tx += 1
         tx = self._tx
         seg.ev = e
@@ -212,11 +212,10 @@ class Sender:
             data = None
             digest = segment_digest(msg.key, offset, length)
         size = DATA_HEADER_BYTES + length + (IMMDT_BYTES if flags & FLAG_IMM else 0)
-        return Packet(DATA, self.host, self.peer, self.peer_qpn,
-                      (self.psn0 + seg.seq) & PSN_MASK, ev=e.ev, msg_id=msg.msg_id,
-                      offset=offset, length=length, msg_len=msg.length, flags=flags, ts=now,
-                      imm=imm, da=e.address, size=size, payload=data, digest=digest,
-                      plane=plane)
+        return make_packet(DATA, self.host, self.peer, self.peer_qpn,
+                           (self.psn0 + seg.seq) & PSN_MASK, e.ev, msg.msg_id, offset, length,
+                           msg.length, flags, now, imm, 0, 0, 0, e.address, size, data, digest,
+                           plane)
 
     def completed(self, now: int, msg: Msg) -> None:
         """Every segment of ``msg`` was acknowledged (recovery tells)."""
