@@ -161,6 +161,25 @@ def test_switch_receive_matches_reference_tables() -> None:
                 assert rewritten == (usid.shift(address) if decision.shift else address)
 
 
+def test_forward_rewrites_the_address_as_usid_shift_does() -> None:
+    """forward() rewrites the 128-bit address from its two 64-bit halves: the same address
+    as usid.shift (route()) for every number of uSIDs consumed, whatever the later uSIDs."""
+    sim, net = build(SMALL)
+    rng = random.Random(7)
+    for sw in net.switches.values():
+        for after in (*sw._next, *sw._ua):
+            for own in range(1, 5):
+                values = [sw.usid] * own + [after]
+                values += [rng.randint(1, 0xFFFF) for _ in range(usid.USIDS_PER_ADDRESS - len(values))]
+                address = usid.encode(sw.plane, values)
+                pkt = data(SMALL, 0, 5)
+                pkt.da = address
+                port = sw.forward(pkt)
+                expected_port, rewritten = sw.route(address)
+                assert port is expected_port is not None
+                assert pkt.da == rewritten
+
+
 def test_no_route_and_foreign_block_are_dropped_and_counted() -> None:
     sim, net = build(SMALL)
     agent = Inbox()

@@ -2,6 +2,9 @@
 cimport cython
 from mrc.packet cimport Packet
 
+# constants: typed copies (C integers)
+cdef unsigned long long _LOW64, _HIGH32, _LOW32
+
 
 cdef class Switch:
     cdef public object name, net
@@ -15,7 +18,8 @@ cdef class Switch:
 
     cpdef receive(self, Packet pkt)
     @cython.locals(top=cython.ulonglong, active=cython.longlong, own=cython.longlong,
-                   shift=cython.int, i=Py_ssize_t)
+                   shift=cython.int, i=Py_ssize_t, low=cython.ulonglong,
+                   carrier=cython.ulonglong, high=object)
     cpdef object forward(self, Packet pkt)
     cpdef _no_route(self, Packet pkt)
     cpdef _count_drop(self, Packet pkt, str reason)

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
     from mrc.sim.network import Network
     from mrc.sim.ports import OutPort
 
-_BLOCK_MASK = usid.BLOCK_MASK
-_CARRIER_MASK = usid.CARRIER_MASK
+#: masks of the halves of a 128-bit address (typed in switch.pxd: C integers when compiled)
+_LOW64 = (1 << 64) - 1
+_HIGH32 = _LOW64 ^ ((1 << 32) - 1)
+_LOW32 = (1 << 32) - 1
 
 
 class Switch:
@@ -132,8 +134,19 @@ class Switch:
                 self._no_route(pkt)
                 return None
             shift += 16
-        if shift:  # one rewrite of the 128-bit address
-            pkt.da = (da & _BLOCK_MASK) | ((da << shift) & _CARRIER_MASK)
+        if shift:  # one rewrite of the 128-bit address, from its two 64-bit halves
+            # (the block and its top 32 carrier bits; the low 64): the value usid.shift
+            # gives applied shift // 16 times, in C integers but for the one join (each
+            # half is masked, so the bits a C shift loses never matter)
+            low = da & 0xFFFFFFFFFFFFFFFF
+            if shift < 64:
+                carrier = (top << shift) | (low >> (64 - shift))
+                low = (low << shift) & _LOW64
+            else:
+                carrier = low << (shift - 64)
+                low = 0
+            high = (top & _HIGH32) | (carrier & _LOW32)
+            pkt.da = (high << 64) | low
         pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
         return port
 

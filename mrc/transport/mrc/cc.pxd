@@ -1,11 +1,18 @@
 # C layout of cc.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
 
-cdef class FixedWindow:
+cdef class CongestionControl:
     cdef public long long window
 
-cdef class Nscc:
-    cdef public long long window, min_window, max_window, base_rtt, target
+    cpdef on_ack(self, long long now, long long acked_bytes, rtt_ps, bint ecn, long long ev)
+    cpdef on_trim(self, long long now, long long ev)
+    cpdef on_loss(self, long long now, long long ev)
+
+cdef class FixedWindow(CongestionControl):
+    pass
+
+cdef class Nscc(CongestionControl):
+    cdef public long long min_window, max_window, base_rtt, target
     cdef public double gamma, max_md_jump, pi_gain, fi, fi_scale, eta
     cdef public bint quick_adapt
     cdef public long long qa_delay, qa_floor

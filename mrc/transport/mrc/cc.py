@@ -104,7 +104,7 @@ algorithm per ACK and reads ``window`` on every poll, so ``window`` is a plain a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from mrc.units import PS_PER_S, PS_PER_US
 
@@ -228,27 +228,18 @@ class CcConfig:
         return int(rate_mbps * 1e6 / 8 * self.base_rtt_ps / PS_PER_S)
 
 
-class CongestionControl(Protocol):
-    """What the QP needs from an algorithm. ``ev`` lets an algorithm keep per-path state."""
+class CongestionControl:
+    """What the QP needs from an algorithm: a window, and the signals it may react to.
 
-    window: int
+    The base class is the window that reacts to nothing (each signal is ignored);
+    an algorithm overrides the signals it uses. ``ev`` lets an algorithm keep per-path
+    state. One common base (not a protocol) so that the compiled build calls the signals
+    through a C method table rather than as Python calls, once per ACK.
+    """
 
-    def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
-               ev: int) -> None: ...
-
-    def on_trim(self, now: int, ev: int) -> None: ...
-
-    def on_loss(self, now: int, ev: int) -> None: ...
-
-    def stats(self) -> dict[str, Any]: ...
-
-
-class FixedWindow:
-    """A constant window: deterministic tests and a no-CC baseline."""
+    __slots__ = ("window",)
 
     def __init__(self, window: int) -> None:
-        if window <= 0:
-            raise ValueError("window must be positive")
         self.window = window
 
     def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
@@ -265,10 +256,21 @@ class FixedWindow:
         return {"window": self.window}
 
 
-class Nscc:
+class FixedWindow(CongestionControl):
+    """A constant window: deterministic tests and a no-CC baseline."""
+
+    __slots__ = ()
+
+    def __init__(self, window: int) -> None:
+        if window <= 0:
+            raise ValueError("window must be positive")
+        self.window = window
+
+
+class Nscc(CongestionControl):
     """The ``uet-1.0-nscc`` window (see the module docstring)."""
 
-    __slots__ = ("window", "min_window", "max_window", "base_rtt", "target", "gamma",
+    __slots__ = ("min_window", "max_window", "base_rtt", "target", "gamma",
                  "max_md_jump", "pi_gain", "fi", "fi_scale", "eta", "quick_adapt", "qa_delay",
                  "qa_floor", "learn_base_rtt", "loss_md", "adjust_bytes", "adjust_period",
                  "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked", "_qa_armed",

@@ -1,4 +1,5 @@
 # C layout of qp.py for the compiled build (mrc/_build.py); the .py is the source.
+from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.paths cimport PathManager
@@ -16,7 +17,7 @@ cdef class MrcQueuePair(QpBase):
     cdef public list control
     cdef public object error_reason
     cdef public MrcStats stats
-    cdef public object cc
+    cdef public CongestionControl cc
     cdef public long long _rto
     cdef public PathManager _path_manager
     cdef public Sender _sender

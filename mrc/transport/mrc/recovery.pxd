@@ -1,5 +1,6 @@
 # C layout of recovery.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
+from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.paths cimport PathManager
@@ -19,7 +20,7 @@ cdef class Recovery:
     cdef public MrcStats stats
     cdef public object events
     cdef public long long qpn
-    cdef public object cc
+    cdef public CongestionControl cc
     cdef public Sender sender
     cdef public PathManager paths
     cdef public Receiver receiver

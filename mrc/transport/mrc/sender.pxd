@@ -1,5 +1,6 @@
 # C layout of sender.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
+from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet, make_packet
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.records cimport Ev, Msg, Seg
@@ -13,7 +14,7 @@ cdef class Sender:
     cdef public MrcStats stats
     cdef public object events
     cdef public long long qpn, host, peer, peer_qpn, mtu
-    cdef public object cc
+    cdef public CongestionControl cc
     cdef public long long psn0
     cdef public bint _ack_req_on_last, _completions, _overdue
     cdef public list good
