@@ -7,7 +7,7 @@ cpdef unsigned long long _fold(unsigned long long offset, unsigned long long dig
 
 cdef class ReceiveBuffer:
     cdef public object msg_id
-    cdef public long long length, mtu, placed
+    cdef public long long length, mtu, placed, first_ts
     cdef public bytearray _seen
     cdef public unsigned long long _checksum
     cdef public object _data

@@ -61,13 +61,17 @@ class ReceiveBuffer:
     bytearray of one flag per segment tracks exactly-once placement in O(1).
     """
 
-    __slots__ = ("msg_id", "length", "mtu", "placed", "_seen", "_checksum", "_data")
+    __slots__ = ("msg_id", "length", "mtu", "placed", "first_ts", "_seen", "_checksum", "_data")
 
-    def __init__(self, msg_id: int, length: int, mtu: int, real_bytes: bool = False) -> None:
+    def __init__(self, msg_id: int, length: int, mtu: int, real_bytes: bool = False,
+                 first_ts: int = 0) -> None:
         self.msg_id = msg_id
         self.length = length
         self.mtu = mtu
         self.placed = 0
+        #: the earliest send time among the packets seen (the receiver's notion of when the
+        #: message was posted: only the sender's driver knows the post time)
+        self.first_ts = first_ts
         self._seen = bytearray((length + mtu - 1) // mtu or 1)
         self._checksum = 0
         self._data = bytearray(length) if real_bytes else None

@@ -147,7 +147,7 @@ class MrcQueuePair(QpBase):
             return
         kind = pkt.kind
         if kind == DATA:
-            self._receiver.on_data(now, pkt)
+            self.bytes_placed += self._receiver.on_data(now, pkt)
         elif kind == ACK or kind == NACK:
             self._recovery.on_ack(now, pkt)
         elif kind == PROBE:

@@ -18,7 +18,9 @@ cdef class Receiver:
     cdef public dict _reply
     cdef public long long _rcv_next
     cdef public object _rcv_bits
-    cdef public dict _rx, _rx_imm, _rx_first
+    cdef public dict _rx, _rx_imm
+    cdef public ReceiveBuffer _cur
+    cdef public long long _cur_id
     cdef public list _unrep
     cdef public object ack_due
     cdef public long long _max_ahead
@@ -26,7 +28,7 @@ cdef class Receiver:
     @cython.locals(stats=MrcStats, nxt=cython.longlong, seq=cython.longlong,
                    buf=ReceiveBuffer, placed=cython.longlong,
                    run=cython.longlong, unrep=list, item=tuple, ecn=bint)
-    cpdef on_data(self, long long now, Packet pkt)
+    cpdef long long on_data(self, long long now, Packet pkt) except? -1
     cpdef ack_timeout(self, long long now)
     @cython.locals(nxt=cython.longlong, items=list, top=cython.longlong, base=cython.longlong,
                    k=Py_ssize_t, first=bint, echo=tuple)

@@ -181,7 +181,8 @@ class Recovery:
             e = self._by_ev.get(pkt.ev)
             hold = self._hold
             if e is not None:
-                self.scopes[e.plane].sample(now, rtt, hold)
+                sc = self.scopes[e.plane]
+                sc.sample(now, rtt, hold)
             self.qscope.sample(now, rtt, hold)
         if newly:
             progress = True
