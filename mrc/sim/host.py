@@ -157,7 +157,7 @@ class NicPort(OutPort):
         self._pending = True  # a nested send() from inside pull() must only queue
         hq = self.hq
         pkt: Packet | None
-        if hq:
+        if self._hqb:  # (the byte count says whether control waits: no deque test)
             pkt = hq.popleft()
             self._hqb -= pkt.size
         else:
@@ -169,7 +169,7 @@ class NicPort(OutPort):
                 agent = host.agent
                 pkt = agent.pull(now, self.plane) if agent is not None else None
             if pkt is None:
-                if hq:  # the agent queued control while we asked it for data
+                if self._hqb:  # the agent queued control while we asked it for data
                     pkt = hq.popleft()
                     self._hqb -= pkt.size
                 else:

@@ -125,8 +125,8 @@ class PfcPort(OutPort, PauseState):
         epoch = self.epoch
         paused = self.paused
         turn = self._turn
-        while t <= now:
-            if hq:
+        while t <= now:  # (the byte counters say which queues hold packets: no deque test)
+            if self._hqb:
                 pkt = hq.popleft()
                 size = pkt.size
                 self._hqb -= size
@@ -135,7 +135,7 @@ class PfcPort(OutPort, PauseState):
                     pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
                     sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
                     continue
-            elif lq and not paused and (turn or not q):
+            elif self._lqb and not paused and (turn or not self._qb):
                 pkt, src = lq.popleft()
                 size = pkt.size
                 lqb = self._lqb = self._lqb - size
@@ -146,7 +146,7 @@ class PfcPort(OutPort, PauseState):
                     self._mark(pkt, t)
                 if src is not None:
                     src.release(size)
-            elif q:
+            elif self._qb:
                 pkt = q.popleft()
                 size = pkt.size
                 self._qb -= size
@@ -414,7 +414,7 @@ class PfcNicPort(NicPort, PauseState):
         self._pending = True
         hq = self.hq
         pkt: Packet | None
-        if hq:
+        if self._hqb:
             pkt = hq.popleft()
             self._hqb -= pkt.size
         elif self._parked is not None and not self.paused:
@@ -433,7 +433,7 @@ class PfcNicPort(NicPort, PauseState):
                     self._parked = pkt  # the agent ignored the pause: hold it back
                     pkt = None
             if pkt is None:
-                if hq:
+                if self._hqb:
                     pkt = hq.popleft()
                     self._hqb -= pkt.size
                 else:
