@@ -6,8 +6,7 @@ cdef unsigned long long _MASK64, _K1, _K2
 cpdef unsigned long long _fold(unsigned long long offset, unsigned long long digest) noexcept
 
 cdef class ReceiveBuffer:
-    cdef public object msg_id
-    cdef public long long length, mtu, placed, first_ts
+    cdef public long long msg_id, length, mtu, placed, first_ts  # msg_id as Packet has it
     cdef public bytearray _seen
     cdef public unsigned long long _checksum
     cdef public object _data

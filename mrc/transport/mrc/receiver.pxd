@@ -20,7 +20,6 @@ cdef class Receiver:
     cdef public object _rcv_bits
     cdef public dict _rx, _rx_imm
     cdef public ReceiveBuffer _cur
-    cdef public long long _cur_id
     cdef public list _unrep
     cdef public object ack_due
     cdef public long long _max_ahead

@@ -51,7 +51,7 @@ class Receiver:
 
     __slots__ = ("qp", "stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu",
                  "_ack_every", "_ack_delay", "_evs", "_reply", "_rcv_next", "_rcv_bits",
-                 "_rx", "_rx_imm", "_cur", "_cur_id", "_unrep", "ack_due", "_max_ahead")
+                 "_rx", "_rx_imm", "_cur", "_unrep", "ack_due", "_max_ahead")
 
     def __init__(self, qp: QpCore, evs: list[Ev], reply_evs: Sequence[PathChoice],
                  peer_psn: int) -> None:
@@ -77,9 +77,8 @@ class Receiver:
         self._rx: dict[int, ReceiveBuffer] = {}
         self._rx_imm: dict[int, int] = {}
         #: the buffer of the message the last DATA placed into (most arrivals continue it:
-        #: one comparison instead of a lookup); ``_cur_id`` is its message id
+        #: one comparison instead of a lookup)
         self._cur: ReceiveBuffer | None = None
-        self._cur_id = 0
         self._unrep: list[tuple[int, int, int]] = []  # arrivals not yet in an ACK: (seq, ev, ts)
         #: when the delayed ACK for a tail is due (None: nothing waits); read by the QP's timers
         self.ack_due: int | None = None
@@ -107,7 +106,7 @@ class Receiver:
             stats.beyond_mpr += 1
             return 0
         buf = self._cur
-        if buf is None or self._cur_id != pkt.msg_id:
+        if buf is None or buf.msg_id != pkt.msg_id:
             buf = self._rx.get(pkt.msg_id)
             if buf is None:
                 if pkt.msg_len <= 0:
@@ -117,7 +116,6 @@ class Receiver:
                                     pkt.ts)
                 self._rx[pkt.msg_id] = buf
             self._cur = buf
-            self._cur_id = pkt.msg_id
         if pkt.ts < buf.first_ts:
             buf.first_ts = pkt.ts
         try:
