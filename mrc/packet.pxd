@@ -1,6 +1,7 @@
 # C layout of mrc/packet.py for the compiled build (mrc/_build.py); the .py is the source.
-# Fields that can exceed 63 bits stay Python ints: the address, and the 64-bit wire fields
-# (RETH offset, message length, SACK bitmap, digest); the rest are C integers.
+# Fields that can exceed 63 bits stay Python ints: the 64-bit wire fields (RETH offset,
+# message length, SACK bitmap); the address is two unsigned 64-bit halves and the digest
+# (simulation only, always a u64) is unsigned; the rest are C integers.
 cimport cython
 
 cdef class Packet:
@@ -10,12 +11,12 @@ cdef class Packet:
     cdef public object msg_len
     cdef public long long flags, ts, imm, echo_psn, sack_base
     cdef public object sack
-    cdef public object da
+    cdef public unsigned long long da_hi, da_lo
     cdef public long long ecn
     cdef public bint trimmed
     cdef public long long size, hop_limit
     cdef public object payload
-    cdef public object digest
+    cdef public unsigned long long digest
     cdef public long long plane, hop_epoch, prio
     cdef public object frame
 
@@ -28,5 +29,6 @@ cpdef long long natural_size(long long kind, long long length=*, long long flags
 cpdef Packet make_packet(long long kind, long long src, long long dst, long long qpn,
                          long long psn, long long ev, long long msg_id, offset,
                          long long length, msg_len, long long flags, long long ts,
-                         long long imm, long long echo_psn, long long sack_base, sack, da,
-                         long long size, payload, digest, long long plane)
+                         long long imm, long long echo_psn, long long sack_base, sack,
+                         unsigned long long da_hi, unsigned long long da_lo, long long size,
+                         payload, unsigned long long digest, long long plane)

@@ -127,8 +127,10 @@ class Packet:
         # transport (inner) fields
         "kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "offset", "length", "msg_len",
         "flags", "ts", "imm", "echo_psn", "sack_base", "sack",
-        # outer header, written by the sender and rewritten by switches
-        "da", "ecn", "trimmed", "size", "hop_limit",
+        # outer header, written by the sender and rewritten by switches; the 128-bit
+        # destination as its two 64-bit halves (``da`` joins them), so that a switch's
+        # shift-and-forward is C integer arithmetic in the compiled build
+        "da_hi", "da_lo", "ecn", "trimmed", "size", "hop_limit",
         # payload: real bytes (live runtime, pcap) or None in simulation
         "payload",
         # simulation bookkeeping, not on the wire (``prio``: the 802.1p priority the
@@ -201,6 +203,19 @@ class Packet:
                 f"psn={self.psn} ev={self.ev:#x} off={self.offset} len={self.length} "
                 f"size={self.size}{extra}>")
 
+    @property
+    def da(self) -> int:
+        """The outer IPv6 destination (the uSID carrier), as one 128-bit integer."""
+        hi: int = self.da_hi  # a Python int (compiled too): the join needs 128 bits
+        return (hi << 64) | self.da_lo
+
+    @da.setter
+    def da(self, value: int) -> None:
+        if value >> 128 or value < 0:
+            raise ValueError(f"destination {value:#x} is not a 128-bit IPv6 address")
+        self.da_hi = value >> 64
+        self.da_lo = value & 0xFFFFFFFFFFFFFFFF
+
     def fields(self) -> dict[str, object]:
         """All slots as a dict (tests and debugging; never on a hot path)."""
         return {name: getattr(self, name) for name in self.__slots__}
@@ -208,12 +223,13 @@ class Packet:
 
 def make_packet(kind: int, src: int, dst: int, qpn: int, psn: int, ev: int, msg_id: int,
                 offset: int, length: int, msg_len: int, flags: int, ts: int, imm: int,
-                echo_psn: int, sack_base: int, sack: int, da: int, size: int,
+                echo_psn: int, sack_base: int, sack: int, da_hi: int, da_lo: int, size: int,
                 payload: bytes | None, digest: int, plane: int) -> Packet:
     """``Packet(kind, src, dst, qpn, psn, ev=ev, ...)`` with every one of these fields given
     (the rest as ``Packet`` sets them: ECT(0), untrimmed, default hop limit, priority 0), for
     the transports' per-packet paths: compiled, this is a C call that fills the fields
-    directly, where the keyword call boxes every field and parses the keywords
+    directly, where the keyword call boxes every field and parses the keywords. The
+    destination comes as its two 64-bit halves (``split_address``), as ``Packet`` keeps it
     (``tests/test_packet.py`` checks that both make the same packet)."""
     pkt = Packet.__new__(Packet)
     pkt.kind = kind
@@ -232,7 +248,8 @@ def make_packet(kind: int, src: int, dst: int, qpn: int, psn: int, ev: int, msg_
     pkt.echo_psn = echo_psn
     pkt.sack_base = sack_base
     pkt.sack = sack
-    pkt.da = da
+    pkt.da_hi = da_hi
+    pkt.da_lo = da_lo
     pkt.ecn = ECN_ECT0
     pkt.trimmed = False
     pkt.size = size
@@ -244,6 +261,14 @@ def make_packet(kind: int, src: int, dst: int, qpn: int, psn: int, ev: int, msg_
     pkt.prio = 0
     pkt.frame = None
     return pkt
+
+
+def split_address(address: int) -> tuple[int, int]:
+    """A 128-bit IPv6 address as its (high, low) 64-bit halves, as ``make_packet`` takes
+    it: senders split each path's address once, not once per packet."""
+    if address >> 128 or address < 0:
+        raise ValueError(f"destination {address:#x} is not a 128-bit IPv6 address")
+    return address >> 64, address & 0xFFFFFFFFFFFFFFFF
 
 
 def natural_size(kind: int, length: int = 0, flags: int = 0) -> int:

@@ -88,11 +88,15 @@ PURE_ONLY = {"Simulator": {"heap", "next_seq"}}
 
 def _slots(tree: ast.Module, constants: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
     """``__slots__`` of each class of a module (starred names resolved in ``constants``) and
-    the attributes its methods set on ``self``."""
+    the attributes its methods set on ``self``, but for its properties (``Packet.da``: a
+    property over two C fields needs no field of its own)."""
     out: dict[str, set[str]] = {}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
+        properties = {stmt.name for stmt in node.body if isinstance(stmt, ast.FunctionDef)
+                      and any(isinstance(d, ast.Name) and d.id == "property"
+                              for d in stmt.decorator_list)}
         for stmt in node.body:
             if isinstance(stmt, ast.Assign) and any(
                     isinstance(t, ast.Name) and t.id == "__slots__" for t in stmt.targets):
@@ -112,7 +116,7 @@ def _slots(tree: ast.Module, constants: dict[str, tuple[str, ...]]) -> dict[str,
                        [sub.target] if isinstance(sub, ast.AnnAssign | ast.AugAssign) else [])
             for t in targets:
                 if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                        and t.value.id == "self"):
+                        and t.value.id == "self" and t.attr not in properties):
                     out.setdefault(node.name, set()).add(t.attr)
     return out
 

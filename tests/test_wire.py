@@ -213,7 +213,9 @@ def test_checks_verify_after_every_shift(same_t0: bool) -> None:
 def _with(p: Packet, **changes: object) -> Packet:
     q = Packet(p.kind, p.src, p.dst, p.qpn, p.psn)
     for name in Packet.__slots__:
-        setattr(q, name, changes.get(name, getattr(p, name)))
+        setattr(q, name, getattr(p, name))
+    for name, value in changes.items():  # (also ``da``: a property over two slots)
+        setattr(q, name, value)
     return q
 
 

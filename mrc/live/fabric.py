@@ -33,6 +33,7 @@ driver, as the simulator's NIC port tells its agent; a degraded host link paces 
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,8 @@ __all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "write_outer"]
 
 _OFF_BTH = wire.OFF_BTH
 _OFF_DA = wire.OFF_OUTER_DST
+#: the outer destination's two 64-bit halves, as ``Packet`` keeps them
+_DA = struct.Struct(">QQ")
 _OFF_HLIM = 7  # outer IPv6 hop limit
 _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
 #: What a switch makes of a BTH opcode: DATA queues as data, everything else rides the
@@ -91,7 +94,7 @@ def write_outer(buf: bytearray, pkt: Packet) -> None:
     """Put what the switches did to ``pkt`` into its bytes: the (shifted) carrier, the hop
     limit, the CE mark, and the trim (cut to ``pkt.size`` and re-marked; a packet already that short is only
     re-marked, as a switch does)."""
-    buf[_OFF_DA:_OFF_DA + 16] = pkt.da.to_bytes(16, "big")
+    _DA.pack_into(buf, _OFF_DA, pkt.da_hi, pkt.da_lo)
     buf[_OFF_HLIM] = pkt.hop_limit
     if pkt.trimmed and not wire.is_trimmed(buf) and not wire.trim(buf, pkt.size):
         wire.set_outer_dscp(buf, TRIM_DSCP)
@@ -221,8 +224,8 @@ class FabricCore:
         kind = _KIND_OF_OPCODE.get(buf[_OFF_BTH], ACK)
         size = len(buf)
         pkt = Packet(kind, src, int.from_bytes(buf[76:80], "big"), 0,
-                     da=int.from_bytes(buf[_OFF_DA:_OFF_DA + 16], "big"), size=size,
-                     plane=plane)
+                     size=size, plane=plane)
+        pkt.da_hi, pkt.da_lo = _DA.unpack_from(buf, _OFF_DA)
         pkt.hop_limit = buf[_OFF_HLIM]
         ecn = (buf[1] >> 4) & 3
         if ecn != ECN_ECT0:

@@ -6,6 +6,7 @@ from mrc.sim.ports cimport OutPort
 from mrc.sim.nic_driver cimport NicDriver
 
 cdef long long LOST_EPOCH, _ETH
+cdef unsigned long long _CARRIER_HI, _CARRIER_LO
 
 cdef class Host:
     cdef public object name, net

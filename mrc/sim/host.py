@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from mrc.sim.switch import Switch
 
 _ETH = ETHERNET_OVERHEAD_BYTES
-_CARRIER_MASK = usid.CARRIER_MASK
+#: the carrier bits of a destination, in the halves a packet keeps it as (one that reached
+#: its host has consumed every uSID: they are all zero)
+_CARRIER_HI = usid.CARRIER_MASK >> 64
+_CARRIER_LO = usid.CARRIER_MASK & ((1 << 64) - 1)
 
 
 class Host:
@@ -86,7 +89,7 @@ class Host:
             self.net.observer(now, self.name, pkt, "rx_stalled")
 
     def receive(self, pkt: Packet) -> None:
-        if pkt.da & _CARRIER_MASK or pkt.dst != self.index:
+        if pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
             if self.net.observer is not None:
                 self.net.observer(self.net.sim.now, self.name, pkt, "misdelivered")

@@ -19,7 +19,7 @@ cdef class Switch:
     cpdef receive(self, Packet pkt)
     @cython.locals(top=cython.ulonglong, active=cython.longlong, own=cython.longlong,
                    shift=cython.int, i=Py_ssize_t, low=cython.ulonglong,
-                   carrier=cython.ulonglong, high=object)
+                   carrier=cython.ulonglong)
     cpdef object forward(self, Packet pkt)
     cpdef _no_route(self, Packet pkt)
     cpdef _count_drop(self, Packet pkt, str reason)

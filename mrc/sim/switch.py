@@ -103,11 +103,11 @@ class Switch:
     def forward(self, pkt: Packet) -> OutPort | None:
         """Shift-and-forward, the one copy every arrival uses: own uSID active -> shift (uN);
         look the active uSID up; a local port uSID (uA) shifts once more and leaves on that
-        downlink. Rewrites ``pkt.da`` (once, however many uSIDs it consumed), takes one off
-        the hop limit and returns the egress port; anything else is counted as ``no_route``
-        and gives None. The caller sends (a PFC port with its ingress)."""
-        da = pkt.da
-        top = da >> 64  # block and the first two uSIDs: C integers from here on
+        downlink. Rewrites the destination (``pkt.da_hi``/``da_lo``, once, however many
+        uSIDs it consumed), takes one off the hop limit and returns the egress port;
+        anything else is counted as ``no_route`` and gives None. The caller sends (a PFC
+        port with its ingress)."""
+        top = pkt.da_hi  # the block and the first two uSIDs
         if top >> 32 != self._block:
             self._no_route(pkt)
             return None
@@ -119,7 +119,7 @@ class Switch:
             if shift == 16:
                 active = top & 0xFFFF
             elif shift <= 80:  # a uSID of the low 64 bits
-                active = ((da & 0xFFFFFFFFFFFFFFFF) >> (80 - shift)) & 0xFFFF
+                active = (pkt.da_lo >> (80 - shift)) & 0xFFFF
             else:
                 active = 0
         port = None
@@ -134,19 +134,19 @@ class Switch:
                 self._no_route(pkt)
                 return None
             shift += 16
-        if shift:  # one rewrite of the 128-bit address, from its two 64-bit halves
-            # (the block and its top 32 carrier bits; the low 64): the value usid.shift
-            # gives applied shift // 16 times, in C integers but for the one join (each
-            # half is masked, so the bits a C shift loses never matter)
-            low = da & 0xFFFFFFFFFFFFFFFF
+        if shift:  # one rewrite of the 128-bit address, on its two 64-bit halves: the
+            # value usid.shift gives applied shift // 16 times (the block stays; the
+            # carrier's 96 bits move left and zeros come in; every result is masked, so
+            # the bits a C shift loses never matter)
+            low = pkt.da_lo
             if shift < 64:
                 carrier = (top << shift) | (low >> (64 - shift))
                 low = (low << shift) & _LOW64
             else:
                 carrier = low << (shift - 64)
                 low = 0
-            high = (top & _HIGH32) | (carrier & _LOW32)
-            pkt.da = (high << 64) | low
+            pkt.da_hi = (top & _HIGH32) | (carrier & _LOW32)
+            pkt.da_lo = low
         pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
         return port
 

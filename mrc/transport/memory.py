@@ -14,7 +14,6 @@ import struct
 import zlib
 
 _MASK64 = (1 << 64) - 1
-_PACK = struct.Struct("<QQI").pack
 
 
 def message_key(src: int, qpn: int, msg_id: int, seed: int = 0) -> int:
@@ -24,14 +23,21 @@ def message_key(src: int, qpn: int, msg_id: int, seed: int = 0) -> int:
     return (hi << 32) | lo
 
 
-def segment_digest(key: int, offset: int, length: int) -> int:
-    """What a segment's bytes 'are' in simulation: 64 bits determined by key, offset, length."""
-    data = _PACK(key, offset, length)
-    return (zlib.crc32(data) << 32) | zlib.crc32(data, 0x5BD1E995)
-
-
 _K1 = 0x9E3779B97F4A7C15
 _K2 = 0xBF58476D1CE4E5B9
+_K3 = 0x94D049BB133111EB
+_K4 = 0xD6E8FEB86659FD93
+
+
+def segment_digest(key: int, offset: int, length: int) -> int:
+    """What a segment's bytes 'are' in simulation: 64 bits determined by key, offset and
+    length. A splitmix64-style mix (multiply and xor-shift rounds that spread every input
+    bit over the result): once per packet sent, so it is 64-bit C arithmetic when
+    compiled; here each product is masked to the same low 64 bits."""
+    x = (key ^ ((offset + 1) * _K1) ^ (length * _K4)) & _MASK64
+    x = ((x ^ (x >> 30)) * _K2) & _MASK64
+    x = ((x ^ (x >> 27)) * _K3) & _MASK64
+    return x ^ (x >> 31)
 
 
 def _fold(offset: int, digest: int) -> int:

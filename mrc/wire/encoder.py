@@ -158,7 +158,8 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     hlim = p.hop_limit
     if hlim >> 8 or hlim < 0:
         raise ValueError(f"hop limit {hlim} is not an 8-bit value")
-    da = p.da
+    da_hi = p.da_hi
+    da_lo = p.da_lo
     fl = ev & 0xFFFFF  # flow_label(ev)
     sport = UDP_SPORT_BASE | (ev >> 20)  # udp_sport(ev)
     src_lo = HOST_LO | src
@@ -180,7 +181,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
         if flags & FLAG_IMM:
             iplen = DATA_IMM_HDR_BYTES - 80 + n + ICRC_BYTES
             hdr = _pack_data_imm(
-                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY_IMM, 0, PKEY_DEFAULT, qpn,
                 bth_psn, p.offset, msg_id & 0xFFFFFFFF, n, p.imm,
@@ -188,7 +189,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
         else:
             iplen = DATA_HDR_BYTES - 80 + n + ICRC_BYTES
             hdr = _pack_data(
-                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY, 0, PKEY_DEFAULT, qpn,
                 bth_psn, p.offset, msg_id & 0xFFFFFFFF, n,
@@ -205,7 +206,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
                 syndrome = SYNDROME_NAK_TRIM
             iplen = HDR_ACK.size - 80 + ICRC_BYTES
             hdr = _pack_ack(
-                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
                 (syndrome << 24) | (p.msg_id & M24),
@@ -213,7 +214,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
         elif kind == PROBE or kind == PROBE_REPLY:
             iplen = HDR_PROBE.size - 80 + ICRC_BYTES
             hdr = _pack_probe(
-                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da >> 64, da & M64,
+                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0,
                 OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, qpn,
@@ -221,7 +222,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
         elif kind == CNP:
             iplen = HDR_CNP.size - 80 + ICRC_BYTES
             hdr = _pack_cnp(
-                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da >> 64, da & M64,
+                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da_hi, da_lo,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_CNP, 0, PKEY_DEFAULT, qpn, bth_psn)
         else:

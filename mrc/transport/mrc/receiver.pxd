@@ -7,7 +7,8 @@ from mrc.packet cimport psn_diff
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long ACK, ACK_BYTES, ECN_CE, FLAG_ACK_REQ, FLAG_ECN_ECHO, FLAG_IMM, FLAG_TRIM, NACK
-cdef long long PROBE_REPLY, PSN_MASK  # (not SACK_BITS: 1 << SACK_BITS needs 65 bits)
+# (not SACK_BITS: 1 << SACK_BITS needs 65 bits)
+cdef long long PROBE_BYTES, PROBE_REPLY, PSN_MASK
 
 cdef class Receiver:
     cdef public object qp
@@ -33,11 +34,11 @@ cdef class Receiver:
                    k=Py_ssize_t, first=bint, echo=tuple)
     cpdef _send_acks(self, long long now, tuple trigger, bint ecn)
     @cython.locals(seq=cython.longlong, ev=cython.longlong, ts=cython.longlong,
-                   plane=cython.longlong)
+                   plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)
     cpdef _emit_ack(self, long long nxt, long long base, bits, tuple echo, bint ecn)
     @cython.locals(nxt=cython.longlong, top=cython.longlong, base=cython.longlong,
-                   plane=cython.longlong)
+                   plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)
     cpdef _send_nack(self, Packet pkt)
-    @cython.locals(plane=cython.longlong)
+    @cython.locals(plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)
     cpdef reply_probe(self, Packet pkt)
     cpdef tuple _reply_path(self, long long ev)

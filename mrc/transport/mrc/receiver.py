@@ -27,12 +27,14 @@ from mrc.packet import (
     FLAG_IMM,
     FLAG_TRIM,
     NACK,
+    PROBE_BYTES,
     PROBE_REPLY,
     PSN_MASK,
     SACK_BITS,
     Packet,
     make_packet,
     psn_diff,
+    split_address,
 )
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, PathChoice, TransportEvent
 from mrc.transport.memory import ReceiveBuffer
@@ -70,8 +72,10 @@ class Receiver:
         #: dropped (and counted), never acknowledged
         self._max_ahead = cfg.mpr_dest * MPR_UNIT_PSNS
         self._evs = evs
-        self._reply: dict[int, tuple[int, int]] = {
-            c.ev: (c.plane, c.address) for c in reply_evs}
+        #: EV -> (plane, address halves) back along that EV's path (the halves as a packet
+        #: carries its destination: no 128-bit arithmetic per reply)
+        self._reply: dict[int, tuple[int, int, int]] = {
+            c.ev: (c.plane, *split_address(c.address)) for c in reply_evs}
         self._rcv_next = peer_psn & PSN_MASK  # unwrapped: equals the PSN modulo 2^24
         self._rcv_bits = 0  # bit i: seq _rcv_next + i arrived
         self._rx: dict[int, ReceiveBuffer] = {}
@@ -192,11 +196,11 @@ class Receiver:
     def _emit_ack(self, nxt: int, base: int, bits: int, echo: tuple[int, int, int],
                   ecn: bool) -> None:
         seq, ev, ts = echo
-        plane, da = self._reply_path(ev)
+        plane, da_hi, da_lo = self._reply_path(ev)
         self.qp.control.append(make_packet(
             ACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev, 0, 0, 0, 0,
             FLAG_ECN_ECHO if ecn else 0, ts, 0, seq & PSN_MASK, base & PSN_MASK,
-            (bits >> (base - nxt)) & _SACK_MASK, da, ACK_BYTES, None, 0, plane))
+            (bits >> (base - nxt)) & _SACK_MASK, da_hi, da_lo, ACK_BYTES, None, 0, plane))
         self.stats.acks_sent += 1
 
     def _send_nack(self, pkt: Packet) -> None:
@@ -204,29 +208,29 @@ class Receiver:
         bits = self._rcv_bits
         top = nxt + bits.bit_length() - 1 if bits else nxt
         base = max(nxt, top - SACK_BITS + 1)
-        plane, da = self._reply_path(pkt.ev)
-        self.qp.control.append(Packet(
-            NACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev=pkt.ev,
-            echo_psn=pkt.psn, sack_base=base & PSN_MASK,
-            sack=(bits >> (base - nxt)) & _SACK_MASK, flags=FLAG_TRIM, ts=pkt.ts, da=da,
-            plane=plane))
+        plane, da_hi, da_lo = self._reply_path(pkt.ev)
+        self.qp.control.append(make_packet(
+            NACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, pkt.ev, 0, 0, 0, 0,
+            FLAG_TRIM, pkt.ts, 0, pkt.psn, base & PSN_MASK, (bits >> (base - nxt)) & _SACK_MASK,
+            da_hi, da_lo, ACK_BYTES, None, 0, plane))
         self.stats.nacks_sent += 1
 
     def reply_probe(self, pkt: Packet) -> None:
-        plane, da = self._reply_path(pkt.ev)
-        self.qp.control.append(Packet(
-            PROBE_REPLY, self.host, self.peer, self.peer_qpn, pkt.psn, ev=pkt.ev, ts=pkt.ts,
-            da=da, plane=plane))
+        plane, da_hi, da_lo = self._reply_path(pkt.ev)
+        self.qp.control.append(make_packet(
+            PROBE_REPLY, self.host, self.peer, self.peer_qpn, pkt.psn, pkt.ev, 0, 0, 0, 0, 0,
+            pkt.ts, 0, 0, 0, 0, da_hi, da_lo, PROBE_BYTES, None, 0, plane))
         self.stats.probe_replies_sent += 1
 
-    def _reply_path(self, ev: int) -> tuple[int, int]:
-        """(plane, address) back to the peer along the path of the peer's EV ``ev``."""
+    def _reply_path(self, ev: int) -> tuple[int, int, int]:
+        """(plane, address high, address low) back to the peer along the path of the peer's
+        EV ``ev``."""
         found = self._reply.get(ev)
         if found is None:
             found = self._reply_fallback(ev)
         return found
 
-    def _reply_fallback(self, ev: int) -> tuple[int, int]:
+    def _reply_fallback(self, ev: int) -> tuple[int, int, int]:
         """Not in the map: same plane and T1 from our own set, else any EV of that plane."""
         self.stats.reply_fallbacks += 1
         low = ev_path_bits(ev)
@@ -234,6 +238,6 @@ class Receiver:
         match = next((e for e in self._evs if ev_path_bits(e.ev) == low), None)
         if match is None:
             match = next((e for e in self._evs if e.plane == plane), self._evs[0])
-        found = (match.plane, match.address)
+        found = (match.plane, *split_address(match.address))
         self._reply[ev] = found
         return found

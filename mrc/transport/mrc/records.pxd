@@ -2,7 +2,9 @@
 
 cdef class Ev:
     cdef public long long ev, plane
-    cdef public object t1, address, state
+    cdef public object t1, address
+    cdef public unsigned long long addr_hi, addr_lo
+    cdef public object state
     cdef public bint usable
     cdef public list fifo
     cdef public long long epoch, probe_seq, probe_ok

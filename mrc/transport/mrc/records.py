@@ -7,6 +7,7 @@ on the per-packet path, so every room reads and writes their fields directly.
 
 from __future__ import annotations
 
+from mrc.packet import split_address
 from mrc.transport.base import GOOD, PathChoice
 
 try:
@@ -24,7 +25,7 @@ ACKED = 3
 class Ev:
     """Sender-side state of one EV."""
 
-    __slots__ = ("ev", "plane", "t1", "address", "state", "usable", "fifo", "epoch",
+    __slots__ = ("ev", "plane", "t1", "address", "addr_hi", "addr_lo", "state", "usable", "fifo", "epoch",
                  "probe_seq", "probe_ok", "probes_out", "sent", "acked", "lost", "trims",
                  "timeouts", "strikes", "last_sent", "slow")
 
@@ -33,6 +34,7 @@ class Ev:
         self.plane = choice.plane
         self.t1 = choice.t1
         self.address = choice.address
+        self.addr_hi, self.addr_lo = split_address(choice.address)  # as packets carry it
         self.state = GOOD
         self.usable = True
         #: (segment, tx) in send order: the FIFO that loss inference walks. Lists, not

@@ -214,8 +214,8 @@ class Sender:
         size = DATA_HEADER_BYTES + length + (IMMDT_BYTES if flags & FLAG_IMM else 0)
         return make_packet(DATA, self.host, self.peer, self.peer_qpn,
                            (self.psn0 + seg.seq) & PSN_MASK, e.ev, msg.msg_id, offset, length,
-                           msg.length, flags, now, imm, 0, 0, 0, e.address, size, data, digest,
-                           plane)
+                           msg.length, flags, now, imm, 0, 0, 0, e.addr_hi, e.addr_lo, size, data,
+                           digest, plane)
 
     def completed(self, now: int, msg: Msg) -> None:
         """Every segment of ``msg`` was acknowledged (recovery tells)."""
