@@ -14,6 +14,9 @@ cdef class ReceiveBuffer:
     cdef public unsigned long long _checksum
     cdef public object _data
 
-    # offset: a wire field (u64): Python semantics for any value a packet may carry
+    # offset: a wire field (u64): Python semantics for any value a packet may carry, until
+    # it is known to lie inside the message
+    @cython.locals(mtu=cython.longlong, end=cython.longlong, off=cython.longlong,
+                   index=cython.longlong, rem=cython.longlong)
     cpdef long long place(self, offset, long long length, unsigned long long digest,
                           payload=*) except? -1

@@ -88,9 +88,18 @@ class ReceiveBuffer:
         Raises ValueError for a segment that does not fit the message: a transport bug or
         a corrupt packet, never something to paper over.
         """
-        index, rem = divmod(offset, self.mtu)
-        if rem or offset + length > self.length or length <= 0 or (
-                length != self.mtu and offset + length != self.length):
+        mtu = self.mtu
+        end = self.length
+        if 0 <= offset < end:  # from here a C integer in the compiled build
+            off = offset
+            index = off // mtu
+            rem = off - index * mtu
+        else:  # (negative, or past the end: never a segment of this message)
+            off = end
+            index = -1
+            rem = 1
+        if rem or off + length > end or length <= 0 or (
+                length != mtu and off + length != end):
             raise ValueError(
                 f"segment offset={offset} length={length} does not fit message {self.msg_id} "
                 f"of {self.length} bytes at mtu {self.mtu}")
@@ -101,13 +110,15 @@ class ReceiveBuffer:
         if self._data is not None:
             if payload is None or len(payload) != length:
                 raise ValueError(f"segment at {offset} has no payload of {length} bytes")
-            self._data[offset:offset + length] = payload
+            self._data[off:off + length] = payload
         else:
-            self._checksum = (self._checksum + _fold(offset, digest)) & _MASK64
+            self._checksum = (self._checksum + _fold(off, digest)) & _MASK64
         return length
 
     @property
     def complete(self) -> bool:
+        """Every byte placed (the transports' per-packet paths compare the two fields
+        themselves: compiled, that is C, where a property is a Python attribute lookup)."""
         return self.placed == self.length
 
     def has(self, offset: int) -> bool:

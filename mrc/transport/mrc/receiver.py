@@ -136,7 +136,7 @@ class Receiver:
         self._rcv_bits = bits
         if pkt.flags & FLAG_IMM:
             self._rx_imm[pkt.msg_id] = pkt.imm
-        if buf.complete:
+        if buf.placed == buf.length:  # complete
             msg_id = buf.msg_id
             del self._rx[msg_id]
             self._cur = None

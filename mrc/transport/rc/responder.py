@@ -114,7 +114,7 @@ class RcResponder:
             self._in_gap = False
             self._dup_last = None
             self._unacked += 1
-            if rx.complete:
+            if rx.placed == rx.length:  # complete
                 self._rx = None
                 detail: dict[str, object] = {"msg_id": rx.msg_id, "bytes": rx.length,
                                              "checksum": rx.checksum(),
