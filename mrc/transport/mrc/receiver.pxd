@@ -9,6 +9,9 @@ from mrc.packet cimport psn_diff
 cdef long long ACK, ACK_BYTES, ECN_CE, FLAG_ACK_REQ, FLAG_ECN_ECHO, FLAG_IMM, FLAG_TRIM, NACK
 # (not SACK_BITS: 1 << SACK_BITS needs 65 bits)
 cdef long long PROBE_BYTES, PROBE_REPLY, PSN_MASK
+cdef object _SMALL  # (1 << 62: a Python int, compared with the Python-int bitmap)
+cdef unsigned long long _BIT0
+cdef object _ONE
 
 cdef class Receiver:
     cdef public object qp
@@ -26,6 +29,7 @@ cdef class Receiver:
     cdef public long long _max_ahead
 
     @cython.locals(stats=MrcStats, nxt=cython.longlong, seq=cython.longlong,
+                   rel=cython.longlong, bits=object, small=cython.ulonglong, seen=bint,
                    buf=ReceiveBuffer, placed=cython.longlong,
                    run=cython.longlong, unrep=list, item=tuple, ecn=bint)
     cpdef long long on_data(self, long long now, Packet pkt) except? -1
@@ -34,7 +38,8 @@ cdef class Receiver:
                    k=Py_ssize_t, first=bint, echo=tuple)
     cpdef _send_acks(self, long long now, tuple trigger, bint ecn)
     @cython.locals(seq=cython.longlong, ev=cython.longlong, ts=cython.longlong,
-                   plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)
+                   plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong,
+                   shift=cython.longlong, small=cython.ulonglong)
     cpdef _emit_ack(self, long long nxt, long long base, bits, tuple echo, bint ecn)
     @cython.locals(nxt=cython.longlong, top=cython.longlong, base=cython.longlong,
                    plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)

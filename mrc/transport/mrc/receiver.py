@@ -42,6 +42,11 @@ from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.records import Ev
 
 _SACK_MASK = (1 << SACK_BITS) - 1
+#: Arrival bitmaps below this (almost all: the reorder spraying makes is tens of PSNs) take
+#: C integer arithmetic in the compiled build; wider ones stay Python ints.
+_SMALL = 1 << 62
+_BIT0 = 1  # a C u64 when compiled
+_ONE = 1  # a Python int, compiled too
 
 
 class Receiver:
@@ -94,7 +99,14 @@ class Receiver:
         nxt = self._rcv_next
         seq = nxt + psn_diff(pkt.psn, nxt & PSN_MASK)
         rel = seq - nxt
-        seen = rel < 0 or (self._rcv_bits >> rel) & 1
+        bits = self._rcv_bits
+        if rel < 0:
+            seen = True
+        elif bits < _SMALL:
+            small = bits
+            seen = rel < 62 and (small >> rel) & 1 != 0
+        else:
+            seen = (bits >> rel) & 1 != 0
         if pkt.trimmed:
             stats.trimmed_received += 1
             if seen:  # an earlier copy was placed: an ACK says so
@@ -128,12 +140,23 @@ class Receiver:
             stats.bad_packets += 1  # does not fit its message: never acknowledge it
             return 0
         stats.data_received += 1
-        bits = self._rcv_bits | (1 << rel)
-        if rel == 0:
-            run = (~bits & (bits + 1)).bit_length() - 1
-            bits >>= run
-            self._rcv_next = nxt + run
-        self._rcv_bits = bits
+        if rel < 62 and bits < _SMALL:
+            small = bits
+            small |= _BIT0 << rel  # (a 64-bit one: a C literal 1 is 32 bits wide)
+            if rel == 0:  # the cumulative point moves past the run of arrivals it heads
+                run = 0
+                while small & 1:
+                    small >>= 1
+                    run += 1
+                self._rcv_next = nxt + run
+            self._rcv_bits = small
+        else:
+            bits |= _ONE << rel  # (Python ints: the bitmap may be wider than 64 bits)
+            if rel == 0:
+                run = (~bits & (bits + 1)).bit_length() - 1
+                bits >>= run
+                self._rcv_next = nxt + run
+            self._rcv_bits = bits
         if pkt.flags & FLAG_IMM:
             self._rx_imm[pkt.msg_id] = pkt.imm
         if buf.placed == buf.length:  # complete
@@ -172,7 +195,7 @@ class Receiver:
         nxt = self._rcv_next
         bits = self._rcv_bits
         items = [u for u in self._unrep if u[0] >= nxt]
-        self._unrep.clear()
+        self._unrep = []  # (a new list costs less than a method call on the old)
         self.ack_due = None
         if len(items) > 1:
             items.sort()
@@ -197,10 +220,16 @@ class Receiver:
                   ecn: bool) -> None:
         seq, ev, ts = echo
         plane, da_hi, da_lo = self._reply_path(ev)
+        shift = base - nxt  # (never negative)
+        if bits < _SMALL:
+            small = bits
+            sack = small >> shift if shift < 62 else 0
+        else:
+            sack = (bits >> shift) & _SACK_MASK
         self.qp.control.append(make_packet(
             ACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev, 0, 0, 0, 0,
-            FLAG_ECN_ECHO if ecn else 0, ts, 0, seq & PSN_MASK, base & PSN_MASK,
-            (bits >> (base - nxt)) & _SACK_MASK, da_hi, da_lo, ACK_BYTES, None, 0, plane))
+            FLAG_ECN_ECHO if ecn else 0, ts, 0, seq & PSN_MASK, base & PSN_MASK, sack, da_hi,
+            da_lo, ACK_BYTES, None, 0, plane))
         self.stats.acks_sent += 1
 
     def _send_nack(self, pkt: Packet) -> None:
