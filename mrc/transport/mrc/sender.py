@@ -11,8 +11,9 @@ outstanding (later posts wait behind a held one: the send queue keeps its order)
 The sender keeps what loss recovery (:mod:`.recovery`) works on: the segments sent and not
 yet acknowledged (``outstanding``), the retransmission queue (``retx``), the bytes in flight
 (``pipe``), and every transmission in send order (``sent`` for the RTO, ``sent_on_plane``
-and ``sent_on_qp`` for the overdue scopes). Recovery updates them in place, and feeds the
-spray policy the evidence of the ACKs it processes.
+and ``sent_on_qp`` for the overdue scopes, plus each EV's FIFO: one :class:`.records.Tx`
+per transmission, linked into those queues, :mod:`.records`). Recovery updates them in
+place, and feeds the spray policy the evidence of the ACKs it processes.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from mrc.transport.memory import segment_digest
 from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.paths import PathManager
-from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg
+from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg, TxQueue, new_seg, new_tx
 from mrc.transport.mrc.spray import Spray
 
 
@@ -82,12 +83,12 @@ class Sender:
         self.sendable = False
         self._tx = 0
         self.pipe = 0  # payload bytes in flight (INFLIGHT + SUSPECT)
-        #: (sent, seg, tx) of every transmission in send order: the RTO's queue, and (with
-        #: overdue evidence on) the queues of the plane's and the QP's overdue scopes
-        self.sent: deque[tuple[int, Seg, int]] = deque()
-        self.sent_on_plane: list[deque[tuple[int, Seg, int]]] = [
-            deque() for _ in range(planes)]
-        self.sent_on_qp: deque[tuple[int, Seg, int]] = deque()
+        #: every transmission in send order: the RTO's queue (linked by ``Tx.next_sent``),
+        #: and (with overdue evidence on) the queues of the plane's and the QP's overdue
+        #: scopes (``next_plane``, ``next_qp``); loss recovery pops them
+        self.sent = TxQueue()
+        self.sent_on_plane: list[TxQueue] = [TxQueue() for _ in range(planes)]
+        self.sent_on_qp = TxQueue()
         #: the oldest unacknowledged sequence number (recovery moves it)
         self.una = 0
         self._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
@@ -153,7 +154,7 @@ class Sender:
         length = msg.length - offset
         if length > self.mtu:
             length = self.mtu
-        seg = Seg(self.snd_nxt, msg, offset, length)
+        seg = new_seg(self.snd_nxt, msg, offset, length)
         self.snd_nxt += 1
         msg.next_offset = offset + length
         self.unsent -= length
@@ -177,14 +178,35 @@ class Sender:
         seg.sent_ps = now
         seg.state = INFLIGHT
         seg.sends += 1
-        e.fifo.append((seg, tx))
         e.sent += 1
         e.last_sent = now
-        item = (now, seg, tx)
-        self.sent.append(item)
+        # one record, appended to each queue of transmissions (see .records: TxQueue)
+        t = new_tx(now, seg, tx)
+        q = e.fifo
+        if q.head is None:
+            q.head = t
+        else:
+            q.tail.next_ev = t
+        q.tail = t
+        q = self.sent
+        if q.head is None:
+            q.head = t
+        else:
+            q.tail.next_sent = t
+        q.tail = t
         if self._overdue:
-            self.sent_on_plane[plane].append(item)
-            self.sent_on_qp.append(item)
+            q = self.sent_on_plane[plane]
+            if q.head is None:
+                q.head = t
+            else:
+                q.tail.next_plane = t
+            q.tail = t
+            q = self.sent_on_qp
+            if q.head is None:
+                q.head = t
+            else:
+                q.tail.next_qp = t
+            q.tail = t
         length = seg.length
         self.pipe += length
         stats = self.stats
