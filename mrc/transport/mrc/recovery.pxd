@@ -38,7 +38,7 @@ cdef class Recovery:
     cdef public Spray _spray
     cdef public TxQueue _gq
     cdef public dict _by_ev
-    cdef public object _probe_q, _mark_bad
+    cdef public object _mark_bad
     cdef public long long _snd_una
     cdef public object _sacked
     cdef public TxQueue _suspects
@@ -46,7 +46,7 @@ cdef class Recovery:
     cdef public Reorder qscope
     cdef public object watchdog_at
     cdef public long long _retries, _last_progress
-    cdef public object _timeout  # a Python int: _timeout << retries may exceed 64 bits
+    cdef public long long _timeout  # (the watchdog's backoff shifts a Python int copy)
     cdef public long long _linear, _error_after
 
     @cython.locals(stats=MrcStats, nack=bint, snd=Sender, una=cython.longlong,
@@ -55,8 +55,8 @@ cdef class Recovery:
                    seq=cython.longlong, rel=cython.longlong, acked_bytes=cython.longlong,
                    progress=bint, ts=cython.longlong, overdue=bint, learn=bint, e=Ev,
                    hold=cython.longlong, ecn=bint, echo_seq=cython.longlong, scan=list,
-                   scopes=list, qscope=Reorder, touched=list, state=cython.longlong,
-                   certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
+                   scopes=list, qscope=Reorder, touched=Reorder, last=Reorder,
+                   state=cython.longlong, certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
                    msg=Msg, spray=Spray)
     cpdef on_ack(self, long long now, Packet pkt)
     @cython.locals(seg=Seg, snd=Sender, e=Ev)
@@ -90,5 +90,6 @@ cdef class Recovery:
     cpdef handle_timer(self, long long now)
     @cython.locals(e=Ev, lost=cython.longlong)
     cpdef _ev_timeout(self, long long now, Seg seg)
+    @cython.locals(timeout=object)
     cpdef _watchdog(self, long long now)
     cpdef _fail(self, long long now, str reason)

@@ -78,7 +78,7 @@ class Recovery:
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
                  "_margin", "_gain", "_strikes", "_psn0", "_outstanding",
-                 "_spray", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
+                 "_spray", "_gq", "_by_ev", "_mark_bad", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
 
@@ -110,7 +110,6 @@ class Recovery:
         self._spray = sender.spray  # per-EV evidence for the EV choice goes there
         self._gq = sender.sent  # every transmission in send order (``Tx.next_sent``): RTO
         self._by_ev = paths.by_ev
-        self._probe_q = paths.probe_q
         self._mark_bad = paths.mark_bad
 
         self._snd_una = 0  # every seq below this is acknowledged
@@ -193,7 +192,10 @@ class Recovery:
             spray = None if nack else self._spray
             scopes = self.scopes
             qscope = self.qscope
-            touched: list[Reorder] = []
+            # the plane scopes whose newest moved, in the order touched: linked through
+            # ``Reorder.next_touched`` (no list per ACK), flagged by ``Reorder.touched``
+            touched: Reorder | None = None
+            last: Reorder | None = None
             for seg in newly:
                 state = seg.state
                 seg.state = ACKED
@@ -215,9 +217,13 @@ class Recovery:
                             if age > qscope.cur_max:
                                 qscope.cur_max = age
                         if sent > sc.newest:
-                            if not sc.touched:  # (a flag, not a search of the list)
+                            if not sc.touched:
                                 sc.touched = True
-                                touched.append(sc)
+                                if last is None:
+                                    touched = sc
+                                else:
+                                    last.next_touched = sc
+                                last = sc
                             sc.newest = sent
                         if sent > qscope.newest:
                             qscope.newest = sent
@@ -239,7 +245,10 @@ class Recovery:
             for seg in scan:
                 self._infer_losses(now, seg)
             if overdue:
-                for sc in touched:
+                while touched is not None:
+                    sc = touched
+                    touched = sc.next_touched
+                    sc.next_touched = None
                     sc.touched = False
                     self._scan_overdue(now, sc)
                 self._scan_overdue(now, qscope)
@@ -415,17 +424,19 @@ class Recovery:
     # ================================================================== timers
     def next_timer(self) -> int | None:
         """The earliest deadline (see the module docstring), or None. The deadlines below
-        fit in 64 bits and are compared as such (compiled: C integers, boxed once at the
-        end); the watchdog's may not (its backoff doubles), so it is compared last, as a
-        Python int."""
+        fit in 64 bits and are compared as such (compiled: C integers; ``found`` keeps the
+        Python int when the earliest came as one, so it is not boxed again); the
+        watchdog's may not (its backoff doubles), so it is compared last, as a Python int."""
         if self.qp.failed:
             return None
         have = False  # whether ``best`` holds a deadline yet
         best = 0
+        found: int | None = None  # ``best`` as a Python int, when it came as one
         due = self.receiver.ack_due
         if due is not None:
             best = due
             have = True
+            found = due
         q = self._gq
         t = q.head
         while t is not None:
@@ -435,6 +446,7 @@ class Recovery:
                 if not have or at < best:
                     best = at
                     have = True
+                    found = None
                 break
             q.head = t.next_sent
             t.next_sent = None
@@ -447,21 +459,27 @@ class Recovery:
                 if not have or t.due < best:
                     best = t.due
                     have = True
+                    found = None
                 break
             q.head = t.next_suspect
             t.next_suspect = None
             t = q.head
-        if self._probe_q:
+        if self.paths.bad_count:  # (else no probe is live: see PathManager.bad_count)
             due = self.paths.next_probe()
             if due is not None:
                 at = due
                 if not have or at < best:
                     best = at
                     have = True
+                    found = due
         watchdog = self.watchdog_at
-        if watchdog is not None and (not have or watchdog < best):
+        if not have:
             return watchdog
-        return best if have else None
+        if found is None:
+            found = best
+        if watchdog is not None and watchdog < found:
+            return watchdog
+        return found
 
     def handle_timer(self, now: int) -> None:
         if self.qp.failed:
@@ -499,7 +517,7 @@ class Recovery:
                 self._ev_timeout(now, seg)
             t = q.head
         # probes of ASSUMED_BAD EVs
-        if self._probe_q:
+        if self.paths.bad_count:
             self.paths.send_due_probes(now)
         # watchdog: consecutive timeouts with no progress anywhere
         if self.watchdog_at is not None and self.watchdog_at <= now:
@@ -546,8 +564,8 @@ class Recovery:
         # retry k waits T while k <= retry_linear_cnt, then 2T, 4T, ... (exponential range);
         # counted from the deadline, so a late timer call does not stretch the rule
         over = self._retries - self._linear
-        self.watchdog_at = deadline + (self._timeout if over <= 0
-                                       else self._timeout << min(over, 40))
+        timeout = self._timeout  # (a Python int, compiled too: the backoff passes 64 bits)
+        self.watchdog_at = deadline + (timeout if over <= 0 else timeout << min(over, 40))
 
     def _fail(self, now: int, reason: str) -> None:
         qp = self.qp

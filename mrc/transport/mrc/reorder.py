@@ -39,7 +39,7 @@ class Reorder:
     through ``Tx.next_qp``), loss recovery pops it."""
 
     __slots__ = ("dq", "newest", "min_rtt", "srtt", "cur_max", "cur_start", "prev_max",
-                 "window", "touched")
+                 "window", "touched", "next_touched")
 
     def __init__(self, window: int, dq: TxQueue | None = None) -> None:
         #: transmissions in send order
@@ -51,9 +51,11 @@ class Reorder:
         self.cur_start = -1  # when the current half began (-1: no sample yet)
         self.prev_max = -1  # longest delay in the previous half; -1: cold (window = RTO)
         self.window = window
-        #: set while an ACK being processed has moved ``newest`` (recovery scans the scopes
-        #: it touched, in the order touched, once the ACK's segments are all counted)
+        #: set while an ACK being processed has moved ``newest``: recovery scans the scopes
+        #: it touched, in the order touched (linked by ``next_touched``), once the ACK's
+        #: segments are all counted
         self.touched = False
+        self.next_touched: Reorder | None = None
 
     def sample(self, now: int, rtt: int, hold_rtts: int) -> None:
         """The RTT an ACK echoes (exact): min and smoothed RTT, and the clock of the
