@@ -34,7 +34,6 @@ cdef class Recovery:
     cdef public double _margin, _gain
     cdef public long long _strikes
     cdef public long long _psn0
-    cdef public dict _outstanding
     cdef public Spray _spray
     cdef public TxQueue _gq
     cdef public dict _by_ev
@@ -51,15 +50,16 @@ cdef class Recovery:
 
     @cython.locals(stats=MrcStats, nack=bint, snd=Sender, una=cython.longlong,
                    psn0=cython.longlong, una_psn=cython.longlong, cum=cython.longlong,
-                   nxt=cython.longlong, span=object, out=dict, newly=list, seg=Seg,
-                   seq=cython.longlong, rel=cython.longlong, acked_bytes=cython.longlong,
-                   progress=bint, ts=cython.longlong, overdue=bint, learn=bint, e=Ev,
-                   hold=cython.longlong, ecn=bint, echo_seq=cython.longlong, scan=list,
-                   scopes=list, qscope=Reorder, touched=Reorder, last=Reorder,
-                   state=cython.longlong, certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
-                   msg=Msg, spray=Spray)
+                   nxt=cython.longlong, span=object, out=list, mask=cython.longlong,
+                   newly=list, seg=Seg, seq=cython.longlong, rel=cython.longlong,
+                   acked_bytes=cython.longlong, progress=bint, ts=cython.longlong,
+                   overdue=bint, learn=bint, e=Ev, hold=cython.longlong, ecn=bint,
+                   echo_seq=cython.longlong, scan=list, scopes=list, qscope=Reorder,
+                   touched=Reorder, last=Reorder, state=cython.longlong, certain=bint,
+                   sent=cython.longlong, sc=Reorder, age=cython.longlong, msg=Msg,
+                   spray=Spray)
     cpdef on_ack(self, long long now, Packet pkt)
-    @cython.locals(seg=Seg, snd=Sender, e=Ev)
+    @cython.locals(seg=Seg, snd=Sender, e=Ev, seq=cython.longlong, out=list)
     cpdef bint _on_trim(self, long long now, Packet pkt, long long una,
                         long long una_psn) except? False
     @cython.locals(fifo=TxQueue, tx=cython.longlong, t=Tx, seg=Seg)

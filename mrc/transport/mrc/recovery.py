@@ -2,7 +2,7 @@
 
 ACKs and NACKs
     A cumulative PSN and a 64-bit SACK window report what arrived; each newly acknowledged
-    segment leaves the sender's ``outstanding`` map, its bytes leave the pipe, its message
+    segment leaves the sender's ``outstanding`` ring, its bytes leave the pipe, its message
     may complete, and its delivery (age, CE mark) goes to the spray policy, which recycles
     the EV or steers around it (:mod:`.spray`). The RTT an ACK echoes feeds the congestion
     control and the reorder windows (:mod:`.reorder`); a CE mark on a packet that came back
@@ -77,7 +77,7 @@ class Recovery:
 
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
-                 "_margin", "_gain", "_strikes", "_psn0", "_outstanding",
+                 "_margin", "_gain", "_strikes", "_psn0",
                  "_spray", "_gq", "_by_ev", "_mark_bad", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
@@ -106,7 +106,6 @@ class Recovery:
         self._strikes = cfg.overdue_strikes
         # the other rooms' state this one works on, referenced directly
         self._psn0 = sender.psn0
-        self._outstanding = sender.outstanding
         self._spray = sender.spray  # per-EV evidence for the EV choice goes there
         self._gq = sender.sent  # every transmission in send order (``Tx.next_sent``): RTO
         self._by_ev = paths.by_ev
@@ -143,12 +142,17 @@ class Recovery:
         if cum > nxt:
             stats.bad_packets += 1
             return
-        out = self._outstanding
+        # the newly acknowledged segments leave the sender's ring (see Sender.outstanding:
+        # every number from una to nxt has a slot of its own)
+        out = snd.outstanding
+        mask = len(out) - 1
         newly: list[Seg] = []
         if cum > una:
             for seq in range(una, cum):
-                seg = out.pop(seq, None)
+                seg = out[seq & mask]
                 if seg is not None:
+                    out[seq & mask] = None
+                    snd.outstanding_count -= 1
                     newly.append(seg)
             self._sacked >>= cum - una
             una = self._snd_una = snd.una = cum
@@ -167,8 +171,11 @@ class Recovery:
                 while new:
                     low = new & -new
                     new ^= low
-                    seg = out.pop(una + low.bit_length() - 1, None)
+                    seq = una + low.bit_length() - 1
+                    seg = out[seq & mask]
                     if seg is not None:
+                        out[seq & mask] = None
+                        snd.outstanding_count -= 1
                         newly.append(seg)
         acked_bytes = 0
         progress = False
@@ -272,11 +279,15 @@ class Recovery:
 
     def _on_trim(self, now: int, pkt: Packet, una: int, una_psn: int) -> bool:
         """NACK(trim): resend that transmission at once; congestion, never loss."""
-        seg = self._outstanding.get(una + psn_diff(pkt.echo_psn, una_psn))
+        snd = self.sender
+        seq = una + psn_diff(pkt.echo_psn, una_psn)
+        if not una <= seq < snd.snd_nxt:
+            return False  # not outstanding (acknowledged, or never sent)
+        out = snd.outstanding
+        seg = out[seq & (len(out) - 1)]
         if seg is None or seg.state > SUSPECT or seg.sent_ps != pkt.ts:
             return False  # already acked, already queued, or an older transmission's NACK
         seg.state = LOST
-        snd = self.sender
         snd.pipe -= seg.length
         snd.retx.appendleft(seg)
         snd.sendable = True
@@ -559,7 +570,7 @@ class Recovery:
                 f"{self._timeout} ps local ACK timeout without progress on any EV since "
                 f"t={self._last_progress} ps; EVs good={counts[GOOD]} "
                 f"assumed_bad={counts[ASSUMED_BAD]} denied={counts[DENIED]}; "
-                f"{len(self._outstanding)} packets unacknowledged"))
+                f"{self.sender.outstanding_count} packets unacknowledged"))
             return
         # retry k waits T while k <= retry_linear_cnt, then 2T, 4T, ... (exponential range);
         # counted from the deadline, so a late timer call does not stretch the rule

@@ -22,7 +22,8 @@ cdef class Sender:
     cdef public object queue
     cdef public Msg cur
     cdef public long long snd_nxt
-    cdef public dict outstanding
+    cdef public list outstanding
+    cdef public long long outstanding_count
     cdef public object retx
     cdef public bint sendable
     cdef public long long _tx, pipe
@@ -37,8 +38,10 @@ cdef class Sender:
     cpdef bint has_work(self) except? False
     @cython.locals(good=list, pipe=cython.longlong, window=cython.longlong,
                    unsent=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
-                   length=cython.longlong)
+                   length=cython.longlong, seq=cython.longlong, ring=list)
     cpdef poll(self, long long now, long long plane)
+    @cython.locals(ring=list, mask=cython.longlong, seg=Seg)
+    cpdef _grow_outstanding(self)
     @cython.locals(e=Ev, tx=cython.longlong, t=Tx, q=TxQueue, length=cython.longlong,
                    stats=MrcStats, msg=Msg, offset=cython.longlong, flags=cython.longlong,
                    size=cython.longlong)
