@@ -77,8 +77,8 @@ class Recovery:
 
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
-                 "_margin", "_gain", "_strikes", "_psn0",
-                 "_spray", "_gq", "_by_ev", "_mark_bad", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
+                 "_margin", "_gain", "_strikes", "_psn0", "_spray", "_gq", "_by_ev", "_mark_bad",
+                 "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
 

@@ -9,11 +9,12 @@ beyond the oldest unacknowledged one, and no more than ``max_wimm`` WRITEs with 
 outstanding (later posts wait behind a held one: the send queue keeps its order).
 
 The sender keeps what loss recovery (:mod:`.recovery`) works on: the segments sent and not
-yet acknowledged (``outstanding``, a ring indexed by sequence number), the retransmission queue (``retx``), the bytes in flight
-(``pipe``), and every transmission in send order (``sent`` for the RTO, ``sent_on_plane``
-and ``sent_on_qp`` for the overdue scopes, plus each EV's FIFO: one :class:`.records.Tx`
-per transmission, linked into those queues, :mod:`.records`). Recovery updates them in
-place, and feeds the spray policy the evidence of the ACKs it processes.
+yet acknowledged (``outstanding``, a ring indexed by sequence number), the retransmission
+queue (``retx``), the bytes in flight (``pipe``), and every transmission in send order
+(``sent`` for the RTO, ``sent_on_plane`` and ``sent_on_qp`` for the overdue scopes, plus
+each EV's FIFO: one :class:`.records.Tx` per transmission, linked into those queues,
+:mod:`.records`). Recovery updates them in place, and feeds the spray policy the evidence
+of the ACKs it processes.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class Sender:
     __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
                  "_ack_req_on_last", "_completions", "_overdue",
                  "good", "spray", "queue", "cur", "snd_nxt",
-                 "outstanding", "outstanding_count", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
-                 "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held", "unsent")
+                 "outstanding", "outstanding_count", "retx", "sendable", "_tx", "pipe",
+                 "sent", "sent_on_plane", "sent_on_qp", "una", "_mpr_psns", "_max_wimm",
+                 "wimm_out", "held", "unsent")
 
     def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
         cfg = qp.config
