@@ -321,7 +321,7 @@ def test_lazy_segmentation_of_a_huge_message() -> None:
     a.post_write(0, 0, 4 << 30)  # 4 GiB: a million packets, none materialised up front
     sent = [a.poll(0, 0) for _ in range(10)]
     assert all(p is not None for p in sent)
-    assert len(a._sender.outstanding) == 10
+    assert a._sender.outstanding_count == 10
     assert a._sender.cur is not None and a._sender.cur.next_offset == 10 * 4096
 
 
@@ -362,7 +362,9 @@ def test_sack_window_reports_every_arrival_even_when_spread() -> None:
     assert reported == {10, 150, 290}
     for ack in acks:
         a.receive(2, ack)
-    assert set(a._sender.outstanding) == set(range(300)) - {10, 150, 290}
+    outstanding = {seg.seq for seg in a._sender.outstanding if seg is not None}
+    assert outstanding == set(range(300)) - {10, 150, 290}  # (the ring grew to hold 300)
+    assert a._sender.outstanding_count == 297
 
 
 # ====================================================================== loss and trims
@@ -631,6 +633,7 @@ def test_port_down_marks_the_plane_at_once_and_probes_bring_it_back() -> None:
     plane1 = {pc.ev for pc in make_evs() if pc.plane == 1}
     assert set(changed) == plane1
     assert all(loop.a.ev_state(ev) == ASSUMED_BAD for ev in plane1)
+    assert loop.a._path_manager.bad_count == len(plane1)  # (the QP's timer reads it)
     assert 0 < loop.a.stats.evicted <= in_flight
     assert loop.a.port_down(loop.now, 1) == [] and loop.a.port_down(loop.now, 7) == []
     loop.service(loop.a)
@@ -640,6 +643,7 @@ def test_port_down_marks_the_plane_at_once_and_probes_bring_it_back() -> None:
     assert len(bad) == len(plane1)
     assert all(e.time_ps == t_down and e.detail["reason"] == "port down" for e in bad)
     assert all(loop.a.ev_state(ev) == GOOD for ev in plane1)  # probed back after ``up``
+    assert loop.a._path_manager.bad_count == 0
     assert loop.a.stats.timeouts == 0 and loop.a.stats.reintegrated == len(plane1)
 
 
@@ -662,6 +666,42 @@ def test_reorder_window_learns_the_spread_and_holds_it() -> None:
         MrcConfig(reorder_window_ps=0)
     with pytest.raises(ValueError):
         MrcConfig(overdue_strikes=0)
+
+
+def test_a_long_queue_of_transmissions_is_freed_without_deep_recursion() -> None:
+    """Transmission records are chained (records.Tx, TxQueue): a queue dropped whole frees
+    its chain one record after another. The compiled records use CPython's trashcan for
+    that; a plain recursive free of 200,000 records would overflow a 512 KiB thread stack
+    (this runs in a child, so such a crash fails the test instead of ending the run)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import threading
+        from mrc.transport.mrc.records import Msg, TxQueue, new_seg, new_tx
+
+        def run():
+            seg = new_seg(0, Msg(0, 1, 0, None, None, 0), 0, 1)
+            q = TxQueue()
+            for tx in range(200_000):
+                t = new_tx(tx, seg, tx)
+                if q.head is None:
+                    q.head = t
+                else:
+                    q.tail.next_sent = t
+                q.tail = t
+            del q, t
+
+        threading.stack_size(512 * 1024)
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join()
+        print("freed")
+    """)
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "freed", out.stderr[-2000:]
 
 
 # ====================================================================== probes, DENIED

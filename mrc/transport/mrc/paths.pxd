@@ -18,7 +18,7 @@ cdef class PathManager:
     cdef public object probe_q
     cdef public long long _probe_timeout
     cdef public object progress, evict
-    cdef public long long good_count, min_active
+    cdef public long long good_count, bad_count, min_active
 
     cpdef set_state(self, long long now, Ev e, str new, str reason)
     cpdef bint mark_bad(self, long long now, Ev e, str reason) except? False

@@ -44,7 +44,8 @@ class PathManager:
     place) on every state change of an EV of that plane."""
 
     __slots__ = ("qp", "config", "stats", "events", "evs", "by_ev", "plane_evs", "good",
-                 "probe_q", "_probe_timeout", "progress", "evict", "good_count", "min_active")
+                 "probe_q", "_probe_timeout", "progress", "evict", "good_count", "bad_count",
+                 "min_active")
 
     #: Wired by the QP to its loss recovery: an answered probe is progress (the watchdog
     #: restarts), and a port down resends what was in flight on the plane's EVs.
@@ -70,6 +71,10 @@ class PathManager:
             self.plane_evs[e.plane].append(e)
         self.good: list[list[Ev]] = [list(p) for p in self.plane_evs]
         self.good_count = len(self.evs)
+        #: EVs ASSUMED_BAD. Each has exactly one live entry in ``probe_q`` (queued by
+        #: ``mark_bad``, requeued by ``send_due_probes``), so while this is 0 there is no
+        #: probe to time or send: the QP's timer asks this C integer, not the deque
+        self.bad_count = 0
         self.min_active = cfg.min_active_for(len(self.evs))
         self.probe_q: deque[tuple[int, Ev, int]] = deque()  # (due, ev, epoch)
         self._probe_timeout = cfg.probe_timeout_ps or cfg.ev_timeout_ps
@@ -134,8 +139,12 @@ class PathManager:
         old = e.state
         if old == GOOD:
             self.good_count -= 1
+        elif old == ASSUMED_BAD:
+            self.bad_count -= 1
         if new == GOOD:
             self.good_count += 1
+        elif new == ASSUMED_BAD:
+            self.bad_count += 1
         e.state = new
         e.usable = new == GOOD
         e.epoch += 1

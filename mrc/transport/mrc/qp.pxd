@@ -1,4 +1,5 @@
 # C layout of qp.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
 from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
@@ -25,6 +26,7 @@ cdef class MrcQueuePair(QpBase):
     cdef public Recovery _recovery
 
     cpdef poll(self, long long now, long long plane)
+    @cython.locals(kind=cython.longlong)
     cpdef receive(self, long long now, Packet pkt)
     cpdef list take_control(self)
     cpdef next_timer(self)

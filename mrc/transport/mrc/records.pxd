@@ -1,4 +1,7 @@
 # C layout of records.py for the compiled build (mrc/_build.py); the .py is the source.
+cimport cython
+
+cdef class TxQueue
 
 cdef class Ev:
     cdef public long long ev, plane
@@ -6,7 +9,7 @@ cdef class Ev:
     cdef public unsigned long long addr_hi, addr_lo
     cdef public object state
     cdef public bint usable
-    cdef public list fifo
+    cdef public TxQueue fifo
     cdef public long long epoch, probe_seq, probe_ok
     cdef public list probes_out
     cdef public long long sent, acked, lost, trims, timeouts, strikes, last_sent, slow
@@ -24,3 +27,20 @@ cdef class Seg:
     cdef public long long offset, length
     cdef public Ev ev
     cdef public long long tx, sent_ps, state, sends
+
+cdef class Tx:
+    cdef public long long sent_ps
+    cdef public Seg seg
+    cdef public long long tx
+    cdef public Tx next_sent, next_ev, next_plane, next_qp
+    cdef public long long due
+    cdef public bint overdue
+    cdef public Tx next_suspect
+
+cdef class TxQueue:
+    cdef public Tx head, tail
+
+@cython.locals(seg=Seg)
+cpdef Seg new_seg(long long seq, Msg msg, long long offset, long long length)
+@cython.locals(t=Tx)
+cpdef Tx new_tx(long long sent_ps, Seg seg, long long tx)

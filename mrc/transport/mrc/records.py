@@ -1,8 +1,20 @@
 """The records an MRC QP's rooms share: one EV (:class:`Ev`), one posted WRITE
-(:class:`Msg`) and one packet across its transmissions (:class:`Seg`).
+(:class:`Msg`), one packet across its transmissions (:class:`Seg`), one transmission of a
+packet (:class:`Tx`), and the queues of transmissions loss recovery walks (:class:`TxQueue`).
 
 Plain slotted objects: the sender creates them, recovery and the path manager update them
 on the per-packet path, so every room reads and writes their fields directly.
+
+Why transmissions are records in linked queues
+    Every packet sent is queued four times (its EV's FIFO, the RTO queue, its plane's and
+    its QP's overdue scopes, :mod:`.recovery`), and each queue is consumed from the front,
+    lazily: an entry whose segment was sent again (``seg.tx`` moved on) or resolved is
+    dropped when it comes up. One :class:`Tx` per transmission, threaded through one link
+    field per queue, costs one object per packet (from a free list when compiled) and no
+    tuple, no boxed integer and no method call on a deque: appending and popping are a few
+    typed field stores. Chains run forward only (no cycles); whoever pops a record clears
+    its link, so a record still held by another queue keeps no popped chain alive, and a
+    queue dropped whole is freed without deep recursion (``trashcan``).
 """
 
 from __future__ import annotations
@@ -12,8 +24,10 @@ from mrc.transport.base import GOOD, PathChoice
 
 try:
     import cython
+    from cython import trashcan
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
+    from mrc._cython_shim import freelist as trashcan  # (both leave a class as it is)
 
 # sender-side state of one packet (a segment)
 INFLIGHT = 0  # sent, counted in flight
@@ -37,10 +51,10 @@ class Ev:
         self.addr_hi, self.addr_lo = split_address(choice.address)  # as packets carry it
         self.state = GOOD
         self.usable = True
-        #: (segment, tx) in send order: the FIFO that loss inference walks. Lists, not
-        #: deques: an EV carries a few packets at a time, and a QP has 128+ EVs (an empty
-        #: deque costs 600 bytes, a list 56: 0.35 GB on a 1024-host permutation)
-        self.fifo: list[tuple[Seg, int]] = []
+        #: its transmissions in send order (linked by ``Tx.next_ev``): the FIFO that loss
+        #: inference walks. A QP has 128+ EVs, each carrying a few packets at a time, so
+        #: the queue is small: 48 bytes empty (a deque costs 600, a list 56)
+        self.fifo = TxQueue()
         self.epoch = 0  # bumped on every state change: stale probe timers die
         self.probe_seq = 0
         self.probe_ok = 0
@@ -96,3 +110,77 @@ class Seg:
         self.sent_ps = 0
         self.state = INFLIGHT
         self.sends = 0
+
+
+def new_seg(seq: int, msg: Msg, offset: int, length: int) -> Seg:
+    """``Seg(seq, msg, offset, length)`` for the sender's per-packet path: compiled, the
+    record comes from the free list with no argument tuple, boxed integers or ``__init__``
+    call (a cross-module C call instead of a Python one)."""
+    seg = Seg.__new__(Seg)
+    seg.seq = seq
+    seg.msg = msg
+    seg.offset = offset
+    seg.length = length
+    seg.ev = None  # type: ignore[assignment]  # set by the first transmission
+    seg.tx = 0
+    seg.sent_ps = 0
+    seg.state = INFLIGHT
+    seg.sends = 0
+    return seg
+
+
+@trashcan(True)
+@cython.freelist(1024)
+@cython.cclass
+class Tx:
+    """One transmission of a segment: when it was sent, which segment, and the id of the
+    transmission (``seg.tx`` equals it while this is the segment's latest), with one link
+    per queue that holds it (see the module docstring). Made only by :func:`new_tx`.
+
+    A transmission may also wait out a loss grace (:mod:`.recovery`): ``due``, ``overdue``
+    (which evidence made it suspect) and ``next_suspect`` serve that queue. It is suspected
+    at most once (only while its segment is INFLIGHT on it), so one link suffices.
+    """
+
+    __slots__ = ("sent_ps", "seg", "tx", "next_sent", "next_ev", "next_plane", "next_qp",
+                 "due", "overdue", "next_suspect")
+
+    sent_ps: int
+    seg: Seg
+    tx: int
+    next_sent: Tx | None  # the sender's RTO queue (``Sender.sent``)
+    next_ev: Tx | None  # its EV's FIFO (``Ev.fifo``)
+    next_plane: Tx | None  # its plane's overdue scope (``Sender.sent_on_plane``)
+    next_qp: Tx | None  # the QP's overdue scope (``Sender.sent_on_qp``)
+    due: int
+    overdue: bool
+    next_suspect: Tx | None  # recovery's suspects (``Recovery._suspects``)
+
+
+def new_tx(sent_ps: int, seg: Seg, tx: int) -> Tx:
+    """A transmission record, linked to nothing yet (compiled: from the free list, without
+    a Python call)."""
+    t = Tx.__new__(Tx)
+    t.sent_ps = sent_ps
+    t.seg = seg
+    t.tx = tx
+    if not cython.compiled:  # (compiled, a new record's links are None and numbers 0)
+        t.next_sent = t.next_ev = t.next_plane = t.next_qp = t.next_suspect = None
+        t.due = 0
+        t.overdue = False
+    return t
+
+
+@cython.cclass
+class TxQueue:
+    """Transmissions in send order, oldest first: the head and tail of a chain threaded
+    through one of :class:`Tx`'s links (which one is the queue's role: ``fifo`` of an
+    :class:`Ev` uses ``next_ev``, and so on). The producer appends at the tail (``head`` is
+    None: the queue is empty, whatever ``tail`` still points to); consumers pop at the head
+    and clear the popped record's link."""
+
+    __slots__ = ("head", "tail")
+
+    def __init__(self) -> None:
+        self.head: Tx | None = None
+        self.tail: Tx = None  # type: ignore[assignment]  # meaningful while head is not None

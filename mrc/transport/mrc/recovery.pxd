@@ -5,10 +5,11 @@ from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.paths cimport PathManager
 from mrc.transport.mrc.receiver cimport Receiver
-from mrc.transport.mrc.records cimport Ev, Msg, Seg
+from mrc.transport.mrc.records cimport Ev, Msg, Seg, Tx, TxQueue
 from mrc.transport.mrc.reorder cimport Reorder
 from mrc.transport.mrc.sender cimport Sender
 from mrc.transport.mrc.spray cimport Spray
+from mrc.transport.qp_base cimport QpBase
 from mrc.packet cimport psn_diff
 
 # constants: typed copies of imported names
@@ -16,7 +17,8 @@ cdef long long FLAG_ECN_ECHO, FLAG_TRIM, NACK, PSN_MASK, SACK_BITS
 cdef long long ACKED, INFLIGHT, LOST, SUSPECT
 
 cdef class Recovery:
-    cdef public object qp, config
+    cdef public QpBase qp
+    cdef public object config
     cdef public MrcStats stats
     cdef public object events
     cdef public long long qpn
@@ -24,7 +26,7 @@ cdef class Recovery:
     cdef public Sender sender
     cdef public PathManager paths
     cdef public Receiver receiver
-    cdef public object rto  # a Python int: rto << retries may exceed 64 bits
+    cdef public long long rto
     cdef public long long _grace
     cdef public bint _overdue
     cdef public object _fixed_window
@@ -32,44 +34,47 @@ cdef class Recovery:
     cdef public double _margin, _gain
     cdef public long long _strikes
     cdef public long long _psn0
-    cdef public dict _outstanding
     cdef public Spray _spray
-    cdef public object _gq
+    cdef public TxQueue _gq
     cdef public dict _by_ev
-    cdef public object _probe_q, _mark_bad
+    cdef public object _mark_bad
     cdef public long long _snd_una
-    cdef public object _sacked, _suspects
+    cdef public object _sacked
+    cdef public TxQueue _suspects
     cdef public list scopes
     cdef public Reorder qscope
     cdef public object watchdog_at
     cdef public long long _retries, _last_progress
-    cdef public object _timeout  # a Python int: _timeout << retries may exceed 64 bits
+    cdef public long long _timeout  # (the watchdog's backoff shifts a Python int copy)
     cdef public long long _linear, _error_after
 
     @cython.locals(stats=MrcStats, nack=bint, snd=Sender, una=cython.longlong,
                    psn0=cython.longlong, una_psn=cython.longlong, cum=cython.longlong,
-                   out=dict, newly=list, seg=Seg, seq=cython.longlong,
-                   rel=cython.longlong, acked_bytes=cython.longlong, progress=bint,
-                   ts=cython.longlong, overdue=bint, learn=bint, e=Ev, hold=cython.longlong,
-                   ecn=bint, echo_seq=cython.longlong, scan=list,
-                   scopes=list, qscope=Reorder, touched=list, state=cython.longlong,
-                   certain=bint, sent=cython.longlong, sc=Reorder, age=cython.longlong,
-                   msg=Msg, spray=Spray)
+                   nxt=cython.longlong, span=object, out=list, mask=cython.longlong,
+                   newly=list, seg=Seg, seq=cython.longlong, rel=cython.longlong,
+                   acked_bytes=cython.longlong, progress=bint, ts=cython.longlong,
+                   overdue=bint, learn=bint, e=Ev, hold=cython.longlong, ecn=bint,
+                   echo_seq=cython.longlong, scan=list, scopes=list, qscope=Reorder,
+                   touched=Reorder, last=Reorder, state=cython.longlong, certain=bint,
+                   sent=cython.longlong, sc=Reorder, age=cython.longlong, msg=Msg,
+                   spray=Spray)
     cpdef on_ack(self, long long now, Packet pkt)
-    @cython.locals(seg=Seg, snd=Sender, e=Ev)
+    @cython.locals(seg=Seg, snd=Sender, e=Ev, seq=cython.longlong, out=list)
     cpdef bint _on_trim(self, long long now, Packet pkt, long long una,
                         long long una_psn) except? False
-    @cython.locals(fifo=list, tx=cython.longlong, done=Py_ssize_t, seg=Seg,
-                   stx=cython.longlong)
+    @cython.locals(fifo=TxQueue, tx=cython.longlong, t=Tx, seg=Seg)
     cpdef _infer_losses(self, long long now, Seg acked)
-    @cython.locals(window=cython.longlong, bound=cython.longlong, item=tuple, seg=Seg)
+    @cython.locals(q=TxQueue)
+    cpdef _suspect(self, long long now, Tx t, bint overdue)
+    @cython.locals(window=cython.longlong, bound=cython.longlong, q=TxQueue, whole=bint,
+                   t=Tx, seg=Seg)
     cpdef _scan_overdue(self, long long now, Reorder sc)
     @cython.locals(sc=Reorder, q=Reorder, a=cython.longlong, b=cython.longlong)
     cpdef long long _overdue_bound(self, long long plane) except? -1
     @cython.locals(stats=MrcStats, e=Ev)
     cpdef _overdue_lost(self, long long now, Seg seg)
     cpdef evict(self, Ev e)
-    @cython.locals(n=cython.longlong, seg=Seg, tx=cython.longlong)
+    @cython.locals(n=cython.longlong, fifo=TxQueue, t=Tx, seg=Seg)
     cpdef long long _lose_fifo(self, Ev e) except? -1
     @cython.locals(snd=Sender)
     cpdef _lose(self, Seg seg)
@@ -77,12 +82,14 @@ cdef class Recovery:
     cpdef long long _psn(self, Seg seg)
     cpdef arm_watchdog(self, long long now)
     cpdef progress(self, long long now)
-    @cython.locals(seg=Seg, tx=cython.longlong)
+    @cython.locals(have=bint, best=cython.longlong, q=TxQueue, t=Tx, seg=Seg,
+                   at=cython.longlong)
     cpdef next_timer(self)
-    @cython.locals(receiver=Receiver, seg=Seg, tx=cython.longlong, overdue=bint,
-                   limit=cython.longlong, sent=cython.longlong)
+    @cython.locals(receiver=Receiver, q=TxQueue, t=Tx, seg=Seg, limit=cython.longlong,
+                   live=bint)
     cpdef handle_timer(self, long long now)
     @cython.locals(e=Ev, lost=cython.longlong)
     cpdef _ev_timeout(self, long long now, Seg seg)
+    @cython.locals(timeout=object)
     cpdef _watchdog(self, long long now)
     cpdef _fail(self, long long now, str reason)

@@ -2,7 +2,7 @@
 
 ACKs and NACKs
     A cumulative PSN and a 64-bit SACK window report what arrived; each newly acknowledged
-    segment leaves the sender's ``outstanding`` map, its bytes leave the pipe, its message
+    segment leaves the sender's ``outstanding`` ring, its bytes leave the pipe, its message
     may complete, and its delivery (age, CE mark) goes to the spray policy, which recycles
     the EV or steers around it (:mod:`.spray`). The RTT an ACK echoes feeds the congestion
     control and the reorder windows (:mod:`.reorder`); a CE mark on a packet that came back
@@ -52,12 +52,13 @@ Timers
     (path manager) and the watchdog. Recovery keeps it because all but two of those are its
     own; ``handle_timer`` serves them in that order. Every queue here is in time order and
     lazily purged: an entry whose segment was resent (``tx`` moved on) or resolved is
-    dropped when it reaches the front.
+    dropped when it reaches the front. The entries are the transmissions themselves (one
+    :class:`.records.Tx` per packet sent, with a link per queue: each EV's FIFO, the RTO
+    queue, the overdue scopes' queues and the suspects), so queueing and popping allocate
+    nothing (:mod:`.records` says why).
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from mrc.packet import FLAG_ECN_ECHO, FLAG_TRIM, NACK, PSN_MASK, SACK_BITS, Packet, psn_diff
 from mrc.transport.base import ASSUMED_BAD, DENIED, EVENT_QP_ERROR, GOOD, TransportEvent
@@ -65,7 +66,7 @@ from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import QpCore
 from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.receiver import Receiver
-from mrc.transport.mrc.records import ACKED, INFLIGHT, LOST, SUSPECT, Ev, Seg
+from mrc.transport.mrc.records import ACKED, INFLIGHT, LOST, SUSPECT, Ev, Seg, Tx, TxQueue
 from mrc.transport.mrc.reorder import Reorder
 from mrc.transport.mrc.sender import Sender
 
@@ -76,8 +77,8 @@ class Recovery:
 
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
-                 "_margin", "_gain", "_strikes", "_psn0", "_outstanding",
-                 "_spray", "_gq", "_by_ev", "_probe_q", "_mark_bad", "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
+                 "_margin", "_gain", "_strikes", "_psn0", "_spray", "_gq", "_by_ev", "_mark_bad",
+                 "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
 
@@ -105,18 +106,17 @@ class Recovery:
         self._strikes = cfg.overdue_strikes
         # the other rooms' state this one works on, referenced directly
         self._psn0 = sender.psn0
-        self._outstanding = sender.outstanding
         self._spray = sender.spray  # per-EV evidence for the EV choice goes there
-        self._gq = sender.sent  # (sent, seg, tx): RTO in send order
+        self._gq = sender.sent  # every transmission in send order (``Tx.next_sent``): RTO
         self._by_ev = paths.by_ev
-        self._probe_q = paths.probe_q
         self._mark_bad = paths.mark_bad
 
         self._snd_una = 0  # every seq below this is acknowledged
         self._sacked = 0  # bit i: seq _snd_una + i known acknowledged
-        #: (deadline, seg, tx, overdue): suspected losses waiting out the grace; overdue
-        #: tells the cross-EV evidence from the same-EV (FIFO) one
-        self._suspects: deque[tuple[int, Seg, int, bool]] = deque()
+        #: suspected losses waiting out the grace, in the order suspected (deadline order):
+        #: transmissions linked by ``Tx.next_suspect``, each with its ``due`` and whether
+        #: the evidence was ``overdue`` (cross-EV) or the same EV's FIFO
+        self._suspects = TxQueue()
         # overdue-loss scopes: one per plane, and one for the whole QP
         first = cfg.reorder_window_ps or self.rto
         self.scopes: list[Reorder] = [Reorder(first, dq) for dq in sender.sent_on_plane]
@@ -142,13 +142,17 @@ class Recovery:
         if cum > nxt:
             stats.bad_packets += 1
             return
-        out = self._outstanding
+        # the newly acknowledged segments leave the sender's ring (see Sender.outstanding:
+        # every number from una to nxt has a slot of its own)
+        out = snd.outstanding
+        mask = len(out) - 1
         newly: list[Seg] = []
         if cum > una:
-            pop = out.pop
             for seq in range(una, cum):
-                seg = pop(seq, None)
+                seg = out[seq & mask]
                 if seg is not None:
+                    out[seq & mask] = None
+                    snd.outstanding_count -= 1
                     newly.append(seg)
             self._sacked >>= cum - una
             una = self._snd_una = snd.una = cum
@@ -158,17 +162,20 @@ class Recovery:
             rel = psn_diff(pkt.sack_base, una_psn)
             if -SACK_BITS < rel < nxt - una:
                 window = sack << rel if rel >= 0 else sack >> -rel
-                new = window & ~self._sacked & ((1 << (nxt - una)) - 1)
+                span = nxt - una  # a Python int (compiled too): the mask may exceed 64 bits
+                new = window & ~self._sacked & ((1 << span) - 1)
             else:
                 new = 0  # entirely acknowledged already, or bogus
             if new:
                 self._sacked |= new
-                pop = out.pop
                 while new:
                     low = new & -new
                     new ^= low
-                    seg = pop(una + low.bit_length() - 1, None)
+                    seq = una + low.bit_length() - 1
+                    seg = out[seq & mask]
                     if seg is not None:
+                        out[seq & mask] = None
+                        snd.outstanding_count -= 1
                         newly.append(seg)
         acked_bytes = 0
         progress = False
@@ -192,7 +199,10 @@ class Recovery:
             spray = None if nack else self._spray
             scopes = self.scopes
             qscope = self.qscope
-            touched: list[Reorder] = []
+            # the plane scopes whose newest moved, in the order touched: linked through
+            # ``Reorder.next_touched`` (no list per ACK), flagged by ``Reorder.touched``
+            touched: Reorder | None = None
+            last: Reorder | None = None
             for seg in newly:
                 state = seg.state
                 seg.state = ACKED
@@ -214,8 +224,13 @@ class Recovery:
                             if age > qscope.cur_max:
                                 qscope.cur_max = age
                         if sent > sc.newest:
-                            if sc not in touched:
-                                touched.append(sc)
+                            if not sc.touched:
+                                sc.touched = True
+                                if last is None:
+                                    touched = sc
+                                else:
+                                    last.next_touched = sc
+                                last = sc
                             sc.newest = sent
                         if sent > qscope.newest:
                             qscope.newest = sent
@@ -237,7 +252,11 @@ class Recovery:
             for seg in scan:
                 self._infer_losses(now, seg)
             if overdue:
-                for sc in touched:
+                while touched is not None:
+                    sc = touched
+                    touched = sc.next_touched
+                    sc.next_touched = None
+                    sc.touched = False
                     self._scan_overdue(now, sc)
                 self._scan_overdue(now, qscope)
         if nack:
@@ -260,11 +279,15 @@ class Recovery:
 
     def _on_trim(self, now: int, pkt: Packet, una: int, una_psn: int) -> bool:
         """NACK(trim): resend that transmission at once; congestion, never loss."""
-        seg = self._outstanding.get(una + psn_diff(pkt.echo_psn, una_psn))
+        snd = self.sender
+        seq = una + psn_diff(pkt.echo_psn, una_psn)
+        if not una <= seq < snd.snd_nxt:
+            return False  # not outstanding (acknowledged, or never sent)
+        out = snd.outstanding
+        seg = out[seq & (len(out) - 1)]
         if seg is None or seg.state > SUSPECT or seg.sent_ps != pkt.ts:
             return False  # already acked, already queued, or an older transmission's NACK
         seg.state = LOST
-        snd = self.sender
         snd.pipe -= seg.length
         snd.retx.appendleft(seg)
         snd.sendable = True
@@ -279,23 +302,34 @@ class Recovery:
         """``acked`` came back: every live packet sent before it on its EV is lost (FIFO)."""
         fifo = acked.ev.fifo
         tx = acked.tx
-        done = 0  # entries up to and including ``acked`` leave the FIFO
-        for seg, stx in fifo:
-            if stx > tx:
-                break
-            done += 1
+        t = fifo.head
+        # transmissions up to and including ``acked``'s leave the FIFO
+        while t is not None and t.tx <= tx:
+            fifo.head = t.next_ev
+            t.next_ev = None
+            seg = t.seg
             if seg is acked:
                 break
-            if seg.state == INFLIGHT and seg.tx == stx:
+            if seg.state == INFLIGHT and seg.tx == t.tx:
                 if self._grace:
                     seg.state = SUSPECT
-                    self._suspects.append((now + self._grace, seg, stx, False))
+                    self._suspect(now, t, False)
                 else:
                     self._lose(seg)
                     self.stats.losses += 1
                     self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
-        if done:
-            del fifo[:done]
+            t = fifo.head
+
+    def _suspect(self, now: int, t: Tx, overdue: bool) -> None:
+        """``t`` waits out the grace (its segment was just made SUSPECT on it)."""
+        t.due = now + self._grace
+        t.overdue = overdue
+        q = self._suspects
+        if q.head is None:
+            q.head = t
+        else:
+            q.tail.next_suspect = t
+        q.tail = t
 
     def _scan_overdue(self, now: int, sc: Reorder) -> None:
         """Walk the scope's transmissions in send order up to the newest delivered send
@@ -304,19 +338,24 @@ class Recovery:
         window = sc.window if self._fixed_window else sc.refresh(
             self.rto, self._margin, self._gain)
         bound = sc.newest - window
-        dq = sc.dq
-        while dq:
-            item = dq[0]
-            if item[0] >= bound:
-                break
-            dq.popleft()
-            seg = item[1]
-            if seg.tx == item[2] and seg.state == INFLIGHT:
+        q = sc.dq
+        whole = sc is self.qscope  # linked by ``next_qp``; a plane's by ``next_plane``
+        t = q.head
+        while t is not None and t.sent_ps < bound:
+            if whole:
+                q.head = t.next_qp
+                t.next_qp = None
+            else:
+                q.head = t.next_plane
+                t.next_plane = None
+            seg = t.seg
+            if seg.tx == t.tx and seg.state == INFLIGHT:
                 if self._grace:
                     seg.state = SUSPECT  # a trim NACK may still be on its way back
-                    self._suspects.append((now + self._grace, seg, item[2], True))
+                    self._suspect(now, t, True)
                 else:
                     self._overdue_lost(now, seg)
+            t = q.head
 
     def _overdue_bound(self, plane: int) -> int:
         """Transmissions sent before this time are overdue on ``plane``."""
@@ -351,11 +390,16 @@ class Recovery:
         """Declare lost every transmission still in flight on ``e`` (its latest, not yet
         acknowledged or lost); empties the FIFO and returns how many."""
         n = 0
-        for seg, tx in e.fifo:
-            if seg.tx == tx and seg.state <= SUSPECT:
+        fifo = e.fifo
+        t = fifo.head
+        while t is not None:
+            fifo.head = t.next_ev
+            t.next_ev = None
+            seg = t.seg
+            if seg.tx == t.tx and seg.state <= SUSPECT:
                 self._lose(seg)
                 n += 1
-        e.fifo.clear()
+            t = fifo.head
         return n
 
     def _lose(self, seg: Seg) -> None:
@@ -390,34 +434,63 @@ class Recovery:
 
     # ================================================================== timers
     def next_timer(self) -> int | None:
+        """The earliest deadline (see the module docstring), or None. The deadlines below
+        fit in 64 bits and are compared as such (compiled: C integers; ``found`` keeps the
+        Python int when the earliest came as one, so it is not boxed again); the
+        watchdog's may not (its backoff doubles), so it is compared last, as a Python int."""
         if self.qp.failed:
             return None
-        best = self.watchdog_at
+        have = False  # whether ``best`` holds a deadline yet
+        best = 0
+        found: int | None = None  # ``best`` as a Python int, when it came as one
         due = self.receiver.ack_due
-        if due is not None and (best is None or due < best):
+        if due is not None:
             best = due
-        gq = self._gq
-        while gq:
-            _, seg, tx = gq[0]
-            if seg.tx == tx and seg.state <= SUSPECT:
-                due = gq[0][0] + self.rto
-                if best is None or due < best:
-                    best = due
+            have = True
+            found = due
+        q = self._gq
+        t = q.head
+        while t is not None:
+            seg = t.seg
+            if seg.tx == t.tx and seg.state <= SUSPECT:
+                at = t.sent_ps + self.rto
+                if not have or at < best:
+                    best = at
+                    have = True
+                    found = None
                 break
-            gq.popleft()
-        sq = self._suspects
-        while sq:
-            due, seg, tx, _ = sq[0]
-            if seg.tx == tx and seg.state == SUSPECT:
-                if best is None or due < best:
-                    best = due
+            q.head = t.next_sent
+            t.next_sent = None
+            t = q.head
+        q = self._suspects
+        t = q.head
+        while t is not None:
+            seg = t.seg
+            if seg.tx == t.tx and seg.state == SUSPECT:
+                if not have or t.due < best:
+                    best = t.due
+                    have = True
+                    found = None
                 break
-            sq.popleft()
-        if self._probe_q:
+            q.head = t.next_suspect
+            t.next_suspect = None
+            t = q.head
+        if self.paths.bad_count:  # (else no probe is live: see PathManager.bad_count)
             due = self.paths.next_probe()
-            if due is not None and (best is None or due < best):
-                best = due
-        return best
+            if due is not None:
+                at = due
+                if not have or at < best:
+                    best = at
+                    have = True
+                    found = due
+        watchdog = self.watchdog_at
+        if not have:
+            return watchdog
+        if found is None:
+            found = best
+        if watchdog is not None and watchdog < found:
+            return watchdog
+        return found
 
     def handle_timer(self, now: int) -> None:
         if self.qp.failed:
@@ -426,30 +499,36 @@ class Recovery:
         if receiver.ack_due is not None and receiver.ack_due <= now:
             receiver.ack_timeout(now)
         # suspected losses whose grace ran out without a NACK
-        sq = self._suspects
-        while sq and sq[0][0] <= now:
-            _, seg, tx, overdue = sq.popleft()
-            if seg.tx == tx and seg.state == SUSPECT:
-                if overdue:
+        q = self._suspects
+        t = q.head
+        while t is not None and t.due <= now:
+            q.head = t.next_suspect
+            t.next_suspect = None
+            seg = t.seg
+            if seg.tx == t.tx and seg.state == SUSPECT:
+                if t.overdue:
                     self._overdue_lost(now, seg)
-                    continue
-                self._lose(seg)
-                self.stats.losses += 1
-                self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+                else:
+                    self._lose(seg)
+                    self.stats.losses += 1
+                    self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+            t = q.head
         # RTO: the oldest live transmission bounds every EV's deadline
-        gq = self._gq
+        q = self._gq
         limit = now - self.rto
-        while gq:
-            sent, seg, tx = gq[0]
-            if seg.tx != tx or seg.state > SUSPECT:
-                gq.popleft()
-                continue
-            if sent > limit:
+        t = q.head
+        while t is not None:
+            seg = t.seg
+            live = seg.tx == t.tx and seg.state <= SUSPECT
+            if live and t.sent_ps > limit:
                 break
-            gq.popleft()
-            self._ev_timeout(now, seg)
+            q.head = t.next_sent
+            t.next_sent = None
+            if live:
+                self._ev_timeout(now, seg)
+            t = q.head
         # probes of ASSUMED_BAD EVs
-        if self._probe_q:
+        if self.paths.bad_count:
             self.paths.send_due_probes(now)
         # watchdog: consecutive timeouts with no progress anywhere
         if self.watchdog_at is not None and self.watchdog_at <= now:
@@ -491,13 +570,13 @@ class Recovery:
                 f"{self._timeout} ps local ACK timeout without progress on any EV since "
                 f"t={self._last_progress} ps; EVs good={counts[GOOD]} "
                 f"assumed_bad={counts[ASSUMED_BAD]} denied={counts[DENIED]}; "
-                f"{len(self._outstanding)} packets unacknowledged"))
+                f"{self.sender.outstanding_count} packets unacknowledged"))
             return
         # retry k waits T while k <= retry_linear_cnt, then 2T, 4T, ... (exponential range);
         # counted from the deadline, so a late timer call does not stretch the rule
         over = self._retries - self._linear
-        self.watchdog_at = deadline + (self._timeout if over <= 0
-                                       else self._timeout << min(over, 40))
+        timeout = self._timeout  # (a Python int, compiled too: the backoff passes 64 bits)
+        self.watchdog_at = deadline + (timeout if over <= 0 else timeout << min(over, 40))
 
     def _fail(self, now: int, reason: str) -> None:
         qp = self.qp

@@ -26,9 +26,7 @@ instead.
 
 from __future__ import annotations
 
-from collections import deque
-
-from mrc.transport.mrc.records import Seg
+from mrc.transport.mrc.records import TxQueue
 
 
 class Reorder:
@@ -37,14 +35,15 @@ class Reorder:
     learnt from the delays seen in that scope (see the module docstring).
 
     ``dq`` is the scope's queue of transmissions; the sender appends to it as it sends
-    (see :class:`.sender.Sender`), loss recovery pops it."""
+    (see :class:`.sender.Sender`: a plane's scope through ``Tx.next_plane``, the QP's
+    through ``Tx.next_qp``), loss recovery pops it."""
 
     __slots__ = ("dq", "newest", "min_rtt", "srtt", "cur_max", "cur_start", "prev_max",
-                 "window")
+                 "window", "touched", "next_touched")
 
-    def __init__(self, window: int, dq: deque[tuple[int, Seg, int]] | None = None) -> None:
-        #: (sent, seg, tx) in send order
-        self.dq: deque[tuple[int, Seg, int]] = deque() if dq is None else dq
+    def __init__(self, window: int, dq: TxQueue | None = None) -> None:
+        #: transmissions in send order
+        self.dq = TxQueue() if dq is None else dq
         self.newest = -1  # send time of the newest transmission certainly acknowledged
         self.min_rtt = 0  # 0: no sample yet
         self.srtt = 0
@@ -52,6 +51,11 @@ class Reorder:
         self.cur_start = -1  # when the current half began (-1: no sample yet)
         self.prev_max = -1  # longest delay in the previous half; -1: cold (window = RTO)
         self.window = window
+        #: set while an ACK being processed has moved ``newest``: recovery scans the scopes
+        #: it touched, in the order touched (linked by ``next_touched``), once the ACK's
+        #: segments are all counted
+        self.touched = False
+        self.next_touched: Reorder | None = None
 
     def sample(self, now: int, rtt: int, hold_rtts: int) -> None:
         """The RTT an ACK echoes (exact): min and smoothed RTT, and the clock of the

@@ -3,7 +3,7 @@ cimport cython
 from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet, make_packet
 from mrc.transport.mrc.config cimport MrcStats
-from mrc.transport.mrc.records cimport Ev, Msg, Seg
+from mrc.transport.mrc.records cimport Ev, Msg, Seg, Tx, TxQueue, new_seg, new_tx
 from mrc.transport.mrc.spray cimport Spray
 
 # constants: typed copies of imported names
@@ -22,13 +22,14 @@ cdef class Sender:
     cdef public object queue
     cdef public Msg cur
     cdef public long long snd_nxt
-    cdef public dict outstanding
+    cdef public list outstanding
+    cdef public long long outstanding_count
     cdef public object retx
     cdef public bint sendable
     cdef public long long _tx, pipe
-    cdef public object sent
+    cdef public TxQueue sent
     cdef public list sent_on_plane
-    cdef public object sent_on_qp
+    cdef public TxQueue sent_on_qp
     cdef public long long una, _mpr_psns, _max_wimm, wimm_out
     cdef public object held
     cdef public long long unsent
@@ -37,9 +38,11 @@ cdef class Sender:
     cpdef bint has_work(self) except? False
     @cython.locals(good=list, pipe=cython.longlong, window=cython.longlong,
                    unsent=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
-                   length=cython.longlong)
+                   length=cython.longlong, seq=cython.longlong, ring=list)
     cpdef poll(self, long long now, long long plane)
-    @cython.locals(e=Ev, tx=cython.longlong, item=tuple, length=cython.longlong,
+    @cython.locals(ring=list, mask=cython.longlong, seg=Seg)
+    cpdef _grow_outstanding(self)
+    @cython.locals(e=Ev, tx=cython.longlong, t=Tx, q=TxQueue, length=cython.longlong,
                    stats=MrcStats, msg=Msg, offset=cython.longlong, flags=cython.longlong,
                    size=cython.longlong)
     cpdef Packet _transmit(self, long long now, Seg seg, long long plane, list good, bint retx)

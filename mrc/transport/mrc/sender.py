@@ -9,10 +9,12 @@ beyond the oldest unacknowledged one, and no more than ``max_wimm`` WRITEs with 
 outstanding (later posts wait behind a held one: the send queue keeps its order).
 
 The sender keeps what loss recovery (:mod:`.recovery`) works on: the segments sent and not
-yet acknowledged (``outstanding``), the retransmission queue (``retx``), the bytes in flight
-(``pipe``), and every transmission in send order (``sent`` for the RTO, ``sent_on_plane``
-and ``sent_on_qp`` for the overdue scopes). Recovery updates them in place, and feeds the
-spray policy the evidence of the ACKs it processes.
+yet acknowledged (``outstanding``, a ring indexed by sequence number), the retransmission
+queue (``retx``), the bytes in flight (``pipe``), and every transmission in send order
+(``sent`` for the RTO, ``sent_on_plane`` and ``sent_on_qp`` for the overdue scopes, plus
+each EV's FIFO: one :class:`.records.Tx` per transmission, linked into those queues,
+:mod:`.records`). Recovery updates them in place, and feeds the spray policy the evidence
+of the ACKs it processes.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from mrc.transport.memory import segment_digest
 from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.paths import PathManager
-from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg
+from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg, TxQueue, new_seg, new_tx
 from mrc.transport.mrc.spray import Spray
 
 
@@ -46,8 +48,9 @@ class Sender:
     __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
                  "_ack_req_on_last", "_completions", "_overdue",
                  "good", "spray", "queue", "cur", "snd_nxt",
-                 "outstanding", "retx", "sendable", "_tx", "pipe", "sent", "sent_on_plane",
-                 "sent_on_qp", "una", "_mpr_psns", "_max_wimm", "wimm_out", "held", "unsent")
+                 "outstanding", "outstanding_count", "retx", "sendable", "_tx", "pipe",
+                 "sent", "sent_on_plane", "sent_on_qp", "una", "_mpr_psns", "_max_wimm",
+                 "wimm_out", "held", "unsent")
 
     def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
         cfg = qp.config
@@ -74,7 +77,13 @@ class Sender:
         self.queue: deque[Msg] = deque()  # posted, not yet fully segmented (after cur)
         self.cur: Msg | None = None
         self.snd_nxt = 0  # next sequence number to assign
-        self.outstanding: dict[int, Seg] = {}
+        #: the segments sent and not yet acknowledged, by sequence number: a ring, the slot
+        #: of ``seq`` being ``seq & (len - 1)`` (the length is a power of two). The numbers
+        #: outstanding lie in [una, snd_nxt), fewer than the ring's length (``poll`` doubles
+        #: it before they would not), so each has a slot of its own, None once acknowledged.
+        #: (A dict cost a boxed key and a hash operation per packet, each way.)
+        self.outstanding: list[Seg | None] = [None] * 64
+        self.outstanding_count = 0  # segments in ``outstanding``
         self.retx: deque[Seg] = deque()
         #: False when poll() certainly has nothing (no new data, no retransmission, or
         #: failed): the driver polls idle QPs on every port kick, so that answer must be one
@@ -82,12 +91,12 @@ class Sender:
         self.sendable = False
         self._tx = 0
         self.pipe = 0  # payload bytes in flight (INFLIGHT + SUSPECT)
-        #: (sent, seg, tx) of every transmission in send order: the RTO's queue, and (with
-        #: overdue evidence on) the queues of the plane's and the QP's overdue scopes
-        self.sent: deque[tuple[int, Seg, int]] = deque()
-        self.sent_on_plane: list[deque[tuple[int, Seg, int]]] = [
-            deque() for _ in range(planes)]
-        self.sent_on_qp: deque[tuple[int, Seg, int]] = deque()
+        #: every transmission in send order: the RTO's queue (linked by ``Tx.next_sent``),
+        #: and (with overdue evidence on) the queues of the plane's and the QP's overdue
+        #: scopes (``next_plane``, ``next_qp``); loss recovery pops them
+        self.sent = TxQueue()
+        self.sent_on_plane: list[TxQueue] = [TxQueue() for _ in range(planes)]
+        self.sent_on_qp = TxQueue()
         #: the oldest unacknowledged sequence number (recovery moves it)
         self.una = 0
         self._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
@@ -119,7 +128,7 @@ class Sender:
 
     def has_work(self) -> bool:
         """Something is unacknowledged or not yet sent."""
-        return bool(self.outstanding) or self.cur is not None or bool(self.held)
+        return self.outstanding_count > 0 or self.cur is not None or bool(self.held)
 
     def poll(self, now: int, plane: int) -> Packet | None:
         """The next DATA for the idle port of ``plane``, or None (cheap when nothing can go)."""
@@ -153,7 +162,10 @@ class Sender:
         length = msg.length - offset
         if length > self.mtu:
             length = self.mtu
-        seg = Seg(self.snd_nxt, msg, offset, length)
+        seq = self.snd_nxt
+        if seq - self.una >= len(self.outstanding):
+            self._grow_outstanding()
+        seg = new_seg(seq, msg, offset, length)
         self.snd_nxt += 1
         msg.next_offset = offset + length
         self.unsent -= length
@@ -165,8 +177,20 @@ class Sender:
             else:
                 self.cur = None
                 self.sendable = bool(retx)
-        self.outstanding[seg.seq] = seg
+        ring = self.outstanding
+        ring[seq & (len(ring) - 1)] = seg
+        self.outstanding_count += 1
         return self._transmit(now, seg, plane, good, False)
+
+    def _grow_outstanding(self) -> None:
+        """Double the ring of outstanding segments (each moves to its slot in the new one):
+        the numbers in flight, ``una`` to ``snd_nxt``, are about to fill it."""
+        ring: list[Seg | None] = [None] * (2 * len(self.outstanding))
+        mask = len(ring) - 1
+        for seg in self.outstanding:
+            if seg is not None:
+                ring[seg.seq & mask] = seg
+        self.outstanding = ring
 
     def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
         e = self.spray.pick(plane, good, seg.ev if retx else None)
@@ -177,14 +201,35 @@ class Sender:
         seg.sent_ps = now
         seg.state = INFLIGHT
         seg.sends += 1
-        e.fifo.append((seg, tx))
         e.sent += 1
         e.last_sent = now
-        item = (now, seg, tx)
-        self.sent.append(item)
+        # one record, appended to each queue of transmissions (see .records: TxQueue)
+        t = new_tx(now, seg, tx)
+        q = e.fifo
+        if q.head is None:
+            q.head = t
+        else:
+            q.tail.next_ev = t
+        q.tail = t
+        q = self.sent
+        if q.head is None:
+            q.head = t
+        else:
+            q.tail.next_sent = t
+        q.tail = t
         if self._overdue:
-            self.sent_on_plane[plane].append(item)
-            self.sent_on_qp.append(item)
+            q = self.sent_on_plane[plane]
+            if q.head is None:
+                q.head = t
+            else:
+                q.tail.next_plane = t
+            q.tail = t
+            q = self.sent_on_qp
+            if q.head is None:
+                q.head = t
+            else:
+                q.tail.next_qp = t
+            q.tail = t
         length = seg.length
         self.pipe += length
         stats = self.stats

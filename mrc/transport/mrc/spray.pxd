@@ -3,9 +3,14 @@ cimport cython
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.mrc.records cimport Ev
 
+cdef class SprayPlane:
+    cdef public long long rr, explore
+    cdef public object recycle
+    cdef public long long age, at
+
 cdef class Spray:
     cdef public MrcStats stats
-    cdef public list recycle, _rr, _explore
+    cdef public list planes, recycle
     cdef public bint _reps
     cdef public long long _every
     cdef public bint _aware
@@ -13,16 +18,15 @@ cdef class Spray:
     cdef public double _margin_f
     cdef public long long _step, _horizon, _now_min, _old_min, _min_until
     cdef public bint tail
-    cdef public list plane_age, plane_at
 
-    @cython.locals(ref=cython.longlong, plane=cython.longlong)
+    @cython.locals(p=SprayPlane, ref=cython.longlong)
     cpdef delivered(self, long long now, Ev e, long long age, bint marked)
     @cython.locals(recent=cython.longlong)
     cpdef long long slow_after(self) except? -1
-    @cython.locals(a=cython.longlong, fresh=cython.longlong, at=list, ages=list,
-                   best=cython.longlong, b=cython.longlong, p=Py_ssize_t)
+    @cython.locals(planes=list, p=SprayPlane, a=cython.longlong, fresh=cython.longlong,
+                   best=cython.longlong, b=cython.longlong, k=Py_ssize_t)
     cpdef bint late_plane(self, long long now, long long plane, long long unsent,
                           long long window, list good) except? False
     cpdef _set_floor(self, long long age)
-    @cython.locals(n=cython.longlong, e=Ev, count=Py_ssize_t, i=Py_ssize_t)
+    @cython.locals(p=SprayPlane, n=cython.longlong, e=Ev, count=Py_ssize_t, i=Py_ssize_t)
     cpdef Ev pick(self, long long plane, list good, Ev avoid)

@@ -160,26 +160,42 @@ from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.records import Ev
 
 
+class SprayPlane:
+    """What the spray keeps per plane: the round-robin position (``rr``), the REPS explore
+    count (``explore``), the recycled EVs (``recycle``, oldest first) and the age and time
+    of the plane's latest delivery (``age``, ``at``: the tail rule). One record per plane
+    rather than a list per field: per packet, these are typed field updates, not boxed
+    integers stored into lists."""
+
+    __slots__ = ("rr", "explore", "recycle", "age", "at")
+
+    def __init__(self, recycle_len: int) -> None:
+        self.rr = 0
+        self.explore = 0
+        self.recycle: deque[Ev] = deque(maxlen=recycle_len)
+        self.age = -1  # -1: nothing delivered yet
+        self.at = 0
+
+
 class Spray:
     """The EV choice of one QP (round robin or REPS) and the evidence that steers it (see the
     module docstring). ``pick`` is the sender's, ``delivered`` loss recovery's."""
 
-    __slots__ = ("stats", "recycle", "_rr", "_explore", "_reps", "_every", "_aware",
+    __slots__ = ("stats", "planes", "recycle", "_reps", "_every", "_aware",
                  "ref", "floor", "margin", "_margin_f", "_step", "_horizon", "_now_min",
-                 "_old_min", "_min_until", "tail", "plane_age", "plane_at")
+                 "_old_min", "_min_until", "tail")
 
     def __init__(self, qp: QpCore, paths: PathManager) -> None:
         cfg = qp.config
         self.stats = qp.stats
         planes = len(paths.plane_evs)
-        self._rr = [0] * planes
-        self._explore = [0] * planes
         self._reps = cfg.spray == "reps"
         self._every = cfg.reps_explore_every
         self._aware = cfg.path_aware
-        #: REPS: EVs whose packets came back clean, per plane, oldest first
-        self.recycle: list[deque[Ev]] = [
-            deque(maxlen=max(16, 4 * len(p))) for p in paths.plane_evs]
+        self.planes = [SprayPlane(max(16, 4 * len(p))) for p in paths.plane_evs]
+        #: REPS: EVs whose packets came back clean, per plane, oldest first (the planes'
+        #: ``recycle`` queues, listed)
+        self.recycle: list[deque[Ev]] = [p.recycle for p in self.planes]
         self.ref = -1  # smoothed age of delivered packets (ps); -1: no sample yet
         self.floor = -1  # smallest age seen: the unloaded round trip
         self._margin_f = cfg.slow_margin_rtts
@@ -192,21 +208,20 @@ class Spray:
         self._old_min = 1 << 62
         self._min_until = 0
         # the tail rule (``late_plane``): per plane, the age of its latest delivery and when
+        # (``SprayPlane.age``, ``at``)
         self.tail = cfg.path_aware and planes > 1
-        self.plane_age = [-1] * planes
-        self.plane_at = [0] * planes
 
     # ------------------------------------------------------------------ evidence
     def delivered(self, now: int, e: Ev, age: int, marked: bool) -> None:
         """A packet sent on ``e`` ``age`` ps ago was newly acknowledged (``age`` < 0: which
         transmission arrived is unknown); ``marked``: its ACK echoes a CE mark."""
+        p = self.planes[e.plane]
         if age < 0:
             if self._reps and not marked:
-                self.recycle[e.plane].append(e)
+                p.recycle.append(e)
             return
-        plane = e.plane
-        self.plane_age[plane] = age
-        self.plane_at[plane] = now
+        p.age = age
+        p.at = now
         ref = self.ref
         if ref < 0:
             ref = age
@@ -228,7 +243,7 @@ class Spray:
             e.slow += 1  # its path holds packets longer than the QP's others: go elsewhere
             self.stats.slow_deliveries += 1
         elif self._reps:
-            self.recycle[e.plane].append(e)
+            p.recycle.append(e)
 
     def slow_after(self) -> int:
         """An RTT above this is slow for this QP: its usual delivery age, or what its fastest
@@ -248,16 +263,17 @@ class Spray:
         per usual RTT (``ref`` x unsent / window). Only planes heard from within the last
         unloaded RTT count (an older age says nothing of the queue there now), so a plane
         left alone is tried again, and the fastest plane with a GOOD EV is never late."""
-        ages = self.plane_age
-        a = ages[plane]
+        planes = self.planes
+        p = planes[plane]
+        a = p.age
         fresh = now - self.floor
-        at = self.plane_at
-        if a < 0 or at[plane] < fresh or self.ref < 0:
+        if a < 0 or p.at < fresh or self.ref < 0:
             return False
         best = a
-        for p in range(len(ages)):
-            b = ages[p]
-            if b < best and at[p] >= fresh and good[p]:
+        for k in range(len(planes)):
+            p = planes[k]
+            b = p.age
+            if b < best and p.at >= fresh and good[k]:
                 best = b
         return a > best + self.margin + self.ref * unsent // window
 
@@ -272,22 +288,23 @@ class Spray:
         """The EV for the next packet of ``plane`` (``avoid``: the EV a retransmission was
         lost on): REPS reuses a recycled EV, except every ``reps_explore_every``-th packet
         and when none is at hand, which go round robin over the GOOD EVs."""
+        p = self.planes[plane]
         if self._reps:
-            n = self._explore[plane] + 1
+            n = p.explore + 1
             if n >= self._every:
-                self._explore[plane] = 0
+                p.explore = 0
             else:
-                self._explore[plane] = n
-                recycled = self.recycle[plane]
+                p.explore = n
+                recycled = p.recycle
                 while recycled:
                     e = recycled.popleft()
                     if e.usable and e is not avoid:
                         return e
         count = len(good)
-        i = self._rr[plane] % count
+        i = p.rr % count
         e = good[i]
         if e is avoid and count > 1:
             i = (i + 1) % count
             e = good[i]
-        self._rr[plane] = i + 1
+        p.rr = i + 1
         return e
