@@ -39,9 +39,9 @@ ACKED = 3
 class Ev:
     """Sender-side state of one EV."""
 
-    __slots__ = ("ev", "plane", "t1", "address", "addr_hi", "addr_lo", "state", "usable", "fifo", "epoch",
-                 "probe_seq", "probe_ok", "probes_out", "sent", "acked", "lost", "trims",
-                 "timeouts", "strikes", "last_sent", "slow")
+    __slots__ = ("ev", "plane", "t1", "address", "addr_hi", "addr_lo", "state", "usable",
+                 "fifo", "epoch", "probe_seq", "probe_ok", "probes_out", "sent", "acked",
+                 "lost", "trims", "timeouts", "strikes", "last_sent", "slow")
 
     def __init__(self, choice: PathChoice) -> None:
         self.ev = choice.ev
