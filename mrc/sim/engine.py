@@ -44,6 +44,17 @@ _FOREVER = (1 << 63) - 1  # no limit (the compiled heap's times are signed 64-bi
 #: Initial slots of the compiled heap (it doubles when full).
 _INITIAL_SLOTS = 1024
 
+if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
+    def _take(slots: list[Any], i: int) -> Any:
+        """Move the object out of ``slots[i]``, leaving None."""
+        obj = slots[i]
+        slots[i] = None
+        return obj
+
+    def _put(slots: list[Any], i: int, obj: Any) -> None:
+        """``slots[i] = obj``."""
+        slots[i] = obj
+
 
 class _Halt(Exception):
     """Raised only by the stop sentinel, never inside a user callback."""
@@ -175,10 +186,8 @@ class Simulator:
                     if t > limit:
                         break
                     self._pop_first()
-                    fn = fns[slot]
-                    arg = args[slot]
-                    fns[slot] = None
-                    args[slot] = None
+                    fn = _take(fns, slot)
+                    arg = _take(args, slot)
                     self.now = t
                     fn(arg)
             except _Halt:
@@ -208,8 +217,8 @@ class Simulator:
         if cython.compiled:
             slot = self._heap[2]
             self._pop_first()
-            self._fns[slot] = None
-            self._args[slot] = None
+            _take(self._fns, slot)
+            _take(self._args, slot)
         else:
             heapq.heappop(self.heap)
 
@@ -231,14 +240,18 @@ class Simulator:
     # Used only when compiled (engine.pxd types them): _heap[0:3 * _n] is a binary heap of
     # records (time, seq, slot) ordered by (time, seq), each at 3 * its position, so a sift
     # compares neighbouring memory; slot s holds the event's callback and argument in
-    # _fns[s], _args[s]; _free[0:_nfree] are the unused slots.
+    # _fns[s], _args[s] (None when free); _free[0:_nfree] are the unused slots. The lists are
+    # read and written with _take and _put (engine.pxd: a reference moved out of or into a
+    # list item in a few C instructions, where an indexed store through Cython's generic
+    # helper costs a function call and type checks); they stay lists so that the cycle
+    # collector sees what the pending events hold.
     def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         if not self._nfree:
             self._grow(2 * self._cap)
         self._nfree -= 1
         slot = self._free[self._nfree]
-        self._fns[slot] = fn
-        self._args[slot] = arg
+        _put(self._fns, slot, fn)
+        _put(self._args, slot, arg)
         heap = self._heap
         i = self._n
         self._n = i + 1
@@ -257,7 +270,14 @@ class Simulator:
 
     def _pop_first(self) -> None:
         """Remove the first event's record from the heap and free its slot (the caller takes
-        its callback and argument out of the lists)."""
+        its callback and argument out of the lists).
+
+        Bottom-up deletion (Floyd's): the hole the root leaves moves down to a leaf along the
+        smaller child, one comparison per level, and the last record is sifted up from there.
+        That record was scheduled late and belongs near the bottom, so it rarely climbs,
+        where a plain sift-down would compare it at every level too. The events come out in
+        the same order: ``(time, seq)`` is a total order, so any correct heap pops the same
+        sequence. (A 4-ary heap, half the levels, measured slower.)"""
         heap = self._heap
         self._free[self._nfree] = heap[2]
         self._nfree += 1
@@ -265,29 +285,31 @@ class Simulator:
         self._n = n
         if not n:
             return
-        t = heap[3 * n]  # the last record, sifted down from the root
-        s = heap[3 * n + 1]
-        last = heap[3 * n + 2]
         i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            ct = heap[3 * child]
-            cs = heap[3 * child + 1]
+        child = 1
+        while child < n:  # the hole at i moves down to its smaller child
             if child + 1 < n:
+                ct = heap[3 * child]
                 dt = heap[3 * child + 3]
-                ds = heap[3 * child + 4]
-                if dt < ct or (dt == ct and ds < cs):
+                if dt < ct or (dt == ct and heap[3 * child + 4] < heap[3 * child + 1]):
                     child += 1
-                    ct = dt
-                    cs = ds
-            if ct > t or (ct == t and cs > s):
-                break
-            heap[3 * i] = ct
-            heap[3 * i + 1] = cs
+            heap[3 * i] = heap[3 * child]
+            heap[3 * i + 1] = heap[3 * child + 1]
             heap[3 * i + 2] = heap[3 * child + 2]
             i = child
+            child = 2 * i + 1
+        t = heap[3 * n]  # the last record, sifted up from the leaf the hole reached
+        s = heap[3 * n + 1]
+        last = heap[3 * n + 2]
+        while i:
+            parent = (i - 1) >> 1
+            pt = heap[3 * parent]
+            if pt < t or (pt == t and heap[3 * parent + 1] < s):
+                break
+            heap[3 * i] = pt
+            heap[3 * i + 1] = heap[3 * parent + 1]
+            heap[3 * i + 2] = heap[3 * parent + 2]
+            i = parent
         heap[3 * i] = t
         heap[3 * i + 1] = s
         heap[3 * i + 2] = last
