@@ -164,7 +164,7 @@ class NicPort(OutPort):
             host = self.host
             nic = host.nic
             if nic is not None:
-                pkt = nic.pull(now, self.plane)
+                pkt = nic.pull_port(now, self.plane, self.paused_priority)
             else:
                 agent = host.agent
                 pkt = agent.pull(now, self.plane) if agent is not None else None

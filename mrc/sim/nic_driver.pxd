@@ -1,6 +1,8 @@
 # C layout of nic_driver.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
 from mrc.packet cimport Packet
+from mrc.sim.engine cimport Simulator
+from mrc.sim.recorder cimport Recorder
 from mrc.transport.qp_base cimport QpBase
 
 # constants: typed copies of imported names
@@ -11,7 +13,10 @@ cpdef poll_round_robin(list senders, list rr, long long now, long long plane)
 cpdef drain_events(QpBase qp, on_event)
 
 cdef class NicDriver:
-    cdef public object sched, ports, on_event, _placed, _count
+    cdef public object sched
+    cdef public Simulator _sim
+    cdef public object ports, on_event, _placed, _count
+    cdef public Recorder recorder
     cdef public bint _defer, strict
     cdef public dict qps
     cdef public list _senders, _rr
@@ -20,17 +25,21 @@ cdef class NicDriver:
     cdef public dict counters
     cdef public object first_rejection
     cdef public dict recorders
+    cdef public object _on_timer_cb, _send_later_cb
 
-    @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase)
     cpdef pull(self, long long now, long long plane)
+    @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase,
+                   senders=list, pkt=Packet)
+    cpdef pull_port(self, long long now, long long plane, long long paused)
     @cython.locals(before=cython.longlong, placed=cython.longlong, qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
     @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list)
     cpdef _kick(self, QpBase qp, long long now)
     @cython.locals(control=list)
     cpdef _service(self, QpBase qp, long long now)
-    @cython.locals(at=cython.longlong, scheduled=cython.longlong)
+    @cython.locals(deadline=cython.longlong, at=cython.longlong, scheduled=cython.longlong)
     cpdef _arm(self, QpBase qp, long long now)
+    cpdef _wake_at(self, long long at, QpBase qp)
     cpdef _send_polled(self, list control, long long now)
     @cython.locals(pkt=Packet)
     cpdef _send_control(self, list control, long long now)

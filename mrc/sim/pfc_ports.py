@@ -426,7 +426,7 @@ class PfcNicPort(NicPort, PauseState):
             agent = host.agent
             pkt = None
             if nic is not None and self._parked is None:
-                pkt = nic.pull(now, self.plane)
+                pkt = nic.pull_port(now, self.plane, self.paused_priority)
             elif agent is not None and self._parked is None:
                 pkt = agent.pull(now, self.plane)
                 if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
