@@ -133,7 +133,7 @@ class NicPort(OutPort):
         self._hqb += pkt.size
         if self._hqb > self.peak_hqbytes:
             self.peak_hqbytes = self._hqb
-        self.hq.append(pkt)
+        self._hq_put(pkt)
         if not self._pending:
             self._next(self.sim.now)
 
@@ -155,10 +155,9 @@ class NicPort(OutPort):
     def _next(self, now: int) -> None:
         """Put the next packet on the wire: control first, else whatever the agent gives."""
         self._pending = True  # a nested send() from inside pull() must only queue
-        hq = self.hq
         pkt: Packet | None
         if self._hqb:  # (the byte count says whether control waits: no deque test)
-            pkt = hq.popleft()
+            pkt = self._hq_take()
             self._hqb -= pkt.size
         else:
             host = self.host
@@ -170,7 +169,7 @@ class NicPort(OutPort):
                 pkt = agent.pull(now, self.plane) if agent is not None else None
             if pkt is None:
                 if self._hqb:  # the agent queued control while we asked it for data
-                    pkt = hq.popleft()
+                    pkt = self._hq_take()
                     self._hqb -= pkt.size
                 else:
                     self._pending = False

@@ -15,7 +15,9 @@ cpdef drain_events(QpBase qp, on_event)
 cdef class NicDriver:
     cdef public object sched
     cdef public Simulator _sim
-    cdef public object ports, on_event, _placed, _count
+    cdef public object ports
+    cdef public list _kicks, _sends
+    cdef public object on_event, _placed, _count
     cdef public Recorder recorder
     cdef public bint _defer, strict
     cdef public dict qps
@@ -33,7 +35,7 @@ cdef class NicDriver:
     cpdef pull_port(self, long long now, long long plane, long long paused)
     @cython.locals(before=cython.longlong, placed=cython.longlong, qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
-    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list)
+    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list, kicks=list)
     cpdef _kick(self, QpBase qp, long long now)
     @cython.locals(control=list)
     cpdef _service(self, QpBase qp, long long now)
@@ -41,7 +43,7 @@ cdef class NicDriver:
     cpdef _arm(self, QpBase qp, long long now)
     cpdef _wake_at(self, long long at, QpBase qp)
     cpdef _send_polled(self, list control, long long now)
-    @cython.locals(pkt=Packet)
+    @cython.locals(pkt=Packet, sends=list)
     cpdef _send_control(self, list control, long long now)
     cpdef _send_later(self, list control)
     @cython.locals(now=cython.longlong, armed=cython.longlong)

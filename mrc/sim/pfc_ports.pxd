@@ -24,7 +24,7 @@ cdef class PfcPort(OutPort):
     cdef public long long storms, last_pause_rx
     cdef public object _expire_cb, _pause_cb
     # PfcPort
-    cdef public object lq
+    cdef public object lq, _lq_put, _lq_take
     cdef public long long _lqb, peak_lqbytes
     cdef public bint _turn
     cdef public long long _clock_at

@@ -31,7 +31,8 @@ class PfcPort(OutPort, PauseState):
     module doc). The lossless queue holds ``(packet, ingress)`` pairs: whose bytes to release
     when the packet leaves."""
 
-    __slots__ = (*PAUSE_SLOTS, "lq", "_lqb", "peak_lqbytes", "_turn", "_clock_at",
+    __slots__ = (*PAUSE_SLOTS, "lq", "_lq_put", "_lq_take", "_lqb", "peak_lqbytes", "_turn",
+                 "_clock_at",
                  "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope")
 
     def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
@@ -39,6 +40,8 @@ class PfcPort(OutPort, PauseState):
         super().__init__(net, name, src, dst, plane, far_latency_ps=far_latency_ps)
         self._init_pause(net.spec)
         self.lq: deque[tuple[Packet, PfcIngress | None]] = deque()
+        self._lq_put = self.lq.append  # (bound once, as OutPort's queues)
+        self._lq_take = self.lq.popleft
         self._lqb = 0
         self.peak_lqbytes = 0
         self._turn = False  # the lossless queue's turn when both data queues have packets
@@ -101,7 +104,7 @@ class PfcPort(OutPort, PauseState):
             self._lqb = lqb
             if lqb > self.peak_lqbytes:
                 self.peak_lqbytes = lqb
-            self.lq.append((pkt, src))
+            self._lq_put((pkt, src))
             if not self.paused and self._clock_at != self.busy_until:
                 self._arm_clock()
         elif kind == DATA and not pkt.trimmed:
@@ -114,9 +117,8 @@ class PfcPort(OutPort, PauseState):
         arrival callback), then the data queues in turn, the lossless one only when not
         paused. A lossless departure releases its ingress bytes; the transmit clock makes
         sure that happens at the departure's own time."""
-        hq = self.hq
-        q = self.q
-        lq = self.lq
+        hq_take = self._hq_take
+        q_take = self._q_take
         t = self.busy_until
         sim = self.sim
         arrive = self._arrive
@@ -127,7 +129,7 @@ class PfcPort(OutPort, PauseState):
         turn = self._turn
         while t <= now:  # (the byte counters say which queues hold packets: no deque test)
             if self._hqb:
-                pkt = hq.popleft()
+                pkt = hq_take()
                 size = pkt.size
                 self._hqb -= size
                 if pkt.kind == PAUSE:
@@ -136,7 +138,7 @@ class PfcPort(OutPort, PauseState):
                     sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
                     continue
             elif self._lqb and not paused and (turn or not self._qb):
-                pkt, src = lq.popleft()
+                pkt, src = self._lq_take()
                 size = pkt.size
                 lqb = self._lqb = self._lqb - size
                 turn = False
@@ -147,7 +149,7 @@ class PfcPort(OutPort, PauseState):
                 if src is not None:
                     src.release(size)
             elif self._qb:
-                pkt = q.popleft()
+                pkt = q_take()
                 size = pkt.size
                 self._qb -= size
                 turn = True
@@ -412,10 +414,9 @@ class PfcNicPort(NicPort, PauseState):
     def _next(self, now: int) -> None:
         """``NicPort._next`` (keep them in step), with PAUSE frames on their own callback."""
         self._pending = True
-        hq = self.hq
         pkt: Packet | None
         if self._hqb:
-            pkt = hq.popleft()
+            pkt = self._hq_take()
             self._hqb -= pkt.size
         elif self._parked is not None and not self.paused:
             pkt = self._parked
@@ -434,7 +435,7 @@ class PfcNicPort(NicPort, PauseState):
                     pkt = None
             if pkt is None:
                 if self._hqb:
-                    pkt = hq.popleft()
+                    pkt = self._hq_take()
                     self._hqb -= pkt.size
                 else:
                     self._pending = False

@@ -20,7 +20,7 @@ cdef class OutPort:
     cdef public bint up
     cdef public long long epoch, busy_until
     cdef public bint _pending
-    cdef public object q, hq
+    cdef public object q, hq, _q_put, _q_take, _hq_put, _hq_take
     cdef public long long _qb, _hqb
     cdef public long long buffer_bytes, trim_threshold, _admit_limit, trim_size, header_limit
     cdef public long long ecn_threshold

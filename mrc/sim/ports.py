@@ -65,6 +65,7 @@ class OutPort:
         "_arrive", "_deliver", "_far",
         "nominal_bps", "bps", "_ppb", "delay_ps", "far_latency_ps", "_flight",
         "up", "epoch", "busy_until", "_pending", "q", "hq", "_qb", "_hqb",
+        "_q_put", "_q_take", "_hq_put", "_hq_take",
         "buffer_bytes", "trim_threshold", "_admit_limit", "trim_size", "header_limit",
         "ecn_threshold", "trimming", "loss_p", "_tap",
         "tx_packets", "tx_bytes", "delivered", "trims", "ecn_marks", "peak_qbytes",
@@ -101,6 +102,13 @@ class OutPort:
         self._pending = False  # NIC ports: a transmit-done event is in the heap
         self.q: deque[Packet] = deque()
         self.hq: deque[Packet] = deque()
+        # The queues' append and popleft, bound once: the compiled build calls a bound
+        # builtin directly, where a method looked up by name on the deque (an untyped
+        # object to Cython) costs several times as much per packet.
+        self._q_put: Callable[[Packet], None] = self.q.append
+        self._q_take: Callable[[], Packet] = self.q.popleft
+        self._hq_put: Callable[[Packet], None] = self.hq.append
+        self._hq_take: Callable[[], Packet] = self.hq.popleft
         self._qb = 0  # bytes in ``q`` (including packets that virtually left)
         self._hqb = 0
         # (the byte counts also say whether a queue holds anything: every packet has bytes,
@@ -170,7 +178,7 @@ class OutPort:
             self._qb = qb
             if qb > self.peak_qbytes:
                 self.peak_qbytes = qb
-            self.q.append(pkt)
+            self._q_put(pkt)
         elif self.trimming:
             self._trim(pkt, now)
             self._enqueue_header(pkt)
@@ -192,11 +200,11 @@ class OutPort:
         epoch = self.epoch
         while t <= now:
             if hq:
-                pkt = hq.popleft()
+                pkt = self._hq_take()
                 size = pkt.size
                 self._hqb -= size
             elif q:
-                pkt = q.popleft()
+                pkt = self._q_take()
                 size = pkt.size
                 self._qb -= size
             else:
@@ -272,7 +280,7 @@ class OutPort:
         self._hqb = hqb
         if hqb > self.peak_hqbytes:
             self.peak_hqbytes = hqb
-        self.hq.append(pkt)
+        self._hq_put(pkt)
         return True
 
     def _drop(self, pkt: Packet, reason: str) -> None:
