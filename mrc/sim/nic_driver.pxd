@@ -28,12 +28,15 @@ cdef class NicDriver:
     cdef public object first_rejection
     cdef public dict recorders
     cdef public object _on_timer_cb, _send_later_cb
+    cdef public long long _rx_qpn
+    cdef public QpBase _rx_qp
 
     cpdef pull(self, long long now, long long plane)
     @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase,
                    senders=list, pkt=Packet)
     cpdef pull_port(self, long long now, long long plane, long long paused)
-    @cython.locals(before=cython.longlong, placed=cython.longlong, qp=QpBase)
+    @cython.locals(qpn=cython.longlong, before=cython.longlong, placed=cython.longlong,
+                   qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
     @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list, kicks=list)
     cpdef _kick(self, QpBase qp, long long now)

@@ -159,6 +159,11 @@ class NicDriver:
         # allocated and freed every time).
         self._on_timer_cb = self._on_timer
         self._send_later_cb = self._send_later
+        # The QP the last packet received went to: ``on_receive`` looks a QPN up in ``qps``
+        # (boxing and hashing it) only when it differs, and a host's arrivals come in runs
+        # per QP. ``remove`` forgets it.
+        self._rx_qpn = -1
+        self._rx_qp: QueuePair | None = None
 
     # ----------------------------------------------------------------- setup
     def add(self, qp: QueuePair, planes: Iterable[int]) -> None:
@@ -180,6 +185,9 @@ class NicDriver:
         if self.qps.get(qp.qpn) is not qp:
             return
         del self.qps[qp.qpn]
+        if self._rx_qp is qp:
+            self._rx_qpn = -1
+            self._rx_qp = None
         for senders in self._senders:
             if qp in senders:
                 senders.remove(qp)
@@ -227,10 +235,15 @@ class NicDriver:
 
     def on_receive(self, now: int, pkt: Packet) -> None:
         """A packet for this host: to the QP its BTH names, which is then served."""
-        qp = self.qps.get(pkt.qpn)
+        qpn = pkt.qpn
+        qp = self._rx_qp if qpn == self._rx_qpn else None
         if qp is None:
-            self.counters["rx_unknown_qpn"] += 1
-            return
+            qp = self.qps.get(qpn)
+            if qp is None:
+                self.counters["rx_unknown_qpn"] += 1
+                return
+            self._rx_qpn = qpn
+            self._rx_qp = qp
         before = qp.bytes_placed
         if self.strict:  # (no exception handler to set up per packet)
             qp.receive(now, pkt)

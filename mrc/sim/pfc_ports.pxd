@@ -33,6 +33,7 @@ cdef class PfcPort(OutPort):
     cdef public object held
     cdef public long long _kmin, _kmax
     cdef public double _pslope
+    cdef public Host _host
 
     cpdef send(self, Packet pkt)
     @cython.locals(now=cython.longlong, kind=cython.longlong, lossless=bint,

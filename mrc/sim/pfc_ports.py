@@ -12,14 +12,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
-from mrc.sim.host import NicPort
+from mrc.sim.host import Host, NicPort
 from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
-    from mrc.sim.host import Host
     from mrc.sim.network import Network
     from mrc.sim.switch import Switch
 
@@ -33,7 +32,7 @@ class PfcPort(OutPort, PauseState):
 
     __slots__ = (*PAUSE_SLOTS, "lq", "_lq_put", "_lq_take", "_lqb", "peak_lqbytes", "_turn",
                  "_clock_at",
-                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope")
+                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope", "_host")
 
     def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
                  plane: int, *, far_latency_ps: int) -> None:
@@ -50,6 +49,9 @@ class PfcPort(OutPort, PauseState):
         self._pause_cb = self._pause_arrive
         self.rx_stalled = False  # host-facing ports: the host stopped draining (a fault)
         self.held: deque[Packet] = deque()  # what a stalled host holds in its receive buffer
+        #: the host at the far end, if one is: ``arrive`` hands it packets with a C call when
+        #: compiled (``_deliver``, its bound ``receive``, is a Python call)
+        self._host: Host | None = dst if isinstance(dst, Host) else None
         spec = net.spec
         # WRED-style ECN on the lossless queue (DCQCN's congestion point): no mark up to
         # kmin, probability rising linearly to pmax at kmax, every packet beyond
@@ -200,7 +202,10 @@ class PfcPort(OutPort, PauseState):
         if self.rx_stalled:
             self._stalled_rx(pkt)
             return
-        self._deliver(pkt)
+        if self._host is not None:
+            self._host.receive(pkt)
+        else:
+            self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
         """``OutPort._arrive_switch``, telling the egress port which
