@@ -24,6 +24,9 @@ cdef extern from *:
     object _take "mrc_engine_take"(list slots, Py_ssize_t i)
     void _put "mrc_engine_put"(list slots, Py_ssize_t i, object obj)
 
+cdef class Handler:
+    cdef void fire(self, object arg)
+
 @cython.final
 cdef class Simulator:
     cdef public long long now

@@ -1,14 +1,14 @@
 # C layout of mrc/sim/ports.py for the compiled build (mrc/_build.py).
 cimport cython
 from mrc.packet cimport Packet
-from mrc.sim.engine cimport Simulator
+from mrc.sim.engine cimport Handler, Simulator
 from mrc.sim.switch cimport Switch
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT
 cdef long long _PS_BITS, _ETH
 
-cdef class OutPort:
+cdef class OutPort(Handler):
     cdef public object name, net, link
     cdef public long long plane
     cdef public object src, dst
@@ -42,6 +42,7 @@ cdef class OutPort:
     cpdef _admit(self, Packet pkt, long long now)
     @cython.locals(now=cython.longlong)
     cpdef bint _arrival(self, Packet pkt) except? False
+    cdef void fire(self, object pkt)
     cpdef arrive(self, Packet pkt)
     @cython.locals(port=OutPort)
     cpdef _arrive_switch(self, Packet pkt)
