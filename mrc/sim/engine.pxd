@@ -58,7 +58,7 @@ cdef class Simulator:
     @cython.locals(heap=cython.p_longlong, n=Py_ssize_t, last=cython.longlong,
                    t=cython.longlong, s=cython.longlong, i=Py_ssize_t, child=Py_ssize_t,
                    parent=Py_ssize_t, ct=cython.longlong, dt=cython.longlong,
-                   pt=cython.longlong)
+                   pt=cython.longlong, end=Py_ssize_t, hole=Py_ssize_t)
     cdef void _pop_first(self) noexcept
     @cython.locals(old=Py_ssize_t, i=Py_ssize_t)
     cdef _grow(self, Py_ssize_t cap)

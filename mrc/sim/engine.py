@@ -305,7 +305,8 @@ class Simulator:
         That record was scheduled late and belongs near the bottom, so it rarely climbs,
         where a plain sift-down would compare it at every level too. The events come out in
         the same order: ``(time, seq)`` is a total order, so any correct heap pops the same
-        sequence. (A 4-ary heap, half the levels, measured slower.)"""
+        sequence. The way down counts in words (3 per record: no multiplication per level);
+        a 4-ary heap (half the levels) measured slower."""
         heap = self._heap
         self._free[self._nfree] = heap[2]
         self._nfree += 1
@@ -313,22 +314,28 @@ class Simulator:
         self._n = n
         if not n:
             return
-        i = 0
-        child = 1
-        while child < n:  # the hole at i moves down to its smaller child
-            if child + 1 < n:
-                ct = heap[3 * child]
-                dt = heap[3 * child + 3]
-                if dt < ct or (dt == ct and heap[3 * child + 4] < heap[3 * child + 1]):
-                    child += 1
-            heap[3 * i] = heap[3 * child]
-            heap[3 * i + 1] = heap[3 * child + 1]
-            heap[3 * i + 2] = heap[3 * child + 2]
-            i = child
-            child = 2 * i + 1
-        t = heap[3 * n]  # the last record, sifted up from the leaf the hole reached
-        s = heap[3 * n + 1]
-        last = heap[3 * n + 2]
+        end = 3 * n  # the records that stay: heap[0:end]; the last one is at heap[end]
+        hole = 0
+        child = 3
+        while child + 3 < end:  # two children: the smaller one moves up into the hole
+            ct = heap[child]
+            dt = heap[child + 3]
+            if dt < ct or (dt == ct and heap[child + 4] < heap[child + 1]):
+                child += 3
+            heap[hole] = heap[child]
+            heap[hole + 1] = heap[child + 1]
+            heap[hole + 2] = heap[child + 2]
+            hole = child
+            child = 2 * child + 3
+        if child < end:  # an only child
+            heap[hole] = heap[child]
+            heap[hole + 1] = heap[child + 1]
+            heap[hole + 2] = heap[child + 2]
+            hole = child
+        t = heap[end]  # the last record, sifted up from the leaf the hole reached
+        s = heap[end + 1]
+        last = heap[end + 2]
+        i = cython.cdiv(hole, 3)  # (C division: hole is never negative)
         while i:
             parent = (i - 1) >> 1
             pt = heap[3 * parent]
