@@ -49,5 +49,5 @@ cdef class NicDriver:
     @cython.locals(pkt=Packet, sends=list)
     cpdef _send_control(self, list control, long long now)
     cpdef _send_later(self, list control)
-    @cython.locals(now=cython.longlong, armed=cython.longlong)
+    @cython.locals(now=cython.longlong, armed=cython.longlong, deadline=cython.longlong)
     cpdef _on_timer(self, QpBase qp)

@@ -161,7 +161,7 @@ class NicDriver:
         self._send_later_cb = self._send_later
         # The QP the last packet received went to: ``on_receive`` looks a QPN up in ``qps``
         # (boxing and hashing it) only when it differs, and a host's arrivals come in runs
-        # per QP. ``remove`` forgets it.
+        # per QP. It is always registered (``remove`` forgets it), which ``_on_timer`` uses.
         self._rx_qpn = -1
         self._rx_qp: QueuePair | None = None
 
@@ -395,17 +395,20 @@ class NicDriver:
         self._send_control(control, self.sched.now)
 
     def _on_timer(self, qp: QueuePair) -> None:
-        if self.qps.get(qp.qpn) is not qp:
+        if qp is not self._rx_qp and self.qps.get(qp.qpn) is not qp:
             return  # destroyed
         now = self._sim.now if self._sim is not None else self.sched.now
         armed = qp.nic_timer
         if 0 <= armed <= now:  # this wake-up (or one at its time) is it
             qp.nic_timer = -1
-        deadline = qp.next_timer()
-        if deadline is not None and deadline <= now:
+        next_timer = qp.next_timer()
+        if next_timer is None:
+            return
+        deadline = next_timer  # (a C integer when compiled)
+        if deadline <= now:
             qp.handle_timer(now)
             self._service(qp, now)
             self._kick(qp, now)
-        elif deadline is not None and qp.nic_timer < 0:
+        elif qp.nic_timer < 0:
             qp.nic_timer = deadline
             self._wake_at(deadline, qp)
