@@ -142,7 +142,7 @@ class NicPort(OutPort):
         self._hqb += pkt.size
         if self._hqb > self.peak_hqbytes:
             self.peak_hqbytes = self._hqb
-        self._hq_put(pkt)
+        self.hq.append(pkt)
         if not self._pending:
             self._next(self.sim.now)
 
@@ -166,7 +166,7 @@ class NicPort(OutPort):
         self._pending = True  # a nested send() from inside pull() must only queue
         pkt: Packet | None
         if self._hqb:  # (the byte count says whether control waits: no deque test)
-            pkt = self._hq_take()
+            pkt = self.hq.popleft()
             self._hqb -= pkt.size
         else:
             host = self.host
@@ -178,7 +178,7 @@ class NicPort(OutPort):
                 pkt = agent.pull(now, self.plane) if agent is not None else None
             if pkt is None:
                 if self._hqb:  # the agent queued control while we asked it for data
-                    pkt = self._hq_take()
+                    pkt = self.hq.popleft()
                     self._hqb -= pkt.size
                 else:
                     self._pending = False

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
 from mrc.sim.host import Host, NicPort
 from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
-from mrc.sim.ports import LOST_EPOCH, OutPort
+from mrc.sim.ports import LOST_EPOCH, Fifo, OutPort
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
@@ -30,17 +30,14 @@ class PfcPort(OutPort, PauseState):
     module doc). The lossless queue holds ``(packet, ingress)`` pairs: whose bytes to release
     when the packet leaves."""
 
-    __slots__ = (*PAUSE_SLOTS, "lq", "_lq_put", "_lq_take", "_lqb", "peak_lqbytes", "_turn",
-                 "_clock_at",
+    __slots__ = (*PAUSE_SLOTS, "lq", "_lqb", "peak_lqbytes", "_turn", "_clock_at",
                  "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope", "_host")
 
     def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
                  plane: int, *, far_latency_ps: int) -> None:
         super().__init__(net, name, src, dst, plane, far_latency_ps=far_latency_ps)
         self._init_pause(net.spec)
-        self.lq: deque[tuple[Packet, PfcIngress | None]] = deque()
-        self._lq_put = self.lq.append  # (bound once, as OutPort's queues)
-        self._lq_take = self.lq.popleft
+        self.lq = Fifo()  # (packet, ingress) pairs
         self._lqb = 0
         self.peak_lqbytes = 0
         self._turn = False  # the lossless queue's turn when both data queues have packets
@@ -106,7 +103,7 @@ class PfcPort(OutPort, PauseState):
             self._lqb = lqb
             if lqb > self.peak_lqbytes:
                 self.peak_lqbytes = lqb
-            self._lq_put((pkt, src))
+            self.lq.append((pkt, src))
             if not self.paused and self._clock_at != self.busy_until:
                 self._arm_clock()
         elif kind == DATA and not pkt.trimmed:
@@ -119,8 +116,9 @@ class PfcPort(OutPort, PauseState):
         arrival callback), then the data queues in turn, the lossless one only when not
         paused. A lossless departure releases its ingress bytes; the transmit clock makes
         sure that happens at the departure's own time."""
-        hq_take = self._hq_take
-        q_take = self._q_take
+        hq = self.hq
+        q = self.q
+        lq = self.lq
         t = self.busy_until
         sim = self.sim
         arrive = self._arrive
@@ -131,7 +129,7 @@ class PfcPort(OutPort, PauseState):
         turn = self._turn
         while t <= now:  # (the byte counters say which queues hold packets: no deque test)
             if self._hqb:
-                pkt = hq_take()
+                pkt = hq.popleft()
                 size = pkt.size
                 self._hqb -= size
                 if pkt.kind == PAUSE:
@@ -140,7 +138,7 @@ class PfcPort(OutPort, PauseState):
                     sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
                     continue
             elif self._lqb and not paused and (turn or not self._qb):
-                pkt, src = self._lq_take()
+                pkt, src = lq.popleft()
                 size = pkt.size
                 lqb = self._lqb = self._lqb - size
                 turn = False
@@ -151,7 +149,7 @@ class PfcPort(OutPort, PauseState):
                 if src is not None:
                     src.release(size)
             elif self._qb:
-                pkt = q_take()
+                pkt = q.popleft()
                 size = pkt.size
                 self._qb -= size
                 turn = True
@@ -421,7 +419,7 @@ class PfcNicPort(NicPort, PauseState):
         self._pending = True
         pkt: Packet | None
         if self._hqb:
-            pkt = self._hq_take()
+            pkt = self.hq.popleft()
             self._hqb -= pkt.size
         elif self._parked is not None and not self.paused:
             pkt = self._parked
@@ -440,7 +438,7 @@ class PfcNicPort(NicPort, PauseState):
                     pkt = None
             if pkt is None:
                 if self._hqb:
-                    pkt = self._hq_take()
+                    pkt = self.hq.popleft()
                     self._hqb -= pkt.size
                 else:
                     self._pending = False

@@ -1,12 +1,25 @@
 # C layout of mrc/sim/ports.py for the compiled build (mrc/_build.py).
 cimport cython
 from mrc.packet cimport Packet
-from mrc.sim.engine cimport Handler, Simulator
+from mrc.sim.engine cimport Handler, Simulator, _put, _take
 from mrc.sim.switch cimport Switch
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT
 cdef long long _PS_BITS, _ETH
+
+@cython.final
+cdef class Fifo:
+    cdef public list _items
+    cdef public Py_ssize_t _head, _count
+
+    cpdef append(self, item)
+    cpdef appendleft(self, item)
+    cpdef popleft(self)
+    cpdef remove(self, item)
+    cdef _grow(self)
+    @cython.locals(items=list, mask=Py_ssize_t, head=Py_ssize_t, i=Py_ssize_t)
+    cdef list _in_order(self)
 
 cdef class OutPort(Handler):
     cdef public object name, net, link
@@ -20,7 +33,7 @@ cdef class OutPort(Handler):
     cdef public bint up
     cdef public long long epoch, busy_until
     cdef public bint _pending
-    cdef public object q, hq, _q_put, _q_take, _hq_put, _hq_take
+    cdef public Fifo q, hq
     cdef public long long _qb, _hqb
     cdef public long long buffer_bytes, trim_threshold, _admit_limit, trim_size, header_limit
     cdef public long long ecn_threshold
@@ -36,7 +49,7 @@ cdef class OutPort(Handler):
     cpdef send(self, Packet pkt)
     @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
                    ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
-                   pkt=Packet)
+                   pkt=Packet, hq=Fifo, q=Fifo)
     cpdef _drain(self, long long now)
     @cython.locals(size=cython.longlong, qb=cython.longlong)
     cpdef _admit(self, Packet pkt, long long now)

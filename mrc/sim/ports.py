@@ -21,9 +21,8 @@ crossing a hop costs exactly one heap event, its arrival, congested or not:
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 try:
     import cython
@@ -35,6 +34,9 @@ from mrc.sim.engine import Handler
 from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
+
+if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
+    from mrc.sim.engine import _put, _take
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -49,6 +51,73 @@ _ETH = ETHERNET_OVERHEAD_BYTES
 LOST_EPOCH: Final = -1
 
 
+class Fifo:
+    """A port's queue: the operations of a ``deque`` the ports use (``append``, ``popleft``,
+    ``appendleft``, ``remove``, ``len``, truth, iteration), in a ring over a list.
+
+    Cython does not know a deque's type, so every packet a compiled port queued and took out
+    of a deque cost two calls through Python's call protocol (~70 instructions each); this
+    queue's ``append`` and ``popleft`` are C calls of a few. ``_items`` has a power-of-two
+    length (None where free), ``_head`` is the first item's index and ``_count`` how many
+    there are."""
+
+    __slots__ = ("_items", "_head", "_count")
+
+    def __init__(self) -> None:
+        self._items: list[Any] = [None] * 8
+        self._head = 0
+        self._count = 0
+
+    def append(self, item: Any) -> None:
+        if self._count == len(self._items):
+            self._grow()
+        _put(self._items, (self._head + self._count) & (len(self._items) - 1), item)
+        self._count += 1
+
+    def appendleft(self, item: Any) -> None:
+        if self._count == len(self._items):
+            self._grow()
+        self._head = (self._head - 1) & (len(self._items) - 1)
+        _put(self._items, self._head, item)
+        self._count += 1
+
+    def popleft(self) -> Any:
+        if not self._count:
+            raise IndexError("pop from an empty queue")
+        item = _take(self._items, self._head)
+        self._head = (self._head + 1) & (len(self._items) - 1)
+        self._count -= 1
+        return item
+
+    def remove(self, item: Any) -> None:
+        """Remove the first occurrence of ``item`` (ValueError if there is none)."""
+        items = self._in_order()
+        items.remove(item)
+        self._count = len(items)
+        self._head = 0
+        self._items = items + [None] * (len(self._items) - len(items))
+
+    def _grow(self) -> None:
+        items = self._in_order()
+        self._head = 0
+        self._items = items + [None] * len(items)
+
+    def _in_order(self) -> list[Any]:
+        items = self._items
+        mask = len(items) - 1
+        head = self._head
+        return [items[(head + i) & mask] for i in range(self._count)]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._in_order())
+
+
 class OutPort(Handler):
     """One direction of a link: the sender's output queue plus the wire to the far end.
 
@@ -61,7 +130,7 @@ class OutPort(Handler):
     being serialized. ``tx_*`` count
     packets put on the wire (IPv6 bytes); ``delivered`` those that reached the far end.
 
-    Departures are computed lazily (see the module doc): the deques may still hold packets
+    Departures are computed lazily (see the module doc): the queues may still hold packets
     whose transmission has virtually begun. Read occupancy through ``qbytes``/``hqbytes``/
     :meth:`backlog`, which account for that without changing anything.
     """
@@ -71,7 +140,6 @@ class OutPort(Handler):
         "_arrive", "_deliver", "_far",
         "nominal_bps", "bps", "_ppb", "delay_ps", "far_latency_ps", "_flight",
         "up", "epoch", "busy_until", "_pending", "q", "hq", "_qb", "_hqb",
-        "_q_put", "_q_take", "_hq_put", "_hq_take",
         "buffer_bytes", "trim_threshold", "_admit_limit", "trim_size", "header_limit",
         "ecn_threshold", "trimming", "loss_p", "_tap",
         "tx_packets", "tx_bytes", "delivered", "trims", "ecn_marks", "peak_qbytes",
@@ -112,19 +180,12 @@ class OutPort(Handler):
         self.epoch = 0
         self.busy_until = 0
         self._pending = False  # NIC ports: a transmit-done event is in the heap
-        self.q: deque[Packet] = deque()
-        self.hq: deque[Packet] = deque()
-        # The queues' append and popleft, bound once: the compiled build calls a bound
-        # builtin directly, where a method looked up by name on the deque (an untyped
-        # object to Cython) costs several times as much per packet.
-        self._q_put: Callable[[Packet], None] = self.q.append
-        self._q_take: Callable[[], Packet] = self.q.popleft
-        self._hq_put: Callable[[Packet], None] = self.hq.append
-        self._hq_take: Callable[[], Packet] = self.hq.popleft
+        self.q = Fifo()  # (a Fifo, not a deque: C calls when compiled)
+        self.hq = Fifo()
         self._qb = 0  # bytes in ``q`` (including packets that virtually left)
         self._hqb = 0
         # (the byte counts also say whether a queue holds anything: every packet has bytes,
-        # and the hot paths test them rather than the deques, which they need not touch)
+        # and the hot paths test them rather than the queues, which they need not touch)
         self.buffer_bytes = spec.buffer_bytes
         self.trim_threshold = int(spec.trim_threshold_bytes)  # type: ignore[arg-type]
         self.trimming = spec.trimming
@@ -190,7 +251,7 @@ class OutPort(Handler):
             self._qb = qb
             if qb > self.peak_qbytes:
                 self.peak_qbytes = qb
-            self._q_put(pkt)
+            self.q.append(pkt)
         elif self.trimming:
             self._trim(pkt, now)
             self._enqueue_header(pkt)
@@ -212,11 +273,11 @@ class OutPort(Handler):
         epoch = self.epoch
         while t <= now:
             if hq:
-                pkt = self._hq_take()
+                pkt = hq.popleft()
                 size = pkt.size
                 self._hqb -= size
             elif q:
-                pkt = self._q_take()
+                pkt = q.popleft()
                 size = pkt.size
                 self._qb -= size
             else:
@@ -299,7 +360,7 @@ class OutPort(Handler):
         self._hqb = hqb
         if hqb > self.peak_hqbytes:
             self.peak_hqbytes = hqb
-        self._hq_put(pkt)
+        self.hq.append(pkt)
         return True
 
     def _drop(self, pkt: Packet, reason: str) -> None:
