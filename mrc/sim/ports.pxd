@@ -11,10 +11,10 @@ cdef long long _PS_BITS, _ETH
 @cython.final
 cdef class Fifo:
     cdef public list _items
-    cdef public Py_ssize_t _head, _count
+    cdef public Py_ssize_t _mask, _head, _count
 
-    cpdef append(self, item)
-    cpdef appendleft(self, item)
+    cpdef void append(self, item) except *
+    cpdef void appendleft(self, item) except *
     cpdef popleft(self)
     cpdef remove(self, item)
     cdef _grow(self)

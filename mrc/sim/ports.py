@@ -58,26 +58,27 @@ class Fifo:
     Cython does not know a deque's type, so every packet a compiled port queued and took out
     of a deque cost two calls through Python's call protocol (~70 instructions each); this
     queue's ``append`` and ``popleft`` are C calls of a few. ``_items`` has a power-of-two
-    length (None where free), ``_head`` is the first item's index and ``_count`` how many
-    there are."""
+    length, ``_mask`` (that length less one, kept so the hot paths need no ``len``); None
+    where free; ``_head`` is the first item's index and ``_count`` how many there are."""
 
-    __slots__ = ("_items", "_head", "_count")
+    __slots__ = ("_items", "_mask", "_head", "_count")
 
     def __init__(self) -> None:
         self._items: list[Any] = [None] * 8
+        self._mask = 7
         self._head = 0
         self._count = 0
 
     def append(self, item: Any) -> None:
-        if self._count == len(self._items):
+        if self._count > self._mask:
             self._grow()
-        _put(self._items, (self._head + self._count) & (len(self._items) - 1), item)
+        _put(self._items, (self._head + self._count) & self._mask, item)
         self._count += 1
 
     def appendleft(self, item: Any) -> None:
-        if self._count == len(self._items):
+        if self._count > self._mask:
             self._grow()
-        self._head = (self._head - 1) & (len(self._items) - 1)
+        self._head = (self._head - 1) & self._mask
         _put(self._items, self._head, item)
         self._count += 1
 
@@ -85,7 +86,7 @@ class Fifo:
         if not self._count:
             raise IndexError("pop from an empty queue")
         item = _take(self._items, self._head)
-        self._head = (self._head + 1) & (len(self._items) - 1)
+        self._head = (self._head + 1) & self._mask
         self._count -= 1
         return item
 
@@ -95,16 +96,17 @@ class Fifo:
         items.remove(item)
         self._count = len(items)
         self._head = 0
-        self._items = items + [None] * (len(self._items) - len(items))
+        self._items = items + [None] * (self._mask + 1 - len(items))
 
     def _grow(self) -> None:
         items = self._in_order()
         self._head = 0
         self._items = items + [None] * len(items)
+        self._mask = len(self._items) - 1
 
     def _in_order(self) -> list[Any]:
         items = self._items
-        mask = len(items) - 1
+        mask = self._mask
         head = self._head
         return [items[(head + i) & mask] for i in range(self._count)]
 
