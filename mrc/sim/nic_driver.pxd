@@ -2,6 +2,7 @@
 cimport cython
 from mrc.packet cimport Packet
 from mrc.sim.engine cimport Simulator
+from mrc.sim.ports cimport OutPort
 from mrc.sim.recorder cimport Recorder
 from mrc.transport.qp_base cimport QpBase
 
@@ -11,12 +12,14 @@ cdef long long CNP, FLAG_RETX, PROBE
 @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, qp=QpBase)
 cpdef poll_round_robin(list senders, list rr, long long now, long long plane)
 cpdef drain_events(QpBase qp, on_event)
+@cython.locals(sim_port=OutPort)
+cdef _kick_port(port)
 
 cdef class NicDriver:
     cdef public object sched
     cdef public Simulator _sim
     cdef public object ports
-    cdef public list _kicks, _sends
+    cdef public list _ports
     cdef public object on_event, _placed, _count
     cdef public Recorder recorder
     cdef public bint _defer, strict
@@ -38,7 +41,7 @@ cdef class NicDriver:
     @cython.locals(qpn=cython.longlong, before=cython.longlong, placed=cython.longlong,
                    qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
-    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list, kicks=list)
+    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list, ports=list)
     cpdef _kick(self, QpBase qp, long long now)
     @cython.locals(control=list)
     cpdef _service(self, QpBase qp, long long now)
@@ -46,7 +49,7 @@ cdef class NicDriver:
     cpdef _arm(self, QpBase qp, long long now)
     cpdef _wake_at(self, long long at, QpBase qp)
     cpdef _send_polled(self, list control, long long now)
-    @cython.locals(pkt=Packet, sends=list)
+    @cython.locals(pkt=Packet, ports=list, sim_port=OutPort)
     cpdef _send_control(self, list control, long long now)
     cpdef _send_later(self, list control)
     @cython.locals(now=cython.longlong, armed=cython.longlong, deadline=cython.longlong)

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
 from mrc.sim.engine import Simulator
+from mrc.sim.ports import OutPort
 from mrc.sim.recorder import Recorder
 from mrc.transport.base import QueuePair, TransportEvent
 
@@ -109,6 +110,17 @@ def _ignore(*_: Any) -> None:
     pass
 
 
+def _kick_port(port: PortSink) -> None:
+    """``port.kick()``: a C call when compiled for the simulator's ports (``OutPort``, whose
+    ``kick`` a NIC port overrides), where calling a method of an untyped object costs the
+    method's lookup and Python's call protocol; other ports (the live host's) as they are."""
+    if isinstance(port, OutPort):
+        sim_port = port
+        sim_port.kick()
+    else:
+        port.kick()
+
+
 def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
     """``ports`` by plane, from plane ``start`` on (a helper: the compiled build allows no
     closure inside the driver's methods)."""
@@ -127,10 +139,8 @@ class NicDriver:
         #: when compiled) instead of through the Scheduler protocol.
         self._sim: Simulator | None = sched if isinstance(sched, Simulator) else None
         self.ports = ports
-        # The ports' kick and send by plane, bound once: calling a bound method directly
-        # costs less than looking the method up by name on an untyped port per packet.
-        self._kicks: list[Callable[[], None]] = [port.kick for port in ports]
-        self._sends: list[Callable[[Packet], None]] = [port.send for port in ports]
+        #: ``ports`` as a list (indexed in C when compiled)
+        self._ports: list[PortSink] = list(ports)
         self.on_event = on_event
         #: Where goodput goes straight to (the simulator's NIC sets it; a C call when
         #: compiled, with no boxed arguments); None: to ``on_placed``.
@@ -303,21 +313,21 @@ class NicDriver:
     def _kick(self, qp: QueuePair, now: int) -> None:
         """Wake the idle ports of ``qp``'s planes, starting one plane further on each call
         (fair share of a window that just opened)."""
-        kicks = self._kicks
-        n = len(kicks)
+        ports = self._ports
+        n = len(ports)
         start = self._kick_from
         self._kick_from = start + 1 if start + 1 < n else 0
         mine = qp.nic_ports
         if len(mine) == n:
             for i in range(start, n):
-                kicks[i]()
+                _kick_port(ports[i])
             for i in range(start):
-                kicks[i]()
+                _kick_port(ports[i])
         elif len(mine) == 1:
-            mine[0].kick()
+            _kick_port(mine[0])
         elif mine:
             for port in _rotated(mine, start, n):
-                port.kick()
+                _kick_port(port)
         if self._down:
             for port in mine:
                 if port.plane in self._down:
@@ -376,13 +386,18 @@ class NicDriver:
 
     def _send_control(self, control: list[Packet], now: int) -> None:
         """Control leaves at once, each packet on its port's priority queue."""
-        sends = self._sends
+        ports = self._ports
         for pkt in control:
             if pkt.kind == PROBE:
                 self._counter(pkt.qpn)("probes", now)
             elif pkt.kind == CNP:
                 self._counter(pkt.qpn)("cnps", now)
-            sends[pkt.plane](pkt)
+            port = ports[pkt.plane]
+            if isinstance(port, OutPort):
+                sim_port = port  # (typed: a C call when compiled)
+                sim_port.send(pkt)
+            else:
+                port.send(pkt)
 
     def _counter(self, qpn: int) -> CountSink:
         if self.recorders:
