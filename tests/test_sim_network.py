@@ -14,7 +14,7 @@ from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, Packet, data_bytes
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import FabricTooLargeError, build_network, link_count
 from mrc.sim.network import Network
-from mrc.sim.ports import OutPort
+from mrc.sim.ports import Fifo, OutPort
 from topology import tables, usid
 from topology.paths import address_for
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec, preset
@@ -445,6 +445,38 @@ def test_lazy_departures_match_a_plain_queue(seed: int, grid: bool) -> None:
         assert hqb == sum(size for which, size in waiting if which == 1)
         assert (qn, hqn) == (sum(w == 0 for w, _ in waiting), sum(w == 1 for w, _ in waiting))
     assert any(b[0] for b in backlog_checks.values())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_port_fifo_behaves_as_a_deque(seed: int) -> None:
+    """The ports' queue (``Fifo``, a ring that grows) against ``collections.deque``, through
+    every operation the ports use."""
+    rnd = random.Random(seed)
+    fifo, ref = Fifo(), deque[int]()
+    for step in range(4000):
+        roll = rnd.random()
+        if roll < 0.45 or not ref:  # runs of appends grow the ring past its first sizes
+            fifo.append(step)
+            ref.append(step)
+        elif roll < 0.5:
+            fifo.appendleft(step)
+            ref.appendleft(step)
+        elif roll < 0.52:
+            victim = rnd.choice(list(ref))
+            fifo.remove(victim)
+            ref.remove(victim)
+        else:
+            assert fifo.popleft() == ref.popleft()
+        assert len(fifo) == len(ref) and bool(fifo) == bool(ref)
+        if step % 97 == 0:
+            assert list(fifo) == list(ref)
+    while ref:
+        assert fifo.popleft() == ref.popleft()
+    assert not fifo and list(fifo) == []
+    with pytest.raises(IndexError):
+        fifo.popleft()
+    with pytest.raises(ValueError):
+        fifo.remove(-1)
 
 
 # ------------------------------------------------------------------ determinism

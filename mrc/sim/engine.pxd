@@ -3,6 +3,31 @@
 
 cimport cython
 
+# The heap's slot lists (engine.py, "the compiled heap"): _take moves the reference out of an
+# item (None left behind: the caller owns what it returns), _put stores into an item that
+# holds None. Indexes are always in range (the heap hands out only its own slots).
+cdef extern from *:
+    """
+    static CYTHON_INLINE PyObject *mrc_engine_take(PyObject *list, Py_ssize_t i) {
+        PyObject *obj = PyList_GET_ITEM(list, i);
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(list, i, Py_None);
+        return obj;
+    }
+    static CYTHON_INLINE void mrc_engine_put(PyObject *list, Py_ssize_t i, PyObject *obj) {
+        PyObject *old = PyList_GET_ITEM(list, i);
+        Py_INCREF(obj);
+        PyList_SET_ITEM(list, i, obj);
+        Py_DECREF(old);
+    }
+    """
+    object _take "mrc_engine_take"(list slots, Py_ssize_t i)
+    void _put "mrc_engine_put"(list slots, Py_ssize_t i, object obj)
+
+cdef class Handler:
+    cdef void fire(self, object arg)
+
+@cython.final
 cdef class Simulator:
     cdef public long long now
     cdef public object seed
@@ -20,7 +45,7 @@ cdef class Simulator:
     cpdef at(self, long long time_ps, object fn, object arg=*)
     cpdef after(self, long long delay_ps, object fn, object arg=*)
     cpdef void schedule(self, long long time_ps, object fn, object arg) except *
-    cpdef long long run_until(self, long long time_ps) except? -1
+    cpdef Py_ssize_t run_until(self, long long time_ps) except -1
     @cython.locals(before=Py_ssize_t, first_seq=cython.longlong, slot=cython.longlong,
                    t=cython.longlong, fns=list, args=list)
     cdef bint _loop(self, long long limit) except? True
@@ -32,8 +57,8 @@ cdef class Simulator:
     cdef int _push(self, long long time_ps, long long seq, object fn, object arg) except -1
     @cython.locals(heap=cython.p_longlong, n=Py_ssize_t, last=cython.longlong,
                    t=cython.longlong, s=cython.longlong, i=Py_ssize_t, child=Py_ssize_t,
-                   ct=cython.longlong, cs=cython.longlong, dt=cython.longlong,
-                   ds=cython.longlong)
+                   parent=Py_ssize_t, ct=cython.longlong, dt=cython.longlong,
+                   pt=cython.longlong, end=Py_ssize_t, hole=Py_ssize_t)
     cdef void _pop_first(self) noexcept
     @cython.locals(old=Py_ssize_t, i=Py_ssize_t)
     cdef _grow(self, Py_ssize_t cap)

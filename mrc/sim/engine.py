@@ -38,11 +38,23 @@ except ImportError:  # pure Python without Cython installed
 
 from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us
 
-__all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Simulator", "ns", "us"]
+__all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Handler", "Simulator", "ns",
+           "us"]
 
 _FOREVER = (1 << 63) - 1  # no limit (the compiled heap's times are signed 64-bit)
 #: Initial slots of the compiled heap (it doubles when full).
 _INITIAL_SLOTS = 1024
+
+if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
+    def _take(slots: list[Any], i: int) -> Any:
+        """Move the object out of ``slots[i]``, leaving None."""
+        obj = slots[i]
+        slots[i] = None
+        return obj
+
+    def _put(slots: list[Any], i: int, obj: Any) -> None:
+        """``slots[i] = obj``."""
+        slots[i] = obj
 
 
 class _Halt(Exception):
@@ -51,6 +63,30 @@ class _Halt(Exception):
 
 def _halt(_: object) -> None:
     raise _Halt
+
+
+class Handler:
+    """An event callback the compiled engine calls in C: scheduling a Handler ``h`` with
+    ``arg`` runs ``h.fire(arg)``.
+
+    Any callable will do as a callback, but calling one from compiled code is Python's call
+    protocol: a bound method of a compiled class goes through its vectorcall, the argument
+    parsing of its Python wrapper and a type check of the argument (about a hundred
+    instructions, on every event). A class compiled with the core that derives from Handler
+    is called through its C ``fire`` instead (``engine.pxd``: a C method, so only compiled
+    classes can provide it; a ``cpdef`` one, which Python subclasses could override, measured
+    20 instructions more per event). The per-packet events use it: a port is the callback
+    of its own packets' arrivals (``OutPort.fire``), and a NIC port's transmit-done has one
+    (``mrc.sim.host``). Calling a Handler runs ``fire`` too, so it is an ordinary callable
+    wherever else it goes."""
+
+    __slots__ = ()
+
+    def fire(self, arg: Any) -> None:
+        raise NotImplementedError
+
+    def __call__(self, arg: Any) -> None:
+        self.fire(arg)
 
 
 class Simulator:
@@ -175,12 +211,13 @@ class Simulator:
                     if t > limit:
                         break
                     self._pop_first()
-                    fn = fns[slot]
-                    arg = args[slot]
-                    fns[slot] = None
-                    args[slot] = None
+                    fn = _take(fns, slot)
+                    arg = _take(args, slot)
                     self.now = t
-                    fn(arg)
+                    if isinstance(fn, Handler):
+                        cython.cast(Handler, fn).fire(arg)
+                    else:
+                        fn(arg)
             except _Halt:
                 return True
             finally:
@@ -208,8 +245,8 @@ class Simulator:
         if cython.compiled:
             slot = self._heap[2]
             self._pop_first()
-            self._fns[slot] = None
-            self._args[slot] = None
+            _take(self._fns, slot)
+            _take(self._args, slot)
         else:
             heapq.heappop(self.heap)
 
@@ -231,14 +268,18 @@ class Simulator:
     # Used only when compiled (engine.pxd types them): _heap[0:3 * _n] is a binary heap of
     # records (time, seq, slot) ordered by (time, seq), each at 3 * its position, so a sift
     # compares neighbouring memory; slot s holds the event's callback and argument in
-    # _fns[s], _args[s]; _free[0:_nfree] are the unused slots.
+    # _fns[s], _args[s] (None when free); _free[0:_nfree] are the unused slots. The lists are
+    # read and written with _take and _put (engine.pxd: a reference moved out of or into a
+    # list item in a few C instructions, where an indexed store through Cython's generic
+    # helper costs a function call and type checks); they stay lists so that the cycle
+    # collector sees what the pending events hold.
     def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         if not self._nfree:
             self._grow(2 * self._cap)
         self._nfree -= 1
         slot = self._free[self._nfree]
-        self._fns[slot] = fn
-        self._args[slot] = arg
+        _put(self._fns, slot, fn)
+        _put(self._args, slot, arg)
         heap = self._heap
         i = self._n
         self._n = i + 1
@@ -257,7 +298,15 @@ class Simulator:
 
     def _pop_first(self) -> None:
         """Remove the first event's record from the heap and free its slot (the caller takes
-        its callback and argument out of the lists)."""
+        its callback and argument out of the lists).
+
+        Bottom-up deletion (Floyd's): the hole the root leaves moves down to a leaf along the
+        smaller child, one comparison per level, and the last record is sifted up from there.
+        That record was scheduled late and belongs near the bottom, so it rarely climbs,
+        where a plain sift-down would compare it at every level too. The events come out in
+        the same order: ``(time, seq)`` is a total order, so any correct heap pops the same
+        sequence. The way down counts in words (3 per record: no multiplication per level);
+        a 4-ary heap (half the levels) measured slower."""
         heap = self._heap
         self._free[self._nfree] = heap[2]
         self._nfree += 1
@@ -265,29 +314,37 @@ class Simulator:
         self._n = n
         if not n:
             return
-        t = heap[3 * n]  # the last record, sifted down from the root
-        s = heap[3 * n + 1]
-        last = heap[3 * n + 2]
-        i = 0
-        while True:
-            child = 2 * i + 1
-            if child >= n:
+        end = 3 * n  # the records that stay: heap[0:end]; the last one is at heap[end]
+        hole = 0
+        child = 3
+        while child + 3 < end:  # two children: the smaller one moves up into the hole
+            ct = heap[child]
+            dt = heap[child + 3]
+            if dt < ct or (dt == ct and heap[child + 4] < heap[child + 1]):
+                child += 3
+            heap[hole] = heap[child]
+            heap[hole + 1] = heap[child + 1]
+            heap[hole + 2] = heap[child + 2]
+            hole = child
+            child = 2 * child + 3
+        if child < end:  # an only child
+            heap[hole] = heap[child]
+            heap[hole + 1] = heap[child + 1]
+            heap[hole + 2] = heap[child + 2]
+            hole = child
+        t = heap[end]  # the last record, sifted up from the leaf the hole reached
+        s = heap[end + 1]
+        last = heap[end + 2]
+        i = cython.cdiv(hole, 3)  # (C division: hole is never negative)
+        while i:
+            parent = (i - 1) >> 1
+            pt = heap[3 * parent]
+            if pt < t or (pt == t and heap[3 * parent + 1] < s):
                 break
-            ct = heap[3 * child]
-            cs = heap[3 * child + 1]
-            if child + 1 < n:
-                dt = heap[3 * child + 3]
-                ds = heap[3 * child + 4]
-                if dt < ct or (dt == ct and ds < cs):
-                    child += 1
-                    ct = dt
-                    cs = ds
-            if ct > t or (ct == t and cs > s):
-                break
-            heap[3 * i] = ct
-            heap[3 * i + 1] = cs
-            heap[3 * i + 2] = heap[3 * child + 2]
-            i = child
+            heap[3 * i] = pt
+            heap[3 * i + 1] = heap[3 * parent + 1]
+            heap[3 * i + 2] = heap[3 * parent + 2]
+            i = parent
         heap[3 * i] = t
         heap[3 * i + 1] = s
         heap[3 * i + 2] = last

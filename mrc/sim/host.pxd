@@ -1,7 +1,7 @@
 # C layout of mrc/sim/host.py for the compiled build (mrc/_build.py).
 cimport cython
 from mrc.packet cimport Packet
-from mrc.sim.engine cimport Simulator
+from mrc.sim.engine cimport Handler, Simulator
 from mrc.sim.ports cimport OutPort
 from mrc.sim.nic_driver cimport NicDriver
 
@@ -42,3 +42,8 @@ cdef class NicPort(OutPort):
     cpdef set_up(self)
     cpdef set_rate_fraction(self, fraction)
     cpdef drop_unsent(self, Packet pkt)
+
+cdef class _TxDone(Handler):
+    cdef public NicPort port
+
+    cdef void fire(self, object epoch)

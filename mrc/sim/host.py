@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 from mrc.packet import Packet
+from mrc.sim.engine import Handler
 from mrc.sim.nic_driver import NicDriver
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from topology import usid
@@ -123,7 +129,10 @@ class NicPort(OutPort):
         super().__init__(net, name, host, dst, plane, far_latency_ps=far_latency_ps)
         self.host = host
         self.header_limit = 1 << 62
-        self._tx_done_cb = self._tx_done
+        # the transmit-done callback: compiled, a Handler the engine calls in C (as the
+        # port's arrivals, see OutPort._arrive); in pure Python the bound method
+        self._tx_done_cb: Callable[[int], None] = (
+            _TxDone(self) if cython.compiled else self._tx_done)
         #: the priority PFC has paused on this port (-1: none; see mrc.sim.pfc): the NIC
         #: driver does not poll QPs of that priority
         self.paused_priority = -1
@@ -158,22 +167,21 @@ class NicPort(OutPort):
     def _next(self, now: int) -> None:
         """Put the next packet on the wire: control first, else whatever the agent gives."""
         self._pending = True  # a nested send() from inside pull() must only queue
-        hq = self.hq
         pkt: Packet | None
         if self._hqb:  # (the byte count says whether control waits: no deque test)
-            pkt = hq.popleft()
+            pkt = self.hq.popleft()
             self._hqb -= pkt.size
         else:
             host = self.host
             nic = host.nic
             if nic is not None:
-                pkt = nic.pull(now, self.plane)
+                pkt = nic.pull_port(now, self.plane, self.paused_priority)
             else:
                 agent = host.agent
                 pkt = agent.pull(now, self.plane) if agent is not None else None
             if pkt is None:
                 if self._hqb:  # the agent queued control while we asked it for data
-                    pkt = hq.popleft()
+                    pkt = self.hq.popleft()
                     self._hqb -= pkt.size
                 else:
                     self._pending = False
@@ -216,3 +224,15 @@ class NicPort(OutPort):
         notify = getattr(self.host.agent, "on_port_state", None)
         if notify is not None:
             notify(self.sim.now, self.plane, up)
+
+
+class _TxDone(Handler):
+    """``NicPort._tx_done`` as an event callback the compiled engine calls in C."""
+
+    __slots__ = ("port",)
+
+    def __init__(self, port: NicPort) -> None:
+        self.port = port
+
+    def fire(self, epoch: int) -> None:
+        self.port._tx_done(epoch)

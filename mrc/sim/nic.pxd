@@ -2,4 +2,4 @@
 from mrc.sim.nic_driver cimport NicDriver
 
 cdef class Nic(NicDriver):
-    cdef public object sim, host, recorder
+    cdef public object sim, host

@@ -1,6 +1,9 @@
 # C layout of nic_driver.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
 from mrc.packet cimport Packet
+from mrc.sim.engine cimport Simulator
+from mrc.sim.ports cimport OutPort
+from mrc.sim.recorder cimport Recorder
 from mrc.transport.qp_base cimport QpBase
 
 # constants: typed copies of imported names
@@ -9,9 +12,16 @@ cdef long long CNP, FLAG_RETX, PROBE
 @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, qp=QpBase)
 cpdef poll_round_robin(list senders, list rr, long long now, long long plane)
 cpdef drain_events(QpBase qp, on_event)
+@cython.locals(sim_port=OutPort)
+cdef _kick_port(port)
 
 cdef class NicDriver:
-    cdef public object sched, ports, on_event, _placed, _count
+    cdef public object sched
+    cdef public Simulator _sim
+    cdef public object ports
+    cdef public list _ports
+    cdef public object on_event, _placed, _count
+    cdef public Recorder recorder
     cdef public bint _defer, strict
     cdef public dict qps
     cdef public list _senders, _rr
@@ -20,20 +30,27 @@ cdef class NicDriver:
     cdef public dict counters
     cdef public object first_rejection
     cdef public dict recorders
+    cdef public object _on_timer_cb, _send_later_cb
+    cdef public long long _rx_qpn
+    cdef public QpBase _rx_qp
 
-    @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase)
     cpdef pull(self, long long now, long long plane)
-    @cython.locals(before=cython.longlong, placed=cython.longlong, qp=QpBase)
+    @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase,
+                   senders=list, pkt=Packet)
+    cpdef pull_port(self, long long now, long long plane, long long paused)
+    @cython.locals(qpn=cython.longlong, before=cython.longlong, placed=cython.longlong,
+                   qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
-    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list)
+    @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list, ports=list)
     cpdef _kick(self, QpBase qp, long long now)
     @cython.locals(control=list)
     cpdef _service(self, QpBase qp, long long now)
-    @cython.locals(at=cython.longlong, scheduled=cython.longlong)
+    @cython.locals(deadline=cython.longlong, at=cython.longlong, scheduled=cython.longlong)
     cpdef _arm(self, QpBase qp, long long now)
+    cpdef _wake_at(self, long long at, QpBase qp)
     cpdef _send_polled(self, list control, long long now)
-    @cython.locals(pkt=Packet)
+    @cython.locals(pkt=Packet, ports=list, sim_port=OutPort)
     cpdef _send_control(self, list control, long long now)
     cpdef _send_later(self, list control)
-    @cython.locals(now=cython.longlong, armed=cython.longlong)
+    @cython.locals(now=cython.longlong, armed=cython.longlong, deadline=cython.longlong)
     cpdef _on_timer(self, QpBase qp)

@@ -40,6 +40,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
+from mrc.sim.engine import Simulator
+from mrc.sim.ports import OutPort
+from mrc.sim.recorder import Recorder
 from mrc.transport.base import QueuePair, TransportEvent
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
@@ -107,6 +110,17 @@ def _ignore(*_: Any) -> None:
     pass
 
 
+def _kick_port(port: PortSink) -> None:
+    """``port.kick()``: a C call when compiled for the simulator's ports (``OutPort``, whose
+    ``kick`` a NIC port overrides), where calling a method of an untyped object costs the
+    method's lookup and Python's call protocol; other ports (the live host's) as they are."""
+    if isinstance(port, OutPort):
+        sim_port = port
+        sim_port.kick()
+    else:
+        port.kick()
+
+
 def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
     """``ports`` by plane, from plane ``start`` on (a helper: the compiled build allows no
     closure inside the driver's methods)."""
@@ -121,8 +135,16 @@ class NicDriver:
                  on_count: CountSink | None = None, defer_polled_control: bool = False,
                  strict: bool = True, counters: Iterable[str] = COUNTERS) -> None:
         self.sched = sched
+        #: ``sched`` when it is the simulator's engine: the driver calls it directly (a C call
+        #: when compiled) instead of through the Scheduler protocol.
+        self._sim: Simulator | None = sched if isinstance(sched, Simulator) else None
         self.ports = ports
+        #: ``ports`` as a list (indexed in C when compiled)
+        self._ports: list[PortSink] = list(ports)
         self.on_event = on_event
+        #: Where goodput goes straight to (the simulator's NIC sets it; a C call when
+        #: compiled, with no boxed arguments); None: to ``on_placed``.
+        self.recorder: Recorder | None = None
         self._placed: PlacedSink = on_placed or _ignore
         self._count: CountSink = on_count or _ignore
         self._defer = defer_polled_control
@@ -143,6 +165,15 @@ class NicDriver:
         #: QPN -> the recorder of its transport, when several transports share the fabric
         #: (mixed runs: ``mrc.sim.mixed``); empty otherwise, and the sinks count everything.
         self.recorders: dict[int, Any] = {}
+        # The wake-up callbacks, bound once (a bound method made per scheduling would be
+        # allocated and freed every time).
+        self._on_timer_cb = self._on_timer
+        self._send_later_cb = self._send_later
+        # The QP the last packet received went to: ``on_receive`` looks a QPN up in ``qps``
+        # (boxing and hashing it) only when it differs, and a host's arrivals come in runs
+        # per QP. It is always registered (``remove`` forgets it), which ``_on_timer`` uses.
+        self._rx_qpn = -1
+        self._rx_qp: QueuePair | None = None
 
     # ----------------------------------------------------------------- setup
     def add(self, qp: QueuePair, planes: Iterable[int]) -> None:
@@ -164,6 +195,9 @@ class NicDriver:
         if self.qps.get(qp.qpn) is not qp:
             return
         del self.qps[qp.qpn]
+        if self._rx_qp is qp:
+            self._rx_qpn = -1
+            self._rx_qp = None
         for senders in self._senders:
             if qp in senders:
                 senders.remove(qp)
@@ -174,14 +208,24 @@ class NicDriver:
     # ----------------------------------------------------------------- the ports' side
     def pull(self, now: int, plane: int) -> Packet | None:
         """The port of ``plane`` is idle: the next data packet of its QPs, or None."""
+        return self.pull_port(now, plane, getattr(self.ports[plane], "paused_priority", -1))
+
+    def pull_port(self, now: int, plane: int, paused: int) -> Packet | None:
+        """``pull`` for a port that says which priority PFC has paused on it (``paused``, -1:
+        none), as the simulator's NIC ports do: no attribute looked up by name per packet."""
         senders = self._senders[plane]
-        paused = getattr(self.ports[plane], "paused_priority", -1)
-        if paused >= 0:  # PFC paused this port's lossless priority: its QPs wait
-            senders = [qp for qp in senders if getattr(qp, "priority", 0) != paused]
-        found = poll_round_robin(senders, self._rr, now, plane)
-        if found is None:
-            return None
-        qp, pkt = found
+        if paused < 0 and len(senders) == 1:  # one QP sends on this plane: ask it, no tuple
+            qp = senders[0]
+            pkt = qp.poll(now, plane)
+            if pkt is None:
+                return None
+        else:
+            if paused >= 0:  # PFC paused this port's lossless priority: its QPs wait
+                senders = [qp for qp in senders if getattr(qp, "priority", 0) != paused]
+            found = poll_round_robin(senders, self._rr, now, plane)
+            if found is None:
+                return None
+            qp, pkt = found
         if pkt.flags & FLAG_RETX:
             self._counter(qp.qpn)("retransmissions", now)
         control = qp.take_control()
@@ -201,24 +245,32 @@ class NicDriver:
 
     def on_receive(self, now: int, pkt: Packet) -> None:
         """A packet for this host: to the QP its BTH names, which is then served."""
-        qp = self.qps.get(pkt.qpn)
+        qpn = pkt.qpn
+        qp = self._rx_qp if qpn == self._rx_qpn else None
         if qp is None:
-            self.counters["rx_unknown_qpn"] += 1
-            return
+            qp = self.qps.get(qpn)
+            if qp is None:
+                self.counters["rx_unknown_qpn"] += 1
+                return
+            self._rx_qpn = qpn
+            self._rx_qp = qp
         before = qp.bytes_placed
-        try:
+        if self.strict:  # (no exception handler to set up per packet)
             qp.receive(now, pkt)
-        except Exception as exc:
-            if self.strict:
-                raise
-            self.counters["rx_rejected"] += 1
-            if self.first_rejection is None:
-                self.first_rejection = f"{type(exc).__name__}: {exc}"
+        else:
+            try:
+                qp.receive(now, pkt)
+            except Exception as exc:
+                self.counters["rx_rejected"] += 1
+                if self.first_rejection is None:
+                    self.first_rejection = f"{type(exc).__name__}: {exc}"
         placed = qp.bytes_placed - before
         if placed:
             rec = self.recorders.get(pkt.qpn) if self.recorders else None
             if rec is not None:
                 rec.placed(now, pkt.plane, placed)
+            elif self.recorder is not None:
+                self.recorder.placed(now, pkt.plane, placed)
             else:
                 self._placed(now, pkt.plane, placed)
         self._service(qp, now)
@@ -261,21 +313,21 @@ class NicDriver:
     def _kick(self, qp: QueuePair, now: int) -> None:
         """Wake the idle ports of ``qp``'s planes, starting one plane further on each call
         (fair share of a window that just opened)."""
-        ports = self.ports
+        ports = self._ports
         n = len(ports)
         start = self._kick_from
         self._kick_from = start + 1 if start + 1 < n else 0
         mine = qp.nic_ports
         if len(mine) == n:
             for i in range(start, n):
-                ports[i].kick()
+                _kick_port(ports[i])
             for i in range(start):
-                ports[i].kick()
+                _kick_port(ports[i])
         elif len(mine) == 1:
-            mine[0].kick()
+            _kick_port(mine[0])
         elif mine:
             for port in _rotated(mine, start, n):
-                port.kick()
+                _kick_port(port)
         if self._down:
             for port in mine:
                 if port.plane in self._down:
@@ -309,30 +361,43 @@ class NicDriver:
 
     def _arm(self, qp: QueuePair, now: int) -> None:
         """Schedule a wake-up for ``qp``'s earliest deadline unless one is armed before it."""
-        deadline = qp.next_timer()
-        if deadline is not None:
+        next_timer = qp.next_timer()
+        if next_timer is not None:
+            deadline = next_timer  # (a C integer when compiled: compared unboxed)
             scheduled = qp.nic_timer
             if scheduled < 0 or deadline < scheduled:
                 at = deadline if deadline > now else now
                 qp.nic_timer = at
-                self.sched.at(at, self._on_timer, qp)
+                self._wake_at(at, qp)
+
+    def _wake_at(self, at: int, qp: QueuePair) -> None:
+        """``_on_timer(qp)`` at ``at``."""
+        if self._sim is not None:
+            self._sim.at(at, self._on_timer_cb, qp)
+        else:
+            self.sched.at(at, self._on_timer_cb, qp)
 
     def _send_polled(self, control: list[Packet], now: int) -> None:
         """Control a QP handed over while it was polled: now, or in an event of its own."""
         if self._defer:
-            self.sched.at(now, self._send_later, control)
+            self.sched.at(now, self._send_later_cb, control)
             return
         self._send_control(control, now)
 
     def _send_control(self, control: list[Packet], now: int) -> None:
         """Control leaves at once, each packet on its port's priority queue."""
-        ports = self.ports
+        ports = self._ports
         for pkt in control:
             if pkt.kind == PROBE:
                 self._counter(pkt.qpn)("probes", now)
             elif pkt.kind == CNP:
                 self._counter(pkt.qpn)("cnps", now)
-            ports[pkt.plane].send(pkt)
+            port = ports[pkt.plane]
+            if isinstance(port, OutPort):
+                sim_port = port  # (typed: a C call when compiled)
+                sim_port.send(pkt)
+            else:
+                port.send(pkt)
 
     def _counter(self, qpn: int) -> CountSink:
         if self.recorders:
@@ -345,17 +410,20 @@ class NicDriver:
         self._send_control(control, self.sched.now)
 
     def _on_timer(self, qp: QueuePair) -> None:
-        if self.qps.get(qp.qpn) is not qp:
+        if qp is not self._rx_qp and self.qps.get(qp.qpn) is not qp:
             return  # destroyed
-        now = self.sched.now
+        now = self._sim.now if self._sim is not None else self.sched.now
         armed = qp.nic_timer
         if 0 <= armed <= now:  # this wake-up (or one at its time) is it
             qp.nic_timer = -1
-        deadline = qp.next_timer()
-        if deadline is not None and deadline <= now:
+        next_timer = qp.next_timer()
+        if next_timer is None:
+            return
+        deadline = next_timer  # (a C integer when compiled)
+        if deadline <= now:
             qp.handle_timer(now)
             self._service(qp, now)
             self._kick(qp, now)
-        elif deadline is not None and qp.nic_timer < 0:
+        elif qp.nic_timer < 0:
             qp.nic_timer = deadline
-            self.sched.at(deadline, self._on_timer, qp)
+            self._wake_at(deadline, qp)

@@ -7,7 +7,7 @@ from mrc.sim.engine cimport Simulator
 from mrc.sim.host cimport Host, NicPort
 from mrc.sim.nic_driver cimport NicDriver
 from mrc.sim.pfc cimport PfcIngress
-from mrc.sim.ports cimport OutPort
+from mrc.sim.ports cimport Fifo, OutPort
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT, PAUSE, LOST_EPOCH, _ETH
@@ -24,7 +24,7 @@ cdef class PfcPort(OutPort):
     cdef public long long storms, last_pause_rx
     cdef public object _expire_cb, _pause_cb
     # PfcPort
-    cdef public object lq
+    cdef public Fifo lq
     cdef public long long _lqb, peak_lqbytes
     cdef public bint _turn
     cdef public long long _clock_at
@@ -33,6 +33,7 @@ cdef class PfcPort(OutPort):
     cdef public object held
     cdef public long long _kmin, _kmax
     cdef public double _pslope
+    cdef public Host _host
 
     cpdef send(self, Packet pkt)
     @cython.locals(now=cython.longlong, kind=cython.longlong, lossless=bint,
@@ -41,7 +42,8 @@ cdef class PfcPort(OutPort):
     cpdef send_from(self, Packet pkt, PfcIngress src)
     @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
                    ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
-                   pkt=Packet, src=PfcIngress, paused=bint, turn=bint, lqb=cython.longlong)
+                   pkt=Packet, src=PfcIngress, paused=bint, turn=bint, lqb=cython.longlong,
+                   hq=Fifo, q=Fifo, lq=Fifo)
     cpdef _drain(self, long long now)
     @cython.locals(t=cython.longlong)
     cpdef _arm_clock(self)

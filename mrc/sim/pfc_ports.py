@@ -12,14 +12,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
-from mrc.sim.host import NicPort
+from mrc.sim.host import Host, NicPort
 from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
-from mrc.sim.ports import LOST_EPOCH, OutPort
+from mrc.sim.ports import LOST_EPOCH, Fifo, OutPort
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
-    from mrc.sim.host import Host
     from mrc.sim.network import Network
     from mrc.sim.switch import Switch
 
@@ -32,13 +31,13 @@ class PfcPort(OutPort, PauseState):
     when the packet leaves."""
 
     __slots__ = (*PAUSE_SLOTS, "lq", "_lqb", "peak_lqbytes", "_turn", "_clock_at",
-                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope")
+                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope", "_host")
 
     def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
                  plane: int, *, far_latency_ps: int) -> None:
         super().__init__(net, name, src, dst, plane, far_latency_ps=far_latency_ps)
         self._init_pause(net.spec)
-        self.lq: deque[tuple[Packet, PfcIngress | None]] = deque()
+        self.lq = Fifo()  # (packet, ingress) pairs
         self._lqb = 0
         self.peak_lqbytes = 0
         self._turn = False  # the lossless queue's turn when both data queues have packets
@@ -47,6 +46,9 @@ class PfcPort(OutPort, PauseState):
         self._pause_cb = self._pause_arrive
         self.rx_stalled = False  # host-facing ports: the host stopped draining (a fault)
         self.held: deque[Packet] = deque()  # what a stalled host holds in its receive buffer
+        #: the host at the far end, if one is: ``arrive`` hands it packets with a C call when
+        #: compiled (``_deliver``, its bound ``receive``, is a Python call)
+        self._host: Host | None = dst if isinstance(dst, Host) else None
         spec = net.spec
         # WRED-style ECN on the lossless queue (DCQCN's congestion point): no mark up to
         # kmin, probability rising linearly to pmax at kmax, every packet beyond
@@ -198,7 +200,10 @@ class PfcPort(OutPort, PauseState):
         if self.rx_stalled:
             self._stalled_rx(pkt)
             return
-        self._deliver(pkt)
+        if self._host is not None:
+            self._host.receive(pkt)
+        else:
+            self._deliver(pkt)
 
     def _arrive_switch(self, pkt: Packet) -> None:
         """``OutPort._arrive_switch``, telling the egress port which
@@ -412,10 +417,9 @@ class PfcNicPort(NicPort, PauseState):
     def _next(self, now: int) -> None:
         """``NicPort._next`` (keep them in step), with PAUSE frames on their own callback."""
         self._pending = True
-        hq = self.hq
         pkt: Packet | None
         if self._hqb:
-            pkt = hq.popleft()
+            pkt = self.hq.popleft()
             self._hqb -= pkt.size
         elif self._parked is not None and not self.paused:
             pkt = self._parked
@@ -426,7 +430,7 @@ class PfcNicPort(NicPort, PauseState):
             agent = host.agent
             pkt = None
             if nic is not None and self._parked is None:
-                pkt = nic.pull(now, self.plane)
+                pkt = nic.pull_port(now, self.plane, self.paused_priority)
             elif agent is not None and self._parked is None:
                 pkt = agent.pull(now, self.plane)
                 if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
@@ -434,7 +438,7 @@ class PfcNicPort(NicPort, PauseState):
                     pkt = None
             if pkt is None:
                 if self._hqb:
-                    pkt = hq.popleft()
+                    pkt = self.hq.popleft()
                     self._hqb -= pkt.size
                 else:
                     self._pending = False

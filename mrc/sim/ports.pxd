@@ -1,14 +1,27 @@
 # C layout of mrc/sim/ports.py for the compiled build (mrc/_build.py).
 cimport cython
 from mrc.packet cimport Packet
-from mrc.sim.engine cimport Simulator
+from mrc.sim.engine cimport Handler, Simulator, _put, _take
 from mrc.sim.switch cimport Switch
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT
 cdef long long _PS_BITS, _ETH
 
-cdef class OutPort:
+@cython.final
+cdef class Fifo:
+    cdef public list _items
+    cdef public Py_ssize_t _mask, _head, _count
+
+    cpdef void append(self, item) except *
+    cpdef void appendleft(self, item) except *
+    cpdef popleft(self)
+    cpdef remove(self, item)
+    cdef _grow(self)
+    @cython.locals(items=list, mask=Py_ssize_t, head=Py_ssize_t, i=Py_ssize_t)
+    cdef list _in_order(self)
+
+cdef class OutPort(Handler):
     cdef public object name, net, link
     cdef public long long plane
     cdef public object src, dst
@@ -20,7 +33,7 @@ cdef class OutPort:
     cdef public bint up
     cdef public long long epoch, busy_until
     cdef public bint _pending
-    cdef public object q, hq
+    cdef public Fifo q, hq
     cdef public long long _qb, _hqb
     cdef public long long buffer_bytes, trim_threshold, _admit_limit, trim_size, header_limit
     cdef public long long ecn_threshold
@@ -36,15 +49,17 @@ cdef class OutPort:
     cpdef send(self, Packet pkt)
     @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
                    ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
-                   pkt=Packet)
+                   pkt=Packet, hq=Fifo, q=Fifo)
     cpdef _drain(self, long long now)
     @cython.locals(size=cython.longlong, qb=cython.longlong)
     cpdef _admit(self, Packet pkt, long long now)
     @cython.locals(now=cython.longlong)
     cpdef bint _arrival(self, Packet pkt) except? False
+    cdef void fire(self, object pkt)
     cpdef arrive(self, Packet pkt)
     @cython.locals(port=OutPort)
     cpdef _arrive_switch(self, Packet pkt)
+    cpdef kick(self)
     cpdef bint _lose(self) except? False
     cpdef _lost(self, Packet pkt)
     cpdef _mark(self, Packet pkt, long long now)

@@ -21,14 +21,22 @@ crossing a hop costs exactly one heap event, its arrival, congested or not:
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
+from mrc.sim.engine import Handler
 from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
+
+if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
+    from mrc.sim.engine import _put, _take
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -43,7 +51,76 @@ _ETH = ETHERNET_OVERHEAD_BYTES
 LOST_EPOCH: Final = -1
 
 
-class OutPort:
+class Fifo:
+    """A port's queue: the operations of a ``deque`` the ports use (``append``, ``popleft``,
+    ``appendleft``, ``remove``, ``len``, truth, iteration), in a ring over a list.
+
+    Cython does not know a deque's type, so every packet a compiled port queued and took out
+    of a deque cost two calls through Python's call protocol (~70 instructions each); this
+    queue's ``append`` and ``popleft`` are C calls of a few. ``_items`` has a power-of-two
+    length, ``_mask`` (that length less one, kept so the hot paths need no ``len``); None
+    where free; ``_head`` is the first item's index and ``_count`` how many there are."""
+
+    __slots__ = ("_items", "_mask", "_head", "_count")
+
+    def __init__(self) -> None:
+        self._items: list[Any] = [None] * 8
+        self._mask = 7
+        self._head = 0
+        self._count = 0
+
+    def append(self, item: Any) -> None:
+        if self._count > self._mask:
+            self._grow()
+        _put(self._items, (self._head + self._count) & self._mask, item)
+        self._count += 1
+
+    def appendleft(self, item: Any) -> None:
+        if self._count > self._mask:
+            self._grow()
+        self._head = (self._head - 1) & self._mask
+        _put(self._items, self._head, item)
+        self._count += 1
+
+    def popleft(self) -> Any:
+        if not self._count:
+            raise IndexError("pop from an empty queue")
+        item = _take(self._items, self._head)
+        self._head = (self._head + 1) & self._mask
+        self._count -= 1
+        return item
+
+    def remove(self, item: Any) -> None:
+        """Remove the first occurrence of ``item`` (ValueError if there is none)."""
+        items = self._in_order()
+        items.remove(item)
+        self._count = len(items)
+        self._head = 0
+        self._items = items + [None] * (self._mask + 1 - len(items))
+
+    def _grow(self) -> None:
+        items = self._in_order()
+        self._head = 0
+        self._items = items + [None] * len(items)
+        self._mask = len(self._items) - 1
+
+    def _in_order(self) -> list[Any]:
+        items = self._items
+        mask = self._mask
+        head = self._head
+        return [items[(head + i) & mask] for i in range(self._count)]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._in_order())
+
+
+class OutPort(Handler):
     """One direction of a link: the sender's output queue plus the wire to the far end.
 
     Two queues: a FIFO data queue limited to ``buffer_bytes`` and a strict-priority header
@@ -55,7 +132,7 @@ class OutPort:
     being serialized. ``tx_*`` count
     packets put on the wire (IPv6 bytes); ``delivered`` those that reached the far end.
 
-    Departures are computed lazily (see the module doc): the deques may still hold packets
+    Departures are computed lazily (see the module doc): the queues may still hold packets
     whose transmission has virtually begun. Read occupancy through ``qbytes``/``hqbytes``/
     :meth:`backlog`, which account for that without changing anything.
     """
@@ -83,11 +160,17 @@ class OutPort:
         self.dst = dst
         self.sim = sim
         self._rng = sim.rng
-        # Bind the arrival callback once (a bound method per event would allocate). A switch
-        # at the far end forwards from the arrival itself: one call less per hop.
+        # The callback of this port's packets' arrivals at the far end, bound once (a bound
+        # method per event would allocate). A switch at the far end forwards from the arrival
+        # itself: one call less per hop. Compiled, it is the port itself: a Handler, which
+        # the engine calls in C (``fire``); in pure Python the bound method is one call less.
         far = dst if isinstance(dst, Switch) else None
         self._far = far
-        self._arrive = self._arrive_switch if far is not None else self.arrive
+        self._arrive: Callable[[Packet], None]
+        if cython.compiled:
+            self._arrive = self
+        else:
+            self._arrive = self._arrive_switch if far is not None else self.arrive
         self._deliver: Callable[[Packet], None] = dst.receive
         self.nominal_bps = spec.link_bps
         self.bps = spec.link_bps
@@ -99,12 +182,12 @@ class OutPort:
         self.epoch = 0
         self.busy_until = 0
         self._pending = False  # NIC ports: a transmit-done event is in the heap
-        self.q: deque[Packet] = deque()
-        self.hq: deque[Packet] = deque()
+        self.q = Fifo()  # (a Fifo, not a deque: C calls when compiled)
+        self.hq = Fifo()
         self._qb = 0  # bytes in ``q`` (including packets that virtually left)
         self._hqb = 0
         # (the byte counts also say whether a queue holds anything: every packet has bytes,
-        # and the hot paths test them rather than the deques, which they need not touch)
+        # and the hot paths test them rather than the queues, which they need not touch)
         self.buffer_bytes = spec.buffer_bytes
         self.trim_threshold = int(spec.trim_threshold_bytes)  # type: ignore[arg-type]
         self.trimming = spec.trimming
@@ -223,6 +306,13 @@ class OutPort:
             self._tap(now, self.name, pkt)
         return True
 
+    def fire(self, pkt: Packet) -> None:
+        """The arrival of ``pkt`` at the far end, as the engine calls it (``_arrive``)."""
+        if self._far is not None:
+            self._arrive_switch(pkt)
+        else:
+            self.arrive(pkt)
+
     def arrive(self, pkt: Packet) -> None:
         """The packet reached the far end (a host; switches use ``_arrive_switch``)."""
         if self._arrival(pkt):
@@ -234,6 +324,10 @@ class OutPort:
             port = self._far.forward(pkt)  # type: ignore[union-attr]
             if port is not None:
                 port.send(pkt)
+
+    def kick(self) -> None:
+        """Nothing to pull: only a NIC port (``NicPort.kick``) pulls from its host when idle
+        (declared here so that the NIC driver calls either in C)."""
 
     # ------------------------------------------------------------------ slow path
     def _lose(self) -> bool:

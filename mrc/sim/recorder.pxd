@@ -4,10 +4,13 @@ cimport cython
 cdef class _Series:
     cdef public list values
 
+@cython.final
 cdef class Recorder:
     cdef public long long planes, bin_ps
     cdef public _Series goodput
     cdef public list goodput_plane
+    cdef public long long _bin, _bin_bytes
+    cdef public long long[::1] _bin_plane
     cdef public dict counters
     cdef public long long bytes_delivered, packets_delivered
     cdef public dict _gauge_now, _gauge_changes
@@ -16,5 +19,7 @@ cdef class Recorder:
     cdef public list _paused_changes
     cdef public dict samples
 
-    @cython.locals(index=Py_ssize_t, total=list, per_plane=list)
+    @cython.locals(index=cython.longlong)
     cpdef placed(self, long long now, long long plane, long long nbytes)
+    @cython.locals(index=cython.longlong, plane=Py_ssize_t, amount=cython.longlong)
+    cpdef _close_bin(self)

@@ -14,11 +14,15 @@ kind where it drops it and reports it to the stack's observer, which calls :meth
 
 from __future__ import annotations
 
-import pandas as pd
+from array import array
+from typing import TYPE_CHECKING
 
 from mrc.packet import ACK, CNP, DATA, NACK, PROBE, PROBE_REPLY
 from mrc.transport.base import ASSUMED_BAD, DENIED
 from mrc.units import PS_PER_US
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The drop series, one per cause, and the packet kinds each counts.
 DROP_SERIES = ("drops_data", "drops_control", "drops_probe")
@@ -70,6 +74,13 @@ class Recorder:
         self.bin_ps = bin_ps
         self.goodput = _Series()
         self.goodput_plane = [_Series() for _ in range(planes)]
+        # The bin ``placed`` adds to, summed in C integers (total and per plane) and added to
+        # the two series once, when a placement falls in another bin or the series are read
+        # (``_close_bin``): time only moves forward, so that is once per bin, where adding
+        # to the series' Python ints costs two boxed read-modify-writes per packet.
+        self._bin = 0
+        self._bin_bytes = 0
+        self._bin_plane = array("q", bytes(8 * planes))
         self.counters = {name: _Series() for name in self.COUNTERS}
         self.bytes_delivered = 0
         #: DATA packets that placed new bytes (the benchmark's unit of work)
@@ -86,18 +97,29 @@ class Recorder:
 
     def placed(self, now: int, plane: int, nbytes: int) -> None:
         """``nbytes`` new payload bytes placed at ``now`` by a packet that came on ``plane``
-        (once per delivered DATA packet: the two series adds are written out)."""
+        (once per delivered DATA packet)."""
         index = now // self.bin_ps
-        total = self.goodput.values
-        if index >= len(total):
-            total.extend([0] * (index + 1 - len(total)))
-        total[index] += nbytes
-        per_plane = self.goodput_plane[plane].values
-        if index >= len(per_plane):
-            per_plane.extend([0] * (index + 1 - len(per_plane)))
-        per_plane[index] += nbytes
+        if index != self._bin:
+            self._close_bin()
+            self._bin = index
+        self._bin_bytes += nbytes
+        self._bin_plane[plane] += nbytes
         self.bytes_delivered += nbytes
         self.packets_delivered += 1
+
+    def _close_bin(self) -> None:
+        """Add the open bin's sums to the goodput series (the bin may receive more later:
+        a live host's clock may trail another's, and the series are read mid-run too)."""
+        if not self._bin_bytes:
+            return
+        index = self._bin
+        self.goodput.add(index, self._bin_bytes)
+        self._bin_bytes = 0
+        for plane in range(self.planes):
+            amount = self._bin_plane[plane]
+            if amount:
+                self.goodput_plane[plane].add(index, amount)
+                self._bin_plane[plane] = 0
 
     def count(self, name: str, now: int, amount: int = 1) -> None:
         self.counters[name].add(now // self.bin_ps, amount)
@@ -140,6 +162,9 @@ class Recorder:
         A bin that ends after ``end_ps`` is scaled to its covered part, so the last partial
         bin does not read as a dip.
         """
+        import pandas as pd  # (only here: the simulator itself never needs it)
+
+        self._close_bin()
         nbins = max(1, -(-end_ps // self.bin_ps))
         bin_s = self.bin_ps / 1e12
         rows: list[tuple[float, str, str, float]] = []
