@@ -31,8 +31,8 @@ cdef class NicDriver:
     cdef public object first_rejection
     cdef public dict recorders
     cdef public object _on_timer_cb, _send_later_cb
-    cdef public long long _rx_qpn
-    cdef public QpBase _rx_qp
+    cdef public long long _rx_qpn, _rx_qpn2
+    cdef public QpBase _rx_qp, _rx_qp2
 
     cpdef pull(self, long long now, long long plane)
     @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase,
