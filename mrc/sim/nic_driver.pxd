@@ -47,7 +47,7 @@ cdef class NicDriver:
     cpdef _service(self, QpBase qp, long long now)
     @cython.locals(deadline=cython.longlong, at=cython.longlong, scheduled=cython.longlong)
     cpdef _arm(self, QpBase qp, long long now)
-    cpdef _wake_at(self, long long at, QpBase qp)
+    cpdef _at(self, long long time_ps, fn, arg)
     cpdef _send_polled(self, list control, long long now)
     @cython.locals(pkt=Packet, ports=list, sim_port=OutPort)
     cpdef _send_control(self, list control, long long now)

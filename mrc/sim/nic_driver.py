@@ -373,19 +373,19 @@ class NicDriver:
             if scheduled < 0 or deadline < scheduled:
                 at = deadline if deadline > now else now
                 qp.nic_timer = at
-                self._wake_at(at, qp)
+                self._at(at, self._on_timer_cb, qp)
 
-    def _wake_at(self, at: int, qp: QueuePair) -> None:
-        """``_on_timer(qp)`` at ``at``."""
+    def _at(self, time_ps: int, fn: Callable[[Any], None], arg: Any) -> None:
+        """``fn(arg)`` at ``time_ps`` on the driver's clock (the engine's: a C call)."""
         if self._sim is not None:
-            self._sim.at(at, self._on_timer_cb, qp)
+            self._sim.at(time_ps, fn, arg)
         else:
-            self.sched.at(at, self._on_timer_cb, qp)
+            self.sched.at(time_ps, fn, arg)
 
     def _send_polled(self, control: list[Packet], now: int) -> None:
         """Control a QP handed over while it was polled: now, or in an event of its own."""
         if self._defer:
-            self.sched.at(now, self._send_later_cb, control)
+            self._at(now, self._send_later_cb, control)
             return
         self._send_control(control, now)
 
@@ -431,4 +431,4 @@ class NicDriver:
             self._kick(qp, now)
         elif qp.nic_timer < 0:
             qp.nic_timer = deadline
-            self._wake_at(deadline, qp)
+            self._at(deadline, self._on_timer_cb, qp)
