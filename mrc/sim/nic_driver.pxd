@@ -31,8 +31,8 @@ cdef class NicDriver:
     cdef public object first_rejection
     cdef public dict recorders
     cdef public object _on_timer_cb, _send_later_cb
-    cdef public long long _rx_qpn
-    cdef public QpBase _rx_qp
+    cdef public long long _rx_qpn, _rx_qpn2
+    cdef public QpBase _rx_qp, _rx_qp2
 
     cpdef pull(self, long long now, long long plane)
     @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase,
@@ -47,7 +47,7 @@ cdef class NicDriver:
     cpdef _service(self, QpBase qp, long long now)
     @cython.locals(deadline=cython.longlong, at=cython.longlong, scheduled=cython.longlong)
     cpdef _arm(self, QpBase qp, long long now)
-    cpdef _wake_at(self, long long at, QpBase qp)
+    cpdef _at(self, long long time_ps, fn, arg)
     cpdef _send_polled(self, list control, long long now)
     @cython.locals(pkt=Packet, ports=list, sim_port=OutPort)
     cpdef _send_control(self, list control, long long now)

@@ -169,11 +169,14 @@ class NicDriver:
         # allocated and freed every time).
         self._on_timer_cb = self._on_timer
         self._send_later_cb = self._send_later
-        # The QP the last packet received went to: ``on_receive`` looks a QPN up in ``qps``
-        # (boxing and hashing it) only when it differs, and a host's arrivals come in runs
-        # per QP. It is always registered (``remove`` forgets it), which ``_on_timer`` uses.
-        self._rx_qpn = -1
+        # The last two QPs packets were received for, most recent first: ``on_receive`` looks
+        # a QPN up in ``qps`` (boxing and hashing it) only when it is neither, and a host's
+        # arrivals mostly alternate between two QPs (data for the one that receives, ACKs
+        # for the one that sends). Both are registered (``remove`` forgets them), which
+        # ``_on_timer`` uses.
+        self._rx_qpn = self._rx_qpn2 = -1
         self._rx_qp: QueuePair | None = None
+        self._rx_qp2: QueuePair | None = None
 
     # ----------------------------------------------------------------- setup
     def add(self, qp: QueuePair, planes: Iterable[int]) -> None:
@@ -195,9 +198,9 @@ class NicDriver:
         if self.qps.get(qp.qpn) is not qp:
             return
         del self.qps[qp.qpn]
-        if self._rx_qp is qp:
-            self._rx_qpn = -1
-            self._rx_qp = None
+        if self._rx_qp is qp or self._rx_qp2 is qp:
+            self._rx_qpn = self._rx_qpn2 = -1
+            self._rx_qp = self._rx_qp2 = None
         for senders in self._senders:
             if qp in senders:
                 senders.remove(qp)
@@ -248,10 +251,12 @@ class NicDriver:
         qpn = pkt.qpn
         qp = self._rx_qp if qpn == self._rx_qpn else None
         if qp is None:
-            qp = self.qps.get(qpn)
+            qp = self._rx_qp2 if qpn == self._rx_qpn2 else self.qps.get(qpn)
             if qp is None:
                 self.counters["rx_unknown_qpn"] += 1
                 return
+            self._rx_qpn2 = self._rx_qpn
+            self._rx_qp2 = self._rx_qp
             self._rx_qpn = qpn
             self._rx_qp = qp
         before = qp.bytes_placed
@@ -368,19 +373,19 @@ class NicDriver:
             if scheduled < 0 or deadline < scheduled:
                 at = deadline if deadline > now else now
                 qp.nic_timer = at
-                self._wake_at(at, qp)
+                self._at(at, self._on_timer_cb, qp)
 
-    def _wake_at(self, at: int, qp: QueuePair) -> None:
-        """``_on_timer(qp)`` at ``at``."""
+    def _at(self, time_ps: int, fn: Callable[[Any], None], arg: Any) -> None:
+        """``fn(arg)`` at ``time_ps`` on the driver's clock (the engine's: a C call)."""
         if self._sim is not None:
-            self._sim.at(at, self._on_timer_cb, qp)
+            self._sim.at(time_ps, fn, arg)
         else:
-            self.sched.at(at, self._on_timer_cb, qp)
+            self.sched.at(time_ps, fn, arg)
 
     def _send_polled(self, control: list[Packet], now: int) -> None:
         """Control a QP handed over while it was polled: now, or in an event of its own."""
         if self._defer:
-            self.sched.at(now, self._send_later_cb, control)
+            self._at(now, self._send_later_cb, control)
             return
         self._send_control(control, now)
 
@@ -410,7 +415,7 @@ class NicDriver:
         self._send_control(control, self.sched.now)
 
     def _on_timer(self, qp: QueuePair) -> None:
-        if qp is not self._rx_qp and self.qps.get(qp.qpn) is not qp:
+        if qp is not self._rx_qp and qp is not self._rx_qp2 and self.qps.get(qp.qpn) is not qp:
             return  # destroyed
         now = self._sim.now if self._sim is not None else self.sched.now
         armed = qp.nic_timer
@@ -426,4 +431,4 @@ class NicDriver:
             self._kick(qp, now)
         elif qp.nic_timer < 0:
             qp.nic_timer = deadline
-            self._wake_at(deadline, qp)
+            self._at(deadline, self._on_timer_cb, qp)
