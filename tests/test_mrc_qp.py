@@ -679,18 +679,14 @@ def test_a_long_queue_of_transmissions_is_freed_without_deep_recursion() -> None
 
     code = textwrap.dedent("""
         import threading
-        from mrc.transport.mrc.records import Msg, TxQueue, new_seg, new_tx
+        from mrc.transport.mrc.records import LINK_SENT, Msg, TxQueue, new_seg, new_tx
 
         def run():
             seg = new_seg(0, Msg(0, 1, 0, None, None, 0), 0, 1)
-            q = TxQueue()
+            q = TxQueue(LINK_SENT)
             for tx in range(200_000):
                 t = new_tx(tx, seg, tx)
-                if q.head is None:
-                    q.head = t
-                else:
-                    q.tail.next_sent = t
-                q.tail = t
+                q.push(t)
             del q, t
 
         threading.stack_size(512 * 1024)

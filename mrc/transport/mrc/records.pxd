@@ -37,8 +37,14 @@ cdef class Tx:
     cdef public bint overdue
     cdef public Tx next_suspect
 
+cdef long long _EV, _SENT, _PLANE, _QP
+
 cdef class TxQueue:
     cdef public Tx head, tail
+    cdef public long long link
+
+    @cython.locals(tail=Tx, link=cython.longlong)
+    cpdef void push(self, Tx t) noexcept
 
 @cython.locals(seg=Seg)
 cpdef Seg new_seg(long long seq, Msg msg, long long offset, long long length)

@@ -54,7 +54,7 @@ class Ev:
         #: its transmissions in send order (linked by ``Tx.next_ev``): the FIFO that loss
         #: inference walks. A QP has 128+ EVs, each carrying a few packets at a time, so
         #: the queue is small: 48 bytes empty (a deque costs 600, a list 56)
-        self.fifo = TxQueue()
+        self.fifo = TxQueue(LINK_EV)
         self.epoch = 0  # bumped on every state change: stale probe timers die
         self.probe_seq = 0
         self.probe_ok = 0
@@ -171,16 +171,50 @@ def new_tx(sent_ps: int, seg: Seg, tx: int) -> Tx:
     return t
 
 
+#: which of :class:`Tx`'s links threads a :class:`TxQueue` (the queue's role)
+LINK_EV = 0  # an EV's FIFO: ``Tx.next_ev``
+LINK_SENT = 1  # the sender's RTO queue: ``Tx.next_sent``
+LINK_PLANE = 2  # a plane's overdue scope: ``Tx.next_plane``
+LINK_QP = 3  # the QP's overdue scope: ``Tx.next_qp``
+LINK_SUSPECT = 4  # recovery's suspects: ``Tx.next_suspect``
+# typed copies for ``TxQueue.push`` (compiled, C integers; the names above stay the module's
+# Python attributes, which the sender and recovery import)
+_EV = LINK_EV
+_SENT = LINK_SENT
+_PLANE = LINK_PLANE
+_QP = LINK_QP
+
+
 @cython.cclass
 class TxQueue:
     """Transmissions in send order, oldest first: the head and tail of a chain threaded
-    through one of :class:`Tx`'s links (which one is the queue's role: ``fifo`` of an
-    :class:`Ev` uses ``next_ev``, and so on). The producer appends at the tail (``head`` is
-    None: the queue is empty, whatever ``tail`` still points to); consumers pop at the head
-    and clear the popped record's link."""
+    through one of :class:`Tx`'s links, the one its ``link`` names (``fifo`` of an
+    :class:`Ev` uses ``next_ev``, and so on). The producer appends with :meth:`push`
+    (``head`` is None: the queue is empty, whatever ``tail`` still points to); consumers pop
+    at the head and clear the popped record's link."""
 
-    __slots__ = ("head", "tail")
+    __slots__ = ("head", "tail", "link")
 
-    def __init__(self) -> None:
+    def __init__(self, link: int) -> None:
         self.head: Tx | None = None
         self.tail: Tx = None  # type: ignore[assignment]  # meaningful while head is not None
+        self.link = link
+
+    def push(self, t: Tx) -> None:
+        """Append ``t`` at the tail, through this queue's link (a C call when compiled)."""
+        if self.head is None:
+            self.head = t
+        else:
+            tail = self.tail
+            link = self.link
+            if link == _EV:
+                tail.next_ev = t
+            elif link == _SENT:
+                tail.next_sent = t
+            elif link == _PLANE:
+                tail.next_plane = t
+            elif link == _QP:
+                tail.next_qp = t
+            else:
+                tail.next_suspect = t
+        self.tail = t

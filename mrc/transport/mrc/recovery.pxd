@@ -78,7 +78,8 @@ cdef class Recovery:
     cpdef long long _lose_fifo(self, Ev e) except? -1
     @cython.locals(snd=Sender)
     cpdef _lose(self, Seg seg)
-    cpdef _loss_on(self, long long now, Ev e, str reason)
+    @cython.locals(e=Ev)
+    cpdef _fifo_lost(self, long long now, Seg seg)
     cpdef long long _psn(self, Seg seg)
     cpdef arm_watchdog(self, long long now)
     cpdef progress(self, long long now)

@@ -66,7 +66,17 @@ from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import QpCore
 from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.receiver import Receiver
-from mrc.transport.mrc.records import ACKED, INFLIGHT, LOST, SUSPECT, Ev, Seg, Tx, TxQueue
+from mrc.transport.mrc.records import (
+    ACKED,
+    INFLIGHT,
+    LINK_SUSPECT,
+    LOST,
+    SUSPECT,
+    Ev,
+    Seg,
+    Tx,
+    TxQueue,
+)
 from mrc.transport.mrc.reorder import Reorder
 from mrc.transport.mrc.sender import Sender
 
@@ -116,7 +126,7 @@ class Recovery:
         #: suspected losses waiting out the grace, in the order suspected (deadline order):
         #: transmissions linked by ``Tx.next_suspect``, each with its ``due`` and whether
         #: the evidence was ``overdue`` (cross-EV) or the same EV's FIFO
-        self._suspects = TxQueue()
+        self._suspects = TxQueue(LINK_SUSPECT)
         # overdue-loss scopes: one per plane, and one for the whole QP
         first = cfg.reorder_window_ps or self.rto
         self.scopes: list[Reorder] = [Reorder(first, dq) for dq in sender.sent_on_plane]
@@ -315,21 +325,14 @@ class Recovery:
                     seg.state = SUSPECT
                     self._suspect(now, t, False)
                 else:
-                    self._lose(seg)
-                    self.stats.losses += 1
-                    self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+                    self._fifo_lost(now, seg)
             t = fifo.head
 
     def _suspect(self, now: int, t: Tx, overdue: bool) -> None:
         """``t`` waits out the grace (its segment was just made SUSPECT on it)."""
         t.due = now + self._grace
         t.overdue = overdue
-        q = self._suspects
-        if q.head is None:
-            q.head = t
-        else:
-            q.tail.next_suspect = t
-        q.tail = t
+        self._suspects.push(t)
 
     def _scan_overdue(self, now: int, sc: Reorder) -> None:
         """Walk the scope's transmissions in send order up to the newest delivered send
@@ -410,10 +413,14 @@ class Recovery:
         snd.sendable = not self.qp.failed
         seg.ev.lost += 1
 
-    def _loss_on(self, now: int, e: Ev, reason: str) -> None:
+    def _fifo_lost(self, now: int, seg: Seg) -> None:
+        """Same-EV (FIFO) evidence made ``seg`` lost: resend it; its EV goes ASSUMED_BAD."""
+        self._lose(seg)
+        self.stats.losses += 1
+        e = seg.ev
         self.cc.on_loss(now, e.ev)
         if e.state == GOOD:
-            self._mark_bad(now, e, reason)
+            self._mark_bad(now, e, f"loss psn={self._psn(seg)}")
 
     def _psn(self, seg: Seg) -> int:
         return (self._psn0 + seg.seq) & PSN_MASK
@@ -509,9 +516,7 @@ class Recovery:
                 if t.overdue:
                     self._overdue_lost(now, seg)
                 else:
-                    self._lose(seg)
-                    self.stats.losses += 1
-                    self._loss_on(now, seg.ev, f"loss psn={self._psn(seg)}")
+                    self._fifo_lost(now, seg)
             t = q.head
         # RTO: the oldest live transmission bounds every EV's deadline
         q = self._gq

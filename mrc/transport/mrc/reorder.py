@@ -26,7 +26,7 @@ instead.
 
 from __future__ import annotations
 
-from mrc.transport.mrc.records import TxQueue
+from mrc.transport.mrc.records import LINK_QP, TxQueue
 
 
 class Reorder:
@@ -43,7 +43,7 @@ class Reorder:
 
     def __init__(self, window: int, dq: TxQueue | None = None) -> None:
         #: transmissions in send order
-        self.dq = TxQueue() if dq is None else dq
+        self.dq = TxQueue(LINK_QP) if dq is None else dq
         self.newest = -1  # send time of the newest transmission certainly acknowledged
         self.min_rtt = 0  # 0: no sample yet
         self.srtt = 0

@@ -38,7 +38,19 @@ from mrc.transport.memory import segment_digest
 from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.paths import PathManager
-from mrc.transport.mrc.records import INFLIGHT, LOST, Ev, Msg, Seg, TxQueue, new_seg, new_tx
+from mrc.transport.mrc.records import (
+    INFLIGHT,
+    LINK_PLANE,
+    LINK_QP,
+    LINK_SENT,
+    LOST,
+    Ev,
+    Msg,
+    Seg,
+    TxQueue,
+    new_seg,
+    new_tx,
+)
 from mrc.transport.mrc.spray import Spray
 
 
@@ -94,9 +106,9 @@ class Sender:
         #: every transmission in send order: the RTO's queue (linked by ``Tx.next_sent``),
         #: and (with overdue evidence on) the queues of the plane's and the QP's overdue
         #: scopes (``next_plane``, ``next_qp``); loss recovery pops them
-        self.sent = TxQueue()
-        self.sent_on_plane: list[TxQueue] = [TxQueue() for _ in range(planes)]
-        self.sent_on_qp = TxQueue()
+        self.sent = TxQueue(LINK_SENT)
+        self.sent_on_plane: list[TxQueue] = [TxQueue(LINK_PLANE) for _ in range(planes)]
+        self.sent_on_qp = TxQueue(LINK_QP)
         #: the oldest unacknowledged sequence number (recovery moves it)
         self.una = 0
         self._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
@@ -205,31 +217,12 @@ class Sender:
         e.last_sent = now
         # one record, appended to each queue of transmissions (see .records: TxQueue)
         t = new_tx(now, seg, tx)
-        q = e.fifo
-        if q.head is None:
-            q.head = t
-        else:
-            q.tail.next_ev = t
-        q.tail = t
-        q = self.sent
-        if q.head is None:
-            q.head = t
-        else:
-            q.tail.next_sent = t
-        q.tail = t
+        e.fifo.push(t)
+        self.sent.push(t)
         if self._overdue:
             q = self.sent_on_plane[plane]
-            if q.head is None:
-                q.head = t
-            else:
-                q.tail.next_plane = t
-            q.tail = t
-            q = self.sent_on_qp
-            if q.head is None:
-                q.head = t
-            else:
-                q.tail.next_qp = t
-            q.tail = t
+            q.push(t)
+            self.sent_on_qp.push(t)
         length = seg.length
         self.pipe += length
         stats = self.stats
