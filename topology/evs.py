@@ -16,6 +16,7 @@ uSID stack alone forwards).
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 import zlib
@@ -118,12 +119,25 @@ def ev_paths(spec: FabricSpec, src: int, dst: int, profile: EvProfile,
     except EvProfileError as exc:
         raise EvPathError(str(exc)) from None
     local = spec.t0_of(src) == spec.t0_of(dst)
+    known = _hops_of(profile)  # (every pair's EVs come from the same few field values)
+    addresses: dict[tuple[int, int], int] = {}  # several EVs share each path
     out = []
     for ev in evs:
-        plane, t1 = hops(profile, ev)
-        out.append(EvPath(ev, plane, None if local else t1,
-                          address_for(spec, src, dst, plane, t1)))
+        path = known.get(ev)
+        if path is None:
+            path = known[ev] = hops(profile, ev)
+        address = addresses.get(path)
+        if address is None:
+            address = addresses[path] = address_for(spec, src, dst, *path)
+        out.append(EvPath(ev, path[0], None if local else path[1], address))
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _hops_of(profile: EvProfile) -> dict[int, tuple[int, int]]:
+    """The (plane, T1) of each EV of ``profile`` seen so far (filled by :func:`ev_paths`):
+    a profile is frozen, so what :func:`hops` says of an EV never changes."""
+    return {}
 
 
 def sharing(paths: list[EvPath]) -> dict[tuple[int, int | None], list[int]]:

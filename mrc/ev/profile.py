@@ -268,14 +268,19 @@ class EvProfile:
                                          f"{f.min_val}..{f.top}")
                 own = order
             values.append(own)
+        # each field's bits of each of its values, placed once: an EV is then the OR of
+        # one entry per field (what ``pack`` computes, without redoing it per EV: a
+        # 1024-host fabric generates 262,144 EVs at setup)
+        placed = [[f.expand(g) << off for g in vals]
+                  for f, off, vals in zip(self.fields, self.offsets, values, strict=True)]
         out = []
         for k in range(self.ev_count):
-            picks = []
+            ev = 0
             rest = k
-            for vals in values:
-                rest, j = divmod(rest, len(vals))
-                picks.append(vals[j])
-            out.append(self.pack(picks))
+            for bits in placed:
+                rest, j = divmod(rest, len(bits))
+                ev |= bits[j]
+            out.append(ev)
         return out
 
     # ------------------------------------------------------------------ the older words
