@@ -514,3 +514,19 @@ def test_same_seed_same_counters() -> None:
     assert sum(int(r["trims"]) for r in first) > 0  # the scenario really congests
     other, _ = blast_run(6)
     assert other != first
+
+
+def test_an_error_inside_a_hop_reaches_the_caller_of_run() -> None:
+    """The compiled engine fires a port's arrival as a C method (``engine.Handler``): an
+    exception raised inside it (here by the drop observer, on a packet no switch can route)
+    must reach ``run``, in both builds, never be printed and swallowed."""
+    sim, net = build(SMALL)
+
+    def observer(now: int, where: str, pkt: Packet | None, reason: str) -> None:
+        raise RuntimeError(f"{reason} at {where}")
+
+    net.observer = observer
+    bad = Packet(DATA, 0, 5, 1, 0, length=64, da=(usid.block(0) << 96) | (0xFFFF << 80))
+    net.hosts[0].ports[0].send(bad)
+    with pytest.raises(RuntimeError, match="no_route at p0.t0"):
+        sim.run(10_000_000)
