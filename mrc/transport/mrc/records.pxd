@@ -45,6 +45,8 @@ cdef class TxQueue:
 
     @cython.locals(tail=Tx, link=cython.longlong)
     cpdef void push(self, Tx t) noexcept
+    @cython.locals(t=Tx, link=cython.longlong)
+    cpdef void pop(self) noexcept
 
 @cython.locals(seg=Seg)
 cpdef Seg new_seg(long long seq, Msg msg, long long offset, long long length)

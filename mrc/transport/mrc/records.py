@@ -190,8 +190,8 @@ class TxQueue:
     """Transmissions in send order, oldest first: the head and tail of a chain threaded
     through one of :class:`Tx`'s links, the one its ``link`` names (``fifo`` of an
     :class:`Ev` uses ``next_ev``, and so on). The producer appends with :meth:`push`
-    (``head`` is None: the queue is empty, whatever ``tail`` still points to); consumers pop
-    at the head and clear the popped record's link."""
+    (``head`` is None: the queue is empty, whatever ``tail`` still points to); consumers read
+    the head and drop it with :meth:`pop`."""
 
     __slots__ = ("head", "tail", "link")
 
@@ -218,3 +218,27 @@ class TxQueue:
             else:
                 tail.next_suspect = t
         self.tail = t
+
+    def pop(self) -> None:
+        """Drop the head (its consumer has read it): the next record through this queue's
+        link becomes the head, and the dropped record's link is cleared, so it keeps no
+        popped chain alive while another queue still holds it."""
+        t = self.head
+        if t is None:
+            return
+        link = self.link
+        if link == _EV:
+            self.head = t.next_ev
+            t.next_ev = None
+        elif link == _SENT:
+            self.head = t.next_sent
+            t.next_sent = None
+        elif link == _PLANE:
+            self.head = t.next_plane
+            t.next_plane = None
+        elif link == _QP:
+            self.head = t.next_qp
+            t.next_qp = None
+        else:
+            self.head = t.next_suspect
+            t.next_suspect = None

@@ -66,7 +66,7 @@ cdef class Recovery:
     cpdef _infer_losses(self, long long now, Seg acked)
     @cython.locals(q=TxQueue)
     cpdef _suspect(self, long long now, Tx t, bint overdue)
-    @cython.locals(window=cython.longlong, bound=cython.longlong, q=TxQueue, whole=bint,
+    @cython.locals(window=cython.longlong, bound=cython.longlong, q=TxQueue,
                    t=Tx, seg=Seg)
     cpdef _scan_overdue(self, long long now, Reorder sc)
     @cython.locals(sc=Reorder, q=Reorder, a=cython.longlong, b=cython.longlong)

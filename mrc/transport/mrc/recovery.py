@@ -315,8 +315,7 @@ class Recovery:
         t = fifo.head
         # transmissions up to and including ``acked``'s leave the FIFO
         while t is not None and t.tx <= tx:
-            fifo.head = t.next_ev
-            t.next_ev = None
+            fifo.pop()
             seg = t.seg
             if seg is acked:
                 break
@@ -342,15 +341,9 @@ class Recovery:
             self.rto, self._margin, self._gain)
         bound = sc.newest - window
         q = sc.dq
-        whole = sc is self.qscope  # linked by ``next_qp``; a plane's by ``next_plane``
         t = q.head
         while t is not None and t.sent_ps < bound:
-            if whole:
-                q.head = t.next_qp
-                t.next_qp = None
-            else:
-                q.head = t.next_plane
-                t.next_plane = None
+            q.pop()
             seg = t.seg
             if seg.tx == t.tx and seg.state == INFLIGHT:
                 if self._grace:
@@ -396,8 +389,7 @@ class Recovery:
         fifo = e.fifo
         t = fifo.head
         while t is not None:
-            fifo.head = t.next_ev
-            t.next_ev = None
+            fifo.pop()
             seg = t.seg
             if seg.tx == t.tx and seg.state <= SUSPECT:
                 self._lose(seg)
@@ -466,8 +458,7 @@ class Recovery:
                     have = True
                     found = None
                 break
-            q.head = t.next_sent
-            t.next_sent = None
+            q.pop()
             t = q.head
         q = self._suspects
         t = q.head
@@ -479,8 +470,7 @@ class Recovery:
                     have = True
                     found = None
                 break
-            q.head = t.next_suspect
-            t.next_suspect = None
+            q.pop()
             t = q.head
         if self.paths.bad_count:  # (else no probe is live: see PathManager.bad_count)
             due = self.paths.next_probe()
@@ -509,8 +499,7 @@ class Recovery:
         q = self._suspects
         t = q.head
         while t is not None and t.due <= now:
-            q.head = t.next_suspect
-            t.next_suspect = None
+            q.pop()
             seg = t.seg
             if seg.tx == t.tx and seg.state == SUSPECT:
                 if t.overdue:
@@ -527,8 +516,7 @@ class Recovery:
             live = seg.tx == t.tx and seg.state <= SUSPECT
             if live and t.sent_ps > limit:
                 break
-            q.head = t.next_sent
-            t.next_sent = None
+            q.pop()
             if live:
                 self._ev_timeout(now, seg)
             t = q.head
