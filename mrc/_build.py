@@ -34,6 +34,7 @@ from pathlib import Path
 COMPILED: tuple[str, ...] = (
     "mrc.packet",
     "mrc.sim.engine",
+    "mrc.sim.arena",
     "mrc.sim.ports",
     "mrc.sim.host",
     "mrc.sim.pfc",
