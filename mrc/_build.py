@@ -139,7 +139,10 @@ def compiled_modules() -> list[str]:
 
 
 def describe() -> str:
-    """One line for ``--version``, benchmark output and logs: which build runs, and why."""
+    """One line for ``--version``, benchmark output and logs: which build runs, and why (and,
+    compiled, whether simulations get huge-page arenas: :mod:`mrc.sim.arena`)."""
     if BUILD == "compiled":
-        return f"compiled core ({REASON})"
+        from mrc.sim import arena
+
+        return f"compiled core ({REASON}), huge-page arenas {arena.status()}"
     return f"pure Python ({REASON})"

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from mrc.sim.arena import use_huge_page_arenas
 from mrc.sim.connections import Completion, Connection, MrcConnection, RcConnectionAdapter
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
@@ -332,6 +333,7 @@ class SimStack(Stack):
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc") -> None:
+        use_huge_page_arenas()  # the fabric's objects go on huge pages (compiled, Linux)
         sim = Simulator(seed)
         net = build_network(sim, spec)
         super().__init__(spec, seed, transport_name, sim=sim, net=net,
