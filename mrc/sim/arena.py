@@ -5,7 +5,10 @@ about 280 MB at 1024 hosts), which CPython's small-object allocator (pymalloc) k
 arenas, each its own ``mmap`` of 4 KiB pages. At 1024 hosts the compiled simulator runs the
 same instructions per packet as at 128 but takes about twice as long, and the difference is
 memory: cache and TLB misses over that heap. Backing the arenas with 2 MiB pages cuts the TLB
-misses; perm1024 went from about 10.9 to 10.2 us per packet.
+misses: run alternately with and without (7 rounds on a shared 2-core VM), perm1024 took
+10.0-11.8 us per packet against 11.2-13.6 (one outlier of 17.3 left out), perm128 4.6-5.2
+against 5.0-6.1; every round faster. Peak RSS grows by 1.5 MB; perm1024's setup took 0.3 s
+longer on that VM (its kernel time clearing fresh 2 MiB pages: 0.44 s against 0.11).
 
 How: :func:`use_huge_page_arenas` reserves one large region of address space (64 GiB, or
 less if that is refused; ``MAP_NORESERVE``: nothing is committed until touched), aligned to
