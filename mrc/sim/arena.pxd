@@ -6,7 +6,7 @@
 # it back when every object in it has died. Both calls come with the GIL held, but since 3.12
 # an interpreter with its own GIL has its own pymalloc, while the arena allocator is one for
 # the process: a mutex keeps the region's bookkeeping consistent (two uncontended lock
-# operations per 256 KiB; nothing per object).
+# operations per arena; nothing per object).
 cdef extern from *:
     """
     #if defined(__linux__)
