@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 
 from mrc.sim.engine import Simulator, ns, us
@@ -106,3 +109,27 @@ def test_run_until_steps_like_run() -> None:
     assert sim.run_until(45) == 1 and sim.now == 45
     sim.stop()  # outside a step: a no-op, as for run
     assert sim.run_until(60) == 1 and sim.now == 60 and sim.events_processed == 5
+
+
+def test_many_pending_events_run_in_time_then_schedule_order() -> None:
+    """Thousands of pending events (the compiled heap grows past its first 1024 slots while
+    events run), many at the same time: they run sorted by (time, order scheduled), and
+    events scheduled by running ones take their place in that order too."""
+    rng = random.Random(7)
+    sim = Simulator()
+    ran: list[tuple[int, int]] = []
+    order = itertools.count()
+
+    def fire(key: tuple[int, int]) -> None:
+        ran.append(key)
+        if key[1] % 3 == 0 and len(ran) < 6000:  # schedule more from inside the run
+            t = sim.now + rng.randrange(0, 50)
+            sim.schedule(t, fire, (t, next(order)))
+
+    for _ in range(3000):
+        t = rng.randrange(0, 2000)
+        sim.at(t, fire, (t, next(order)))
+    sim.run()
+    assert len(ran) > 4000
+    assert ran == sorted(ran)
+    assert sim.pending() == 0

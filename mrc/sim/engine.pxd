@@ -14,6 +14,10 @@ cdef extern from *:
         PyList_SET_ITEM(list, i, Py_None);
         return obj;
     }
+    static CYTHON_INLINE long long *mrc_engine_align(PyObject *buf) {
+        size_t p = (size_t)PyByteArray_AS_STRING(buf);
+        return (long long *)((p + 63) & ~(size_t)63);
+    }
     static CYTHON_INLINE void mrc_engine_put(PyObject *list, Py_ssize_t i, PyObject *obj) {
         PyObject *old = PyList_GET_ITEM(list, i);
         Py_INCREF(obj);
@@ -23,6 +27,10 @@ cdef extern from *:
     """
     object _take "mrc_engine_take"(list slots, Py_ssize_t i)
     void _put "mrc_engine_put"(list slots, Py_ssize_t i, object obj)
+    long long* _align "mrc_engine_align"(bytearray buf)
+
+# the compiled heap's record keys (engine.py)
+cdef long long _SLOT_BITS, _SLOT_MASK, _MAX_SEQ
 
 cdef class Handler:
     cdef void fire(self, object arg)
@@ -40,25 +48,25 @@ cdef class Simulator:
     cdef long long* _heap
     cdef long long* _free
     cdef bytearray _heapbuf, _freebuf
-    cdef list _fns, _args
+    cdef list _slots
 
     cpdef at(self, long long time_ps, object fn, object arg=*)
     cpdef after(self, long long delay_ps, object fn, object arg=*)
     cpdef void schedule(self, long long time_ps, object fn, object arg) except *
     cpdef Py_ssize_t run_until(self, long long time_ps) except -1
     @cython.locals(before=Py_ssize_t, first_seq=cython.longlong, slot=cython.longlong,
-                   t=cython.longlong, fns=list, args=list)
+                   t=cython.longlong, slots=list)
     cdef bint _loop(self, long long limit) except? True
     @cython.locals(slot=cython.longlong)
     cdef void _discard_first(self) noexcept
     cpdef Py_ssize_t pending(self) noexcept
     @cython.locals(slot=cython.longlong, heap=cython.p_longlong, i=Py_ssize_t,
-                   parent=Py_ssize_t, t=cython.longlong)
+                   parent=Py_ssize_t, t=cython.longlong, key=cython.longlong)
     cdef int _push(self, long long time_ps, long long seq, object fn, object arg) except -1
-    @cython.locals(heap=cython.p_longlong, n=Py_ssize_t, last=cython.longlong,
-                   t=cython.longlong, s=cython.longlong, i=Py_ssize_t, child=Py_ssize_t,
-                   parent=Py_ssize_t, ct=cython.longlong, dt=cython.longlong,
-                   pt=cython.longlong, end=Py_ssize_t, hole=Py_ssize_t)
+    @cython.locals(heap=cython.p_longlong, n=Py_ssize_t, t=cython.longlong,
+                   k=cython.longlong, i=Py_ssize_t, child=Py_ssize_t, parent=Py_ssize_t,
+                   ct=cython.longlong, dt=cython.longlong, pt=cython.longlong,
+                   hole=Py_ssize_t)
     cdef void _pop_first(self) noexcept
-    @cython.locals(old=Py_ssize_t, i=Py_ssize_t)
+    @cython.locals(old=Py_ssize_t, i=Py_ssize_t, heap=cython.p_longlong)
     cdef _grow(self, Py_ssize_t cap)

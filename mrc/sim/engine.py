@@ -16,10 +16,11 @@ per event with ``heapq`` on tuples in CPython, 2.6 us for the same code compiled
 boxing the ints into tuples dominates, 0.5 us with plain C records):
 
 * pure Python: ``(time_ps, seq, fn, arg)`` tuples on a ``heapq`` list (``heap``);
-* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): a binary heap of plain C
-  records ``(time, seq, slot)`` in one array (a sift reads neighbouring memory), the
-  callbacks and arguments in two lists by slot, freed slots recycled. Only this module
-  knows which one runs (``cython.compiled``).
+* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): a binary heap of 16-byte C
+  records ``(time, seq << 24 | slot)`` in one cache-aligned array (a sift reads
+  neighbouring memory, two siblings share a cache line), each event's callback and argument
+  side by side in one list by slot, freed slots recycled. Only this module knows which one
+  runs (``cython.compiled``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ __all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Handler", "Simula
 _FOREVER = (1 << 63) - 1  # no limit (the compiled heap's times are signed 64-bit)
 #: Initial slots of the compiled heap (it doubles when full).
 _INITIAL_SLOTS = 1024
+#: The compiled heap's record key is ``seq << _SLOT_BITS | slot``: room for 16.7 million
+#: pending events and 5.5 * 10^11 events scheduled in one simulator (two days of a 1024-host
+#: run at today's speed); past either the engine raises rather than misorder.
+#: (Written out: compiled, ``1 << 39`` would be a 32-bit C shift.)
+_SLOT_BITS = 24
+_SLOT_MASK = 16_777_215  # (1 << _SLOT_BITS) - 1
+_MAX_SEQ = 549_755_813_887  # (1 << (63 - _SLOT_BITS)) - 1
 
 if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
     def _take(slots: list[Any], i: int) -> Any:
@@ -55,6 +63,10 @@ if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
     def _put(slots: list[Any], i: int, obj: Any) -> None:
         """``slots[i] = obj``."""
         slots[i] = obj
+
+    def _align(buf: bytearray) -> Any:
+        """The first 64-byte boundary in ``buf`` (compiled only)."""
+        raise NotImplementedError
 
 
 class _Halt(Exception):
@@ -95,7 +107,7 @@ class Simulator:
     __slots__ = ("now", "heap", "next_seq", "rng", "seed", "events_processed", "_stopped",
                  # the compiled heap (engine.pxd: C fields; unused in pure Python)
                  "_seq", "_n", "_cap", "_nfree", "_heap", "_free", "_heapbuf", "_freebuf",
-                 "_fns", "_args")
+                 "_slots")
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0
@@ -109,8 +121,8 @@ class Simulator:
             self._n = 0
             self._cap = 0
             self._nfree = 0
-            self._fns: list[Callable[[Any], None] | None] = []
-            self._args: list[Any] = []
+            #: slot s: the callback at 2s, its argument at 2s + 1 (one cache line)
+            self._slots: list[Any] = []
             self._grow(_INITIAL_SLOTS)
         else:
             #: ``(time_ps, seq, fn, arg)`` entries
@@ -202,17 +214,16 @@ class Simulator:
         if cython.compiled:
             before = self._n
             first_seq = self._seq
-            fns = self._fns
-            args = self._args
+            slots = self._slots
             try:
                 while self._n:
-                    t = self._heap[0]  # (not cached: a callback may grow the arrays)
-                    slot = self._heap[2]
+                    t = self._heap[2]  # the root (not cached: a callback may grow the arrays)
+                    slot = 2 * (self._heap[3] & _SLOT_MASK)
                     if t > limit:
                         break
                     self._pop_first()
-                    fn = _take(fns, slot)
-                    arg = _take(args, slot)
+                    fn = _take(slots, slot)
+                    arg = _take(slots, slot + 1)
                     self.now = t
                     if isinstance(fn, Handler):
                         cython.cast(Handler, fn).fire(arg)
@@ -243,10 +254,10 @@ class Simulator:
 
     def _discard_first(self) -> None:
         if cython.compiled:
-            slot = self._heap[2]
+            slot = 2 * (self._heap[3] & _SLOT_MASK)
             self._pop_first()
-            _take(self._fns, slot)
-            _take(self._args, slot)
+            _take(self._slots, slot)
+            _take(self._slots, slot + 1)
         else:
             heapq.heappop(self.heap)
 
@@ -261,107 +272,109 @@ class Simulator:
         if cython.compiled:
             if not self._n:
                 return None
-            return self._heap[0]
+            return self._heap[2]
         return self.heap[0][0] if self.heap else None
 
     # ------------------------------------------------------------------ the compiled heap
-    # Used only when compiled (engine.pxd types them): _heap[0:3 * _n] is a binary heap of
-    # records (time, seq, slot) ordered by (time, seq), each at 3 * its position, so a sift
-    # compares neighbouring memory; slot s holds the event's callback and argument in
-    # _fns[s], _args[s] (None when free); _free[0:_nfree] are the unused slots. The lists are
-    # read and written with _take and _put (engine.pxd: a reference moved out of or into a
-    # list item in a few C instructions, where an indexed store through Cython's generic
-    # helper costs a function call and type checks); they stay lists so that the cycle
-    # collector sees what the pending events hold.
+    # Used only when compiled (engine.pxd types them). Records are 16 bytes: the time, and a
+    # key ``seq << _SLOT_BITS | slot`` (seqs are unique, so comparing keys compares seqs);
+    # record i (1-based: the root is record 1) is heap[2i], heap[2i + 1], so the two
+    # children of record i, records 2i and 2i + 1, are the 32 bytes at 32i: one cache line
+    # (the array starts on a 64-byte boundary). With 1024 hosts some 27,000 events are
+    # pending; the lower levels of the heap are cold, and a pop that walks down them costs a
+    # cache miss per level (two where 24-byte records straddled a line). Slot s holds the
+    # event's callback and argument in _slots[2s] and _slots[2s + 1] (None when free), again
+    # one line; _free[0:_nfree] are the unused slots. The list is read and written with _take
+    # and _put (engine.pxd: a reference moved out of or into a list item in a few C
+    # instructions, where an indexed store through Cython's generic helper costs a function
+    # call and type checks); it stays a list so that the cycle collector sees what the
+    # pending events hold.
     def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         if not self._nfree:
             self._grow(2 * self._cap)
+        if seq > _MAX_SEQ:
+            raise OverflowError(f"more than {_MAX_SEQ} events scheduled in one simulator")
         self._nfree -= 1
         slot = self._free[self._nfree]
-        _put(self._fns, slot, fn)
-        _put(self._args, slot, arg)
+        _put(self._slots, 2 * slot, fn)
+        _put(self._slots, 2 * slot + 1, arg)
+        key = (seq << _SLOT_BITS) | slot
         heap = self._heap
-        i = self._n
-        self._n = i + 1
-        while i:  # sift up
-            parent = (i - 1) >> 1
-            t = heap[3 * parent]
-            if t < time_ps or (t == time_ps and heap[3 * parent + 1] < seq):
+        i = self._n + 1
+        self._n = i
+        while i > 1:  # sift up
+            parent = i >> 1
+            t = heap[2 * parent]
+            if t < time_ps or (t == time_ps and heap[2 * parent + 1] < key):
                 break
-            heap[3 * i] = t
-            heap[3 * i + 1] = heap[3 * parent + 1]
-            heap[3 * i + 2] = heap[3 * parent + 2]
+            heap[2 * i] = t
+            heap[2 * i + 1] = heap[2 * parent + 1]
             i = parent
-        heap[3 * i] = time_ps
-        heap[3 * i + 1] = seq
-        heap[3 * i + 2] = slot
+        heap[2 * i] = time_ps
+        heap[2 * i + 1] = key
 
     def _pop_first(self) -> None:
         """Remove the first event's record from the heap and free its slot (the caller takes
-        its callback and argument out of the lists).
+        its callback and argument out of the list).
 
         Bottom-up deletion (Floyd's): the hole the root leaves moves down to a leaf along the
         smaller child, one comparison per level, and the last record is sifted up from there.
         That record was scheduled late and belongs near the bottom, so it rarely climbs,
         where a plain sift-down would compare it at every level too. The events come out in
         the same order: ``(time, seq)`` is a total order, so any correct heap pops the same
-        sequence. The way down counts in words (3 per record: no multiplication per level);
-        a 4-ary heap (half the levels) measured slower."""
+        sequence. A 4-ary heap (half the levels) measured slower."""
         heap = self._heap
-        self._free[self._nfree] = heap[2]
+        self._free[self._nfree] = heap[3] & _SLOT_MASK
         self._nfree += 1
-        n = self._n - 1
+        n = self._n - 1  # records 1..n stay; the last one, record n + 1, is placed again
         self._n = n
         if not n:
             return
-        end = 3 * n  # the records that stay: heap[0:end]; the last one is at heap[end]
-        hole = 0
-        child = 3
-        while child + 3 < end:  # two children: the smaller one moves up into the hole
-            ct = heap[child]
-            dt = heap[child + 3]
-            if dt < ct or (dt == ct and heap[child + 4] < heap[child + 1]):
-                child += 3
-            heap[hole] = heap[child]
-            heap[hole + 1] = heap[child + 1]
-            heap[hole + 2] = heap[child + 2]
+        hole = 1
+        child = 2
+        while child < n:  # two children: the smaller one moves up into the hole
+            ct = heap[2 * child]
+            dt = heap[2 * child + 2]
+            if dt < ct or (dt == ct and heap[2 * child + 3] < heap[2 * child + 1]):
+                child += 1
+            heap[2 * hole] = heap[2 * child]
+            heap[2 * hole + 1] = heap[2 * child + 1]
             hole = child
-            child = 2 * child + 3
-        if child < end:  # an only child
-            heap[hole] = heap[child]
-            heap[hole + 1] = heap[child + 1]
-            heap[hole + 2] = heap[child + 2]
+            child = 2 * child
+        if child == n:  # an only child
+            heap[2 * hole] = heap[2 * child]
+            heap[2 * hole + 1] = heap[2 * child + 1]
             hole = child
-        t = heap[end]  # the last record, sifted up from the leaf the hole reached
-        s = heap[end + 1]
-        last = heap[end + 2]
-        i = cython.cdiv(hole, 3)  # (C division: hole is never negative)
-        while i:
-            parent = (i - 1) >> 1
-            pt = heap[3 * parent]
-            if pt < t or (pt == t and heap[3 * parent + 1] < s):
+        t = heap[2 * n + 2]  # the last record, sifted up from the leaf the hole reached
+        k = heap[2 * n + 3]
+        i = hole
+        while i > 1:
+            parent = i >> 1
+            pt = heap[2 * parent]
+            if pt < t or (pt == t and heap[2 * parent + 1] < k):
                 break
-            heap[3 * i] = pt
-            heap[3 * i + 1] = heap[3 * parent + 1]
-            heap[3 * i + 2] = heap[3 * parent + 2]
+            heap[2 * i] = pt
+            heap[2 * i + 1] = heap[2 * parent + 1]
             i = parent
-        heap[3 * i] = t
-        heap[3 * i + 1] = s
-        heap[3 * i + 2] = last
+        heap[2 * i] = t
+        heap[2 * i + 1] = k
 
     def _grow(self, cap: int) -> None:
         """Room for ``cap`` events (C arrays in bytearrays; the old content is kept)."""
         old = self._cap
-        heapbuf = bytearray(24 * cap)
+        if cap > _SLOT_MASK + 1:
+            raise OverflowError(f"more than {_SLOT_MASK + 1} events pending")
+        heapbuf = bytearray(16 * (cap + 1) + 64)  # records 1..cap, from a 64-byte boundary
         freebuf = bytearray(8 * cap)
+        heap = _align(heapbuf)
         if old:
-            heapbuf[:24 * old] = self._heapbuf
+            for i in range(2, 2 * self._n + 2):
+                heap[i] = self._heap[i]
         self._heapbuf: bytearray = heapbuf
         self._freebuf: bytearray = freebuf
-        self._heap = cython.cast(cython.p_longlong, cython.cast(cython.p_char, heapbuf))
+        self._heap: Any = heap
         self._free = cython.cast(cython.p_longlong, cython.cast(cython.p_char, freebuf))
-        self._fns.extend([None] * (cap - old))
-        self._args.extend([None] * (cap - old))
+        self._slots.extend([None] * (2 * (cap - old)))
         # every slot is in use when the heap grows (or none: the first call)
         self._nfree = cap - old
         for i in range(cap - old):
