@@ -145,28 +145,30 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     """Every host writes ``size`` bytes to its image under a seeded derangement at t=0; the
     run stops when the last write completes (or at ``deadline_us``)."""
     from mrc.labs.workloads import derangement
+    from mrc.sim.engine import collection_paused
     from mrc.sim.stack import SimStack
 
     wall0 = time.perf_counter()
-    stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
-    sim = stack.net.sim  # the engine itself (events_processed)
-    peers = derangement(list(range(spec.hosts)), seed)
-    done: list[int | None] = [None] * spec.hosts
-    ok = [False] * spec.hosts
-    remaining = [spec.hosts]
+    with collection_paused():  # the fabric and the connections (engine.py says why)
+        stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
+        sim = stack.net.sim  # the engine itself (events_processed)
+        peers = derangement(list(range(spec.hosts)), seed)
+        done: list[int | None] = [None] * spec.hosts
+        ok = [False] * spec.hosts
+        remaining = [spec.hosts]
 
-    def completion(src: int) -> Callable[[int, bool], None]:
-        def complete(now: int, good: bool) -> None:
-            done[src] = now
-            ok[src] = good
-            remaining[0] -= 1
-            if not remaining[0]:
-                sim.stop()
-        return complete
+        def completion(src: int) -> Callable[[int, bool], None]:
+            def complete(now: int, good: bool) -> None:
+                done[src] = now
+                ok[src] = good
+                remaining[0] -= 1
+                if not remaining[0]:
+                    sim.stop()
+            return complete
 
-    conns = [(src, stack.open(kind, src, peers[src], {})) for src in range(spec.hosts)]
-    for src, conn in conns:
-        conn.write(0, size, completion(src))
+        conns = [(src, stack.open(kind, src, peers[src], {})) for src in range(spec.hosts)]
+        for src, conn in conns:
+            conn.write(0, size, completion(src))
     wall1 = time.perf_counter()
     cpu1 = time.process_time()
     sim.run(int(deadline_us * PS_PER_US))

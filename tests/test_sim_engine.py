@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
 
 import pytest
 
-from mrc.sim.engine import Simulator, ns, us
+from mrc.sim.engine import Simulator, collection_paused, ns, us
 
 
 def test_time_order_and_fifo_ties() -> None:
@@ -133,3 +134,26 @@ def test_many_pending_events_run_in_time_then_schedule_order() -> None:
     assert len(ran) > 4000
     assert ran == sorted(ran)
     assert sim.pending() == 0
+
+
+def test_collection_paused_restores_the_collector_state() -> None:
+    """Building a simulation pauses the cycle collector and gives back whatever state it
+    found, also when the block raises."""
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            if before:
+                gc.enable()
+            else:
+                gc.disable()
+            with collection_paused():
+                assert not gc.isenabled()
+            assert gc.isenabled() is before
+            with pytest.raises(RuntimeError), collection_paused():
+                raise RuntimeError("boom")
+            assert gc.isenabled() is before
+    finally:
+        if was:
+            gc.enable()
+        else:
+            gc.disable()

@@ -38,6 +38,7 @@ from mrc.labs.run_section import check_bin
 from mrc.labs.schedule import fault_windows
 from mrc.labs.workloads import Job, WriteBwJob, make_job
 from mrc.pcap import CaptureOptions, capture_for
+from mrc.sim.engine import collection_paused
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -359,15 +360,16 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     """One transport through the whole lab on a fresh stack."""
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
-    stack = factory(lab.fabric, lab.run.seed, bin_ps, spec.name)
-    if hasattr(stack, "enable_series"):  # queue depth and per-connection goodput series
-        stack.enable_series()
-    sim = stack.sim
-    job = make_job(stack, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
-    for variable, why in spec.ignored_env:  # accepted from [transport.NAME.env], not modelled
-        stack.note_event(0, "env_ignored", spec.name, variable=variable, why=why)
-    job.start()
-    install(stack, lab)
+    with collection_paused():  # building the fabric and the job (engine.py says why)
+        stack = factory(lab.fabric, lab.run.seed, bin_ps, spec.name)
+        if hasattr(stack, "enable_series"):  # queue depth and per-connection goodput series
+            stack.enable_series()
+        sim = stack.sim
+        job = make_job(stack, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
+        for variable, why in spec.ignored_env:  # from [transport.NAME.env], not modelled
+            stack.note_event(0, "env_ignored", spec.name, variable=variable, why=why)
+        job.start()
+        install(stack, lab)
     _advance(sim, job, duration_ps, bin_ps, progress, f"{lab.name} [{spec.name}]")
     if not job.finite:
         job.stop_posting()
@@ -389,14 +391,15 @@ def run_mixed(lab: Lab, specs: Sequence[TransportSpec], *,
 
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
-    stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs])
-    stack.enable_series()
-    views = [stack.view(spec.name) for spec in specs]
-    jobs = [make_job(view, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
-            for view, spec in zip(views, specs, strict=True)]
-    for job in jobs:
-        job.start()
-    install(stack, lab)
+    with collection_paused():  # building the fabric and the jobs (engine.py says why)
+        stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs])
+        stack.enable_series()
+        views = [stack.view(spec.name) for spec in specs]
+        jobs = [make_job(view, lab.workload, spec.kind, dict(spec.params), lab.run.seed)
+                for view, spec in zip(views, specs, strict=True)]
+        for job in jobs:
+            job.start()
+        install(stack, lab)
     sim = stack.sim
     desc = f"{lab.name} [{'+'.join(s.name for s in specs)}]"
     _advance(sim, _AllJobs(jobs), duration_ps, bin_ps, progress, desc)  # type: ignore[arg-type]
