@@ -13,25 +13,24 @@ from mrc.sim.ports cimport Fifo, OutPort
 cdef long long DATA, ECN_CE, ECN_NOT_ECT, PAUSE, LOST_EPOCH, _ETH
 
 cdef class PfcPort(OutPort):
-    # PauseState (PAUSE_SLOTS)
-    cdef public object reverse
+    # What every packet-hop reads first (as in OutPort: the C struct's order), then the rest
+    # of PauseState (PAUSE_SLOTS) and of PfcPort.
     cdef public PfcIngress ingress
-    cdef public long long pfc_prio, quantum_ps
-    cdef public bint paused
+    cdef public long long pfc_prio
+    cdef public bint paused, storm, _turn
+    cdef public Fifo lq
+    cdef public long long _lqb, _clock_at, _kmin
+    cdef public object reverse
+    cdef public long long quantum_ps
     cdef public long long pause_since, pause_gen, pause_until, pause_received, pause_sent
     cdef public long long paused_ps, watchdog_ps, restore_ps
-    cdef public bint storm
     cdef public long long storms, last_pause_rx
     cdef public object _expire_cb, _pause_cb
-    # PfcPort
-    cdef public Fifo lq
-    cdef public long long _lqb, peak_lqbytes
-    cdef public bint _turn
-    cdef public long long _clock_at
+    cdef public long long peak_lqbytes
     cdef public object _clock_cb
     cdef public bint rx_stalled
     cdef public object held
-    cdef public long long _kmin, _kmax
+    cdef public long long _kmax
     cdef public double _pslope
     cdef public Host _host
 

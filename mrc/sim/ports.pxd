@@ -22,26 +22,29 @@ cdef class Fifo:
     cdef list _in_order(self)
 
 cdef class OutPort(Handler):
+    # In the order of the C struct: first what every packet-hop reads or writes (send, the
+    # drain, the arrival), so a port gone cold since its last packet costs two or three
+    # cache lines per hop rather than six; configuration and rare counters after.
+    cdef public Simulator sim
+    cdef public bint up
+    cdef public bint _pending
+    cdef public long long busy_until, epoch, _ppb, _flight, _qb, _hqb
+    cdef public object _arrive
+    cdef public double loss_p
+    cdef public long long tx_packets, tx_bytes, delivered
+    cdef public Fifo q, hq
+    cdef public object _tap
+    cdef public Switch _far
+    cdef public long long _admit_limit, ecn_threshold, peak_qbytes
+    cdef public object _deliver
     cdef public object name, net, link
     cdef public long long plane
     cdef public object src, dst
-    cdef public Simulator sim
     cdef public object _rng
-    cdef public object _arrive, _deliver
-    cdef public Switch _far
-    cdef public long long nominal_bps, bps, _ppb, delay_ps, far_latency_ps, _flight
-    cdef public bint up
-    cdef public long long epoch, busy_until
-    cdef public bint _pending
-    cdef public Fifo q, hq
-    cdef public long long _qb, _hqb
-    cdef public long long buffer_bytes, trim_threshold, _admit_limit, trim_size, header_limit
-    cdef public long long ecn_threshold
+    cdef public long long nominal_bps, bps, delay_ps, far_latency_ps
+    cdef public long long buffer_bytes, trim_threshold, trim_size, header_limit
     cdef public bint trimming
-    cdef public double loss_p
-    cdef public object _tap
-    cdef public long long tx_packets, tx_bytes, delivered, trims, ecn_marks
-    cdef public long long peak_qbytes, peak_hqbytes
+    cdef public long long trims, ecn_marks, peak_hqbytes
     cdef public dict drops
 
     @cython.locals(now=cython.longlong, size=cython.longlong, ppb=cython.longlong,
