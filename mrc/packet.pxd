@@ -5,19 +5,21 @@
 cimport cython
 
 cdef class Packet:
-    cdef public long long kind, src, dst, qpn, psn, ev, msg_id
+    # In the order of the C struct: what every hop reads or writes first (ports, switches,
+    # the NIC's delivery), so a packet that went cold in its queue costs one or two cache
+    # lines per hop, not four; the transport's fields after.
+    cdef public long long kind, size, hop_epoch, prio, ecn
+    cdef public bint trimmed
+    cdef public unsigned long long da_hi, da_lo
+    cdef public long long hop_limit, plane, dst, qpn
+    cdef public long long src, psn, ev, msg_id
     cdef public object offset
     cdef public long long length
     cdef public object msg_len
     cdef public long long flags, ts, imm, echo_psn, sack_base
     cdef public object sack
-    cdef public unsigned long long da_hi, da_lo
-    cdef public long long ecn
-    cdef public bint trimmed
-    cdef public long long size, hop_limit
     cdef public object payload
     cdef public unsigned long long digest
-    cdef public long long plane, hop_epoch, prio
     cdef public object frame
 
 cpdef long long data_bytes(long long length, bint imm=*)
