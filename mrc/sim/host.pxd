@@ -9,15 +9,16 @@ cdef long long LOST_EPOCH, _ETH
 cdef unsigned long long _CARRIER_HI, _CARRIER_LO
 
 cdef class Host:
-    cdef public object name, net
-    cdef public Simulator sim
+    # What a delivery reads first, in the C struct's first cache line; the rest after.
     cdef public long long index
-    cdef public list ports
-    cdef public object agent
+    cdef public bint _rx_nic
     cdef public NicDriver nic
     cdef public object _on_receive
-    cdef public bint _rx_nic
     cdef public long long rx_packets, rx_bytes
+    cdef public Simulator sim
+    cdef public object name, net
+    cdef public list ports
+    cdef public object agent
     cdef public dict drops
 
     cpdef send_control(self, Packet pkt)

@@ -1,6 +1,6 @@
 # C layout of mrc/sim/pfc_ports.py for the compiled build (mrc/_build.py); the .py is the
 # source. Each port declares the pause state of mrc.sim.pfc.PauseState (its Python mixin,
-# PAUSE_SLOTS) as C fields, then its own.
+# PAUSE_SLOTS) as C fields beside its own, what every packet-hop reads first.
 cimport cython
 from mrc.packet cimport Packet
 from mrc.sim.engine cimport Simulator
@@ -60,18 +60,18 @@ cdef class PfcPort(OutPort):
     cpdef long long set_down(self) except? -1
 
 cdef class PfcNicPort(NicPort):
-    # PauseState (PAUSE_SLOTS)
-    cdef public object reverse
+    # What every packet-hop reads first (as in OutPort), then the rest of PauseState
+    # (PAUSE_SLOTS)
     cdef public PfcIngress ingress
-    cdef public long long pfc_prio, quantum_ps
-    cdef public bint paused
+    cdef public Packet _parked
+    cdef public bint paused, storm
+    cdef public long long pfc_prio
+    cdef public object reverse
+    cdef public long long quantum_ps
     cdef public long long pause_since, pause_gen, pause_until, pause_received, pause_sent
     cdef public long long paused_ps, watchdog_ps, restore_ps
-    cdef public bint storm
     cdef public long long storms, last_pause_rx
     cdef public object _expire_cb, _pause_cb
-    # PfcNicPort
-    cdef public Packet _parked
 
     @cython.locals(now=cython.longlong, port=PfcPort)
     cpdef _arrive_switch(self, Packet pkt)

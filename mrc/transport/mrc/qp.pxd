@@ -13,17 +13,19 @@ from mrc.transport.qp_base cimport QpBase
 cdef long long ACK, DATA, NACK, PROBE, PROBE_REPLY
 
 cdef class MrcQueuePair(QpBase):
+    # The rooms every packet is handed to, and the control queue, first (next to QpBase's
+    # fields in the C struct's first cache line); the rest after.
+    cdef public Sender _sender
+    cdef public Receiver _receiver
+    cdef public Recovery _recovery
+    cdef public list control
+    cdef public PathManager _path_manager
     cdef public long long host, peer, peer_qpn, mtu
     cdef public object config, key_seed
-    cdef public list control
     cdef public object error_reason
     cdef public MrcStats stats
     cdef public CongestionControl cc
     cdef public long long _rto
-    cdef public PathManager _path_manager
-    cdef public Sender _sender
-    cdef public Receiver _receiver
-    cdef public Recovery _recovery
 
     cpdef poll(self, long long now, long long plane)
     @cython.locals(kind=cython.longlong)

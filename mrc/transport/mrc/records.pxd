@@ -4,15 +4,18 @@ cimport cython
 cdef class TxQueue
 
 cdef class Ev:
+    # What a packet's send (spray, transmit) and its ACK touch first, in one or two cache
+    # lines of the C struct; the probe state and the rarer counters after.
     cdef public long long ev, plane
-    cdef public object t1, address
-    cdef public unsigned long long addr_hi, addr_lo
-    cdef public object state
     cdef public bint usable
+    cdef public unsigned long long addr_hi, addr_lo
     cdef public TxQueue fifo
+    cdef public long long sent, last_sent, acked, strikes
+    cdef public object state
+    cdef public object t1, address
     cdef public long long epoch, probe_seq, probe_ok
     cdef public list probes_out
-    cdef public long long sent, acked, lost, trims, timeouts, strikes, last_sent, slow
+    cdef public long long lost, trims, timeouts, slow
 
 cdef class Msg:
     cdef public object msg_id
