@@ -35,8 +35,15 @@ from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
 
-if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
-    from mrc.sim.engine import _put, _take
+if not cython.compiled:  # (the compiled build has them from ports.pxd, in C; unused here)
+    def _item_array(items: list[Any]) -> Any:
+        raise NotImplementedError
+
+    def _slot_take(items: Any, i: int) -> Any:
+        raise NotImplementedError
+
+    def _slot_put(items: Any, i: int, obj: Any) -> None:
+        raise NotImplementedError
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -59,33 +66,54 @@ class Fifo:
     of a deque cost two calls through Python's call protocol (~70 instructions each); this
     queue's ``append`` and ``popleft`` are C calls of a few. ``_items`` has a power-of-two
     length, ``_mask`` (that length less one, kept so the hot paths need no ``len``); None
-    where free; ``_head`` is the first item's index and ``_count`` how many there are."""
+    where free; ``_head`` is the first item's index and ``_count`` how many there are.
+    Compiled, ``_slots`` is the list's item array itself (``ports.pxd``), so an operation
+    reads the queue and its item, not the list object in between: at 1024 hosts a queue
+    gone cold since its last packet costs one cache line less per operation. The list is
+    never resized in place (a new one replaces it), so the array stays where it was."""
 
-    __slots__ = ("_items", "_mask", "_head", "_count")
+    __slots__ = ("_items", "_slots", "_mask", "_head", "_count")
 
     def __init__(self) -> None:
-        self._items: list[Any] = [None] * 8
-        self._mask = 7
+        self._set_items([None] * 8)
         self._head = 0
         self._count = 0
+
+    def _set_items(self, items: list[Any]) -> None:
+        """Make ``items`` (a power-of-two length) the ring."""
+        self._items: list[Any] = items
+        self._mask = len(items) - 1
+        if cython.compiled:
+            self._slots = _item_array(items)
 
     def append(self, item: Any) -> None:
         if self._count > self._mask:
             self._grow()
-        _put(self._items, (self._head + self._count) & self._mask, item)
+        i = (self._head + self._count) & self._mask
+        if cython.compiled:
+            _slot_put(self._slots, i, item)
+        else:
+            self._items[i] = item
         self._count += 1
 
     def appendleft(self, item: Any) -> None:
         if self._count > self._mask:
             self._grow()
         self._head = (self._head - 1) & self._mask
-        _put(self._items, self._head, item)
+        if cython.compiled:
+            _slot_put(self._slots, self._head, item)
+        else:
+            self._items[self._head] = item
         self._count += 1
 
     def popleft(self) -> Any:
         if not self._count:
             raise IndexError("pop from an empty queue")
-        item = _take(self._items, self._head)
+        if cython.compiled:
+            item = _slot_take(self._slots, self._head)
+        else:
+            item = self._items[self._head]
+            self._items[self._head] = None
         self._head = (self._head + 1) & self._mask
         self._count -= 1
         return item
@@ -96,13 +124,12 @@ class Fifo:
         items.remove(item)
         self._count = len(items)
         self._head = 0
-        self._items = items + [None] * (self._mask + 1 - len(items))
+        self._set_items(items + [None] * (self._mask + 1 - len(items)))
 
     def _grow(self) -> None:
         items = self._in_order()
         self._head = 0
-        self._items = items + [None] * len(items)
-        self._mask = len(self._items) - 1
+        self._set_items(items + [None] * len(items))
 
     def _in_order(self) -> list[Any]:
         items = self._items
