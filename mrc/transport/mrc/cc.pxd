@@ -12,20 +12,20 @@ cdef class FixedWindow(CongestionControl):
     pass
 
 cdef class Nscc(CongestionControl):
-    cdef public long long min_window, max_window, base_rtt, target
+    # What every ACK reads or writes first (after the window), in the C struct's first
+    # cache lines; the decrease and quick-adapt state and the settings read rarely after.
+    cdef public long long base_rtt, target, _rtt, _fast_bytes
+    cdef public double avg_delay, _inc
+    cdef public long long _adj_bytes, _adj_start, adjust_bytes, adjust_period, _dec_at
+    cdef public bint quick_adapt, learn_base_rtt
+    cdef public long long ecn_acks
+    cdef public long long min_window, max_window
     cdef public double gamma, max_md_jump, pi_gain, fi, fi_scale, eta
-    cdef public bint quick_adapt
     cdef public long long qa_delay, qa_floor
-    cdef public bint learn_base_rtt
     cdef public double loss_md
-    cdef public long long adjust_bytes, adjust_period
-    cdef public long long _rtt, _hold_until, _qa_interval, _qa_start, _qa_acked
+    cdef public long long _hold_until, _qa_interval, _qa_start, _qa_acked
     cdef public bint _qa_armed
-    cdef public double _inc
-    cdef public long long _adj_bytes, _adj_start, _fast_bytes
-    cdef public long long decreases, quick_adapts, trims, ecn_acks, adjustments
-    cdef public double avg_delay
-    cdef public long long _dec_at
+    cdef public long long decreases, quick_adapts, trims, adjustments
 
     @cython.locals(delay=cython.longlong, target=cython.longlong, window=cython.longlong,
                    factor=cython.double, avg=cython.double)

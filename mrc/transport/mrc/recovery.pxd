@@ -17,33 +17,33 @@ cdef long long FLAG_ECN_ECHO, FLAG_TRIM, NACK, PSN_MASK, SACK_BITS
 cdef long long ACKED, INFLIGHT, LOST, SUSPECT
 
 cdef class Recovery:
-    cdef public QpBase qp
-    cdef public object config
-    cdef public MrcStats stats
-    cdef public object events
-    cdef public long long qpn
-    cdef public CongestionControl cc
-    cdef public Sender sender
-    cdef public PathManager paths
-    cdef public Receiver receiver
-    cdef public long long rto
-    cdef public long long _grace
-    cdef public bint _overdue
-    cdef public object _fixed_window
-    cdef public long long _hold
-    cdef public double _margin, _gain
-    cdef public long long _strikes
-    cdef public long long _psn0
-    cdef public Spray _spray
-    cdef public TxQueue _gq
-    cdef public dict _by_ev
-    cdef public object _mark_bad
-    cdef public long long _snd_una
+    # What an ACK (on_ack) and the timer query after it (next_timer) read first, in the C
+    # struct's first cache lines; settings and the watchdog's state after.
+    cdef public long long _snd_una, _psn0
     cdef public object _sacked
-    cdef public TxQueue _suspects
+    cdef public bint _overdue
+    cdef public long long _hold
+    cdef public object _fixed_window
     cdef public list scopes
     cdef public Reorder qscope
+    cdef public Spray _spray
+    cdef public MrcStats stats
+    cdef public Sender sender
+    cdef public CongestionControl cc
+    cdef public dict _by_ev
+    cdef public QpBase qp
+    cdef public Receiver receiver
+    cdef public TxQueue _gq, _suspects
+    cdef public long long rto
+    cdef public PathManager paths
     cdef public object watchdog_at
+    cdef public object config
+    cdef public object events
+    cdef public long long qpn
+    cdef public long long _grace
+    cdef public double _margin, _gain
+    cdef public long long _strikes
+    cdef public object _mark_bad
     cdef public long long _retries, _last_progress
     cdef public long long _timeout  # (the watchdog's backoff shifts a Python int copy)
     cdef public long long _linear, _error_after
