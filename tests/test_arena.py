@@ -1,4 +1,4 @@
-"""Huge-page arenas (mrc/sim/arena.py): off when asked or when it cannot be, and when on, the
+"""Huge-page arenas (mrc/sim/arena.py): off unless asked for or when it cannot be, and when on, the
 small objects a run makes live in the region, on huge pages, and survive being freed and made
 again. Each case that switches allocators runs in a child process (the switch is for good)."""
 
@@ -42,18 +42,27 @@ def test_a_second_call_changes_nothing() -> None:
         assert arena.status().startswith("off (") and arena.region()["size"] == 0
 
 
-def test_the_environment_turns_it_off() -> None:
-    on, again, active, status, size, described = _child(STATE, **{arena.ENV: "0"})
-    assert (on, again, active, size) == (False, False, False, 0)
-    if _build.BUILD == "compiled":
-        assert status == f"off ({arena.ENV}=0)"
-        assert described.endswith(f"huge-page arenas off ({arena.ENV}=0)")
-    else:
-        assert status == "off (pure Python)"
+def test_off_unless_asked_for() -> None:
+    for value in ("", "0", "yes"):
+        on, again, active, status, size, described = _child(STATE, **{arena.ENV: value})
+        assert (on, again, active, size) == (False, False, False, 0)
+        if _build.BUILD == "compiled":
+            assert status == f"off (not asked for: {arena.ENV}=1)"
+            assert described.endswith(f"huge-page arenas off (not asked for: {arena.ENV}=1)")
+        else:
+            assert status == "off (pure Python)"
+
+
+@compiled_with_thp
+def test_asked_for_it_is_on() -> None:
+    on, again, active, status, size, described = _child(STATE, **{arena.ENV: "1"})
+    assert (on, again, active) == (True, True, True) and size >= 1 << 30
+    assert status == "on" and described.endswith("huge-page arenas on")
 
 
 def test_pure_python_never_uses_it() -> None:
-    on, again, active, status, size, described = _child(STATE, **{_build.ENV_PURE: "1"})
+    on, again, active, status, size, described = _child(STATE, **{_build.ENV_PURE: "1",
+                                                                   arena.ENV: "1"})
     assert (on, again, active, size) == (False, False, False, 0)
     assert status == "off (pure Python)"
     assert described.startswith("pure Python") and "arenas" not in described
@@ -92,7 +101,7 @@ print(json.dumps({"on": on, "kb0": kb0, "kb1": kb1, "used1": used1, "in": n_in,
 
 @compiled_with_thp
 def test_objects_live_on_huge_pages_and_arenas_are_reused() -> None:
-    got = _child(REGION)
+    got = _child(REGION, **{arena.ENV: "1"})
     assert got["on"] and got["ok"]
     # nearly every list made after the switch (the rest filled older arenas' free pools)
     assert got["in"] > 270_000 and got["in2"] > 270_000, got
@@ -107,7 +116,7 @@ def test_objects_live_on_huge_pages_and_arenas_are_reused() -> None:
 def test_a_used_up_region_falls_back_to_the_previous_allocator() -> None:
     # a 4 MiB region (two huge pages) holds 4 arenas; the rest come from pymalloc's own
     code = REGION.replace("on = a.use", "a._RESERVE = (4 << 20,); on = a.use")
-    got = _child(code)
+    got = _child(code, **{arena.ENV: "1"})
     assert got["on"] and got["ok"]
     assert got["used1"] == got["used2"] == 4 << 20, got
     assert 0 < got["in"] < 300_000 and got["fallbacks"] > 0, got

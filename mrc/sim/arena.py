@@ -5,10 +5,14 @@ about 280 MB at 1024 hosts), which CPython's small-object allocator (pymalloc) k
 arenas, each its own ``mmap`` of 4 KiB pages. At 1024 hosts the compiled simulator runs the
 same instructions per packet as at 128 but takes about twice as long, and the difference is
 memory: cache and TLB misses over that heap. Backing the arenas with 2 MiB pages cuts the TLB
-misses: run alternately with and without (7 rounds on a shared 2-core VM), perm1024 took
-10.0-11.8 us per packet against 11.2-13.6 (one outlier of 17.3 left out), perm128 4.6-5.2
-against 5.0-6.1; every round faster. Peak RSS grows by 1.5 MB; perm1024's setup took 0.3 s
-longer on that VM (its kernel time clearing fresh 2 MiB pages: 0.44 s against 0.11).
+misses, and costs setup time where fresh huge pages are slow to clear. Measured on a 2-core
+Firecracker VM, alternating runs with and without on a quiet machine: perm128 4.35-4.95 us
+per packet against 4.78-4.99 and perm1024 10.1-10.8 against 10.8-11.6 (5-6% less), but
+perm1024's setup 1.30-1.45 s against 0.97-1.04 (the kernel clearing fresh 2 MiB pages), and
+the 8-plane x 1024-host permutation's loop unchanged (6.31-6.32 s against 6.32-6.46) with
+0.55 s more setup. On that VM the whole process is no faster at 1024 hosts, so it is opt-in:
+``MRC_HUGE_PAGES=1``. (An earlier series under load from other jobs measured 11-16% less at
+1024 hosts.) Peak RSS grows by 1.5 MB.
 
 How: :func:`use_huge_page_arenas` reserves one large region of address space (64 GiB, or
 less if that is refused; ``MAP_NORESERVE``: nothing is committed until touched), aligned to
@@ -20,10 +24,10 @@ region is kept on a free list for the next one and never returned to the system,
 ``malloc`` keeps its heap: a process's resident memory stays at its peak.
 
 SimStack calls it before it builds a fabric (where the objects are made); the live runtime
-does not. Off (the call returns False and nothing changes) in pure Python, off Linux, when
-transparent huge pages are ``never`` or absent, when pymalloc is not in use
-(``PYTHONMALLOC=malloc``), when the reservation or the ``madvise`` fails, and when
-``MRC_HUGE_PAGES=0`` is set. Results do not depend on it: only where objects live.
+does not. Off (the call returns False and nothing changes) unless ``MRC_HUGE_PAGES=1`` is
+set, and even then in pure Python, off Linux, when transparent huge pages are ``never`` or
+absent, when pymalloc is not in use (``PYTHONMALLOC=malloc``), and when the reservation or
+the ``madvise`` fails. Results do not depend on it: only where objects live.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ except ImportError:  # pure Python without Cython installed
 
 __all__ = ["ENV", "huge_page_arenas_active", "region", "status", "use_huge_page_arenas"]
 
-#: Set to "0" to keep pymalloc's own arenas.
+#: Set to "1" to put pymalloc's arenas on huge pages (opt-in: see the module docstring).
 ENV = "MRC_HUGE_PAGES"
 _THP = "/sys/kernel/mm/transparent_hugepage"
 #: Sizes of address space tried for the region, largest first (a strict overcommit policy
@@ -62,8 +66,8 @@ def _refusal() -> str:
     """Why this process should not use huge-page arenas ("" when it may)."""
     if not cython.compiled:
         return "pure Python"
-    if os.environ.get(ENV, "").strip() == "0":
-        return f"{ENV}=0"
+    if os.environ.get(ENV, "").strip() != "1":
+        return f"not asked for: {ENV}=1"
     if not sys.platform.startswith("linux"):
         return "not Linux"
     if os.environ.get("PYTHONMALLOC", "").startswith("malloc"):
