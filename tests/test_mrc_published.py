@@ -120,6 +120,24 @@ def test_fabric_profile_is_the_evs_per_qp_shorthand() -> None:
         fabric_evs.check_fits(spec, example(180))
 
 
+def test_a_simulated_ev_set_is_the_fabric_paths_and_both_directions_share_evs() -> None:
+    """The simulator's EV set (``build_ev_set``, from plain rows) says what ``ev_paths``
+    says, EV by EV; the reverse direction has the same EVs on the same (plane, T1), each
+    with its own address (the pair's EVs are generated once for both)."""
+    from mrc.sim.evset import build_ev_set
+
+    spec = preset("lab-8plane")
+    prof = fabric_evs.fabric_profile(spec, 128)
+    fwd = build_ev_set(spec, 0, 4, 128, seed=3, profile=prof)
+    rev = build_ev_set(spec, 4, 0, 128, seed=3, profile=prof)
+    assert fwd == [PathChoice(p.ev, p.plane, p.t1, p.address)
+                   for p in fabric_evs.ev_paths(spec, 0, 4, prof, seed=3)]
+    assert [(c.ev, c.plane, c.t1) for c in fwd] == [(c.ev, c.plane, c.t1) for c in rev]
+    assert all(f.address != r.address for f, r in zip(fwd, rev, strict=True))
+    other = build_ev_set(spec, 0, 5, 128, seed=3, profile=prof)
+    assert [c.ev for c in other] != [c.ev for c in fwd]  # another pair, another order
+
+
 # ====================================================================== the floor
 def _pair(cfg: MrcConfig, planes: int = 4) -> tuple[MrcQueuePair, MrcQueuePair, list[PathChoice]]:
     evs = [PathChoice(make_ev(p, t), p, t, 0) for p in range(planes) for t in range(2)]

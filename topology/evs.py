@@ -110,12 +110,19 @@ def pair_orders(profile: EvProfile, seed: int, src: int, dst: int) -> list[list[
 def ev_paths(spec: FabricSpec, src: int, dst: int, profile: EvProfile,
              seed: int = 0) -> list[EvPath]:
     """Every EV of ``profile`` from ``src`` toward ``dst`` with the path it selects."""
+    return [EvPath(*row) for row in ev_path_rows(spec, src, dst, profile, seed)]
+
+
+def ev_path_rows(spec: FabricSpec, src: int, dst: int, profile: EvProfile,
+                 seed: int = 0) -> list[tuple[int, int, int | None, int]]:
+    """:func:`ev_paths` as plain ``(ev, plane, t1, address)`` tuples, for a caller that
+    wraps them in its own record (the simulator's EV sets: 262,144 EVs at 1024 hosts, where
+    a frozen dataclass per EV cost more than the rest of the set's setup)."""
     if src == dst:
         raise EvPathError("an EV set needs two different hosts")
     check_fits(spec, profile)
     try:
-        evs = profile.generate(pair_orders(profile, seed, src, dst)
-                               if profile.mode == GENERATED else None)
+        evs = _pair_evs(profile, seed, min(src, dst), max(src, dst))
     except EvProfileError as exc:
         raise EvPathError(str(exc)) from None
     local = spec.t0_of(src) == spec.t0_of(dst)
@@ -129,8 +136,17 @@ def ev_paths(spec: FabricSpec, src: int, dst: int, profile: EvProfile,
         address = addresses.get(path)
         if address is None:
             address = addresses[path] = address_for(spec, src, dst, *path)
-        out.append(EvPath(ev, path[0], None if local else path[1], address))
+        out.append((ev, path[0], None if local else path[1], address))
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _pair_evs(profile: EvProfile, seed: int, lo: int, hi: int) -> tuple[int, ...]:
+    """The EV values of ``profile`` for the pair {lo, hi}: the same in both directions, so a
+    connection that builds its two sets one after the other generates them once (half of
+    the EV-set setup of a 1024-host permutation)."""
+    return tuple(profile.generate(pair_orders(profile, seed, lo, hi)
+                                  if profile.mode == GENERATED else None))
 
 
 @functools.lru_cache(maxsize=16)

@@ -33,8 +33,7 @@ def build_ev_set(spec: FabricSpec, src: int, dst: int, count: int = 128, seed: i
         raise ValueError(f"count must be positive, got {count}")
     if profile is None:
         profile = fabric_evs.fabric_profile(spec, count)
-    return [PathChoice(p.ev, p.plane, p.t1, p.address)
-            for p in fabric_evs.ev_paths(spec, src, dst, profile, seed)]
+    return [PathChoice(*row) for row in fabric_evs.ev_path_rows(spec, src, dst, profile, seed)]
 
 
 def reply_paths(spec: FabricSpec, host: int, peer: int,
