@@ -3,28 +3,40 @@
 
 cimport cython
 
-# The heap's slot lists (engine.py, "the compiled heap"): _take moves the reference out of an
-# item (None left behind: the caller owns what it returns), _put stores into an item that
-# holds None. Indexes are always in range (the heap hands out only its own slots).
+# References moved out of or into the items of a list, for the heap's slot list (engine.py,
+# "the compiled heap") and the ports' queues (ports.Fifo): _slot_take moves the reference
+# out of an item (None left behind: the caller owns what it returns), _slot_put stores into
+# an item (releasing what it held); _take and _put do the same on a list by index, and
+# _item_array gives a list's item array itself (valid until the list is resized). Indexes
+# are always in range (the heap and the queues hand out only their own slots).
+from cpython.object cimport PyObject
 cdef extern from *:
     """
-    static CYTHON_INLINE PyObject *mrc_engine_take(PyObject *list, Py_ssize_t i) {
-        PyObject *obj = PyList_GET_ITEM(list, i);
+    static CYTHON_INLINE PyObject **mrc_item_array(PyObject *list) {
+        return ((PyListObject *)list)->ob_item;
+    }
+    static CYTHON_INLINE PyObject *mrc_slot_take(PyObject **items, Py_ssize_t i) {
+        PyObject *obj = items[i];
         Py_INCREF(Py_None);
-        PyList_SET_ITEM(list, i, Py_None);
+        items[i] = Py_None;
         return obj;
     }
+    static CYTHON_INLINE void mrc_slot_put(PyObject **items, Py_ssize_t i, PyObject *obj) {
+        PyObject *old = items[i];
+        Py_INCREF(obj);
+        items[i] = obj;
+        Py_DECREF(old);
+    }
+    #define mrc_engine_take(list, i) mrc_slot_take(mrc_item_array(list), (i))
+    #define mrc_engine_put(list, i, obj) mrc_slot_put(mrc_item_array(list), (i), (obj))
     static CYTHON_INLINE long long *mrc_engine_align(PyObject *buf) {
         size_t p = (size_t)PyByteArray_AS_STRING(buf);
         return (long long *)((p + 63) & ~(size_t)63);
     }
-    static CYTHON_INLINE void mrc_engine_put(PyObject *list, Py_ssize_t i, PyObject *obj) {
-        PyObject *old = PyList_GET_ITEM(list, i);
-        Py_INCREF(obj);
-        PyList_SET_ITEM(list, i, obj);
-        Py_DECREF(old);
-    }
     """
+    PyObject** _item_array "mrc_item_array"(list items)
+    object _slot_take "mrc_slot_take"(PyObject** items, Py_ssize_t i)
+    void _slot_put "mrc_slot_put"(PyObject** items, Py_ssize_t i, object obj)
     object _take "mrc_engine_take"(list slots, Py_ssize_t i)
     void _put "mrc_engine_put"(list slots, Py_ssize_t i, object obj)
     long long* _align "mrc_engine_align"(bytearray buf)

@@ -65,6 +65,16 @@ if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
         """``slots[i] = obj``."""
         slots[i] = obj
 
+    def _item_array(items: list[Any]) -> Any:
+        """A list's item array (compiled only: ``ports.Fifo``'s ring)."""
+        raise NotImplementedError
+
+    def _slot_take(items: Any, i: int) -> Any:
+        raise NotImplementedError
+
+    def _slot_put(items: Any, i: int, obj: Any) -> None:
+        raise NotImplementedError
+
     def _align(buf: bytearray) -> Any:
         """The first 64-byte boundary in ``buf`` (compiled only)."""
         raise NotImplementedError

@@ -2,36 +2,13 @@
 cimport cython
 from mrc.packet cimport Packet
 from cpython.object cimport PyObject
-from mrc.sim.engine cimport Handler, Simulator
+from mrc.sim.engine cimport (Handler, Simulator, _item_array, _slot_put,
+                             _slot_take)
 from mrc.sim.switch cimport Switch
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT
 cdef long long _PS_BITS, _ETH
-
-# A list's item array, and a reference moved out of or into one of its items (the Fifo's
-# ring: indexes always in range; _slot_take leaves None behind, _slot_put replaces one).
-cdef extern from *:
-    """
-    static CYTHON_INLINE PyObject **mrc_item_array(PyObject *list) {
-        return ((PyListObject *)list)->ob_item;
-    }
-    static CYTHON_INLINE PyObject *mrc_slot_take(PyObject **items, Py_ssize_t i) {
-        PyObject *obj = items[i];
-        Py_INCREF(Py_None);
-        items[i] = Py_None;
-        return obj;
-    }
-    static CYTHON_INLINE void mrc_slot_put(PyObject **items, Py_ssize_t i, PyObject *obj) {
-        PyObject *old = items[i];
-        Py_INCREF(obj);
-        items[i] = obj;
-        Py_DECREF(old);
-    }
-    """
-    PyObject** _item_array "mrc_item_array"(list items)
-    object _slot_take "mrc_slot_take"(PyObject** items, Py_ssize_t i)
-    void _slot_put "mrc_slot_put"(PyObject** items, Py_ssize_t i, object obj)
 
 @cython.final
 cdef class Fifo:

@@ -35,15 +35,8 @@ from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
 
-if not cython.compiled:  # (the compiled build has them from ports.pxd, in C; unused here)
-    def _item_array(items: list[Any]) -> Any:
-        raise NotImplementedError
-
-    def _slot_take(items: Any, i: int) -> Any:
-        raise NotImplementedError
-
-    def _slot_put(items: Any, i: int, obj: Any) -> None:
-        raise NotImplementedError
+if not cython.compiled:  # (the compiled build has them from engine.pxd, in C; unused here)
+    from mrc.sim.engine import _item_array, _slot_put, _slot_take
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -67,7 +60,7 @@ class Fifo:
     queue's ``append`` and ``popleft`` are C calls of a few. ``_items`` has a power-of-two
     length, ``_mask`` (that length less one, kept so the hot paths need no ``len``); None
     where free; ``_head`` is the first item's index and ``_count`` how many there are.
-    Compiled, ``_slots`` is the list's item array itself (``ports.pxd``), so an operation
+    Compiled, ``_slots`` is the list's item array itself (``engine.pxd``), so an operation
     reads the queue and its item, not the list object in between: at 1024 hosts a queue
     gone cold since its last packet costs one cache line less per operation. The list is
     never resized in place (a new one replaces it), so the array stays where it was."""
