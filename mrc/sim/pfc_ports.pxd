@@ -41,8 +41,7 @@ cdef class PfcPort(OutPort):
     cpdef send_from(self, Packet pkt, PfcIngress src)
     @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
                    ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
-                   pkt=Packet, src=PfcIngress, paused=bint, turn=bint, lqb=cython.longlong,
-                   hq=Fifo, q=Fifo, lq=Fifo)
+                   pkt=Packet, src=PfcIngress, paused=bint, turn=bint, lqb=cython.longlong)
     cpdef _drain(self, long long now)
     @cython.locals(t=cython.longlong)
     cpdef _arm_clock(self)

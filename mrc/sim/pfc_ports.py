@@ -116,9 +116,6 @@ class PfcPort(OutPort, PauseState):
         arrival callback), then the data queues in turn, the lossless one only when not
         paused. A lossless departure releases its ingress bytes; the transmit clock makes
         sure that happens at the departure's own time."""
-        hq = self.hq
-        q = self.q
-        lq = self.lq
         t = self.busy_until
         sim = self.sim
         arrive = self._arrive
@@ -127,9 +124,12 @@ class PfcPort(OutPort, PauseState):
         epoch = self.epoch
         paused = self.paused
         turn = self._turn
+        # The queues are reached through ``self`` where one is popped, not loaded up front:
+        # an MRC fabric's header and lossless queues are mostly empty, and each load would
+        # touch a queue object (a cache miss at 1024 hosts) for nothing.
         while t <= now:  # (the byte counters say which queues hold packets: no deque test)
             if self._hqb:
-                pkt = hq.popleft()
+                pkt = self.hq.popleft()
                 size = pkt.size
                 self._hqb -= size
                 if pkt.kind == PAUSE:
@@ -138,7 +138,7 @@ class PfcPort(OutPort, PauseState):
                     sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
                     continue
             elif self._lqb and not paused and (turn or not self._qb):
-                pkt, src = lq.popleft()
+                pkt, src = self.lq.popleft()
                 size = pkt.size
                 lqb = self._lqb = self._lqb - size
                 turn = False
@@ -149,7 +149,7 @@ class PfcPort(OutPort, PauseState):
                 if src is not None:
                     src.release(size)
             elif self._qb:
-                pkt = q.popleft()
+                pkt = self.q.popleft()
                 size = pkt.size
                 self._qb -= size
                 turn = True
