@@ -55,6 +55,10 @@ def compiled_modules() -> list[str]:
 #: operation, and the floating-point arithmetic of the congestion controls must give the same
 #: bits in both builds (GCC contracts by default where the target has FMA, e.g. aarch64).
 CFLAGS = ["-O2", "-g0", "-ffp-contract=off"]
+#: ``MRC_DEBUG_INFO=1`` keeps line tables (``-g``) for profilers that attribute costs to
+#: source lines (``benchmarks/cache_profile.py``); the code generated is the same.
+if os.environ.get("MRC_DEBUG_INFO", "").strip() not in ("", "0"):
+    CFLAGS[1] = "-g"
 
 
 def extensions() -> list[Extension]:

@@ -47,13 +47,16 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mrc import _build
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
+
+if TYPE_CHECKING:
+    from mrc.sim.stack import SimStack
 
 #: Bytes each permutation flow writes.
 FLOW_BYTES = 2_000_000
@@ -140,35 +143,50 @@ def peak_rss_mb() -> float:
 
 
 # ====================================================================== permutation
-def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYTES,
-                    seed: int = 1, deadline_us: float = DEADLINE_US) -> CaseResult:
-    """Every host writes ``size`` bytes to its image under a seeded derangement at t=0; the
-    run stops when the last write completes (or at ``deadline_us``)."""
+def open_permutation(spec: FabricSpec, kind: str, size: int = FLOW_BYTES, seed: int = 1,
+                     completion: Callable[[int], Callable[[int, bool], None]] | None = None,
+                     ) -> SimStack:
+    """The permutation's fabric and connections: every host posts a write of ``size`` bytes
+    to its image under a seeded derangement at t=0 (``completion(src)``, when given, is the
+    callback of host ``src``'s write). Built with the cycle collector paused (``engine.py``
+    says why); nothing has run yet."""
     from mrc.labs.workloads import derangement
     from mrc.sim.engine import collection_paused
     from mrc.sim.stack import SimStack
 
-    wall0 = time.perf_counter()
-    with collection_paused():  # the fabric and the connections (engine.py says why)
+    with collection_paused():
         stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
-        sim = stack.net.sim  # the engine itself (events_processed)
         peers = derangement(list(range(spec.hosts)), seed)
-        done: list[int | None] = [None] * spec.hosts
-        ok = [False] * spec.hosts
-        remaining = [spec.hosts]
-
-        def completion(src: int) -> Callable[[int, bool], None]:
-            def complete(now: int, good: bool) -> None:
-                done[src] = now
-                ok[src] = good
-                remaining[0] -= 1
-                if not remaining[0]:
-                    sim.stop()
-            return complete
-
         conns = [(src, stack.open(kind, src, peers[src], {})) for src in range(spec.hosts)]
         for src, conn in conns:
-            conn.write(0, size, completion(src))
+            conn.write(0, size, completion(src) if completion else _ignore_completion)
+    return stack
+
+
+def _ignore_completion(now: int, good: bool) -> None:
+    pass
+
+
+def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYTES,
+                    seed: int = 1, deadline_us: float = DEADLINE_US) -> CaseResult:
+    """Every host writes ``size`` bytes to its image under a seeded derangement at t=0; the
+    run stops when the last write completes (or at ``deadline_us``)."""
+    wall0 = time.perf_counter()
+    done: list[int | None] = [None] * spec.hosts
+    ok = [False] * spec.hosts
+    remaining = [spec.hosts]
+
+    def completion(src: int) -> Callable[[int, bool], None]:
+        def complete(now: int, good: bool) -> None:
+            done[src] = now
+            ok[src] = good
+            remaining[0] -= 1
+            if not remaining[0]:
+                sim.stop()
+        return complete
+
+    stack = open_permutation(spec, kind, size, seed, completion)
+    sim = stack.net.sim  # the engine itself (events_processed)
     wall1 = time.perf_counter()
     cpu1 = time.process_time()
     sim.run(int(deadline_us * PS_PER_US))
