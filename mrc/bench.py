@@ -171,6 +171,10 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
                     seed: int = 1, deadline_us: float = DEADLINE_US) -> CaseResult:
     """Every host writes ``size`` bytes to its image under a seeded derangement at t=0; the
     run stops when the last write completes (or at ``deadline_us``)."""
+    # imported before the clock starts: setup_s is the building, not the imports
+    import mrc.labs.workloads  # noqa: F401
+    import mrc.sim.stack  # noqa: F401
+
     wall0 = time.perf_counter()
     done: list[int | None] = [None] * spec.hosts
     ok = [False] * spec.hosts
