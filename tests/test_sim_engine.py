@@ -7,8 +7,11 @@ import itertools
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrc.sim.engine import Simulator, collection_paused, ns, us
+from mrc.units import PS_PER_MS, PS_PER_US
 
 
 def test_time_order_and_fifo_ties() -> None:
@@ -134,6 +137,78 @@ def test_many_pending_events_run_in_time_then_schedule_order() -> None:
     assert len(ran) > 4000
     assert ran == sorted(ran)
     assert sim.pending() == 0
+
+
+#: Delays that reach every place the compiled engine keeps an event (engine.py, "the compiled
+#: heap"): the same instant, the bucket being run (1 ns), the ring of buckets ahead (4.2 us)
+#: and the far heap beyond it.
+_SCALES = (0, 900, 3_000, 2 * PS_PER_US, 20 * PS_PER_US, 3 * PS_PER_MS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), steps=st.integers(0, 6))
+def test_events_run_in_time_then_schedule_order_at_every_scale(seed: int, steps: int) -> None:
+    """Whatever the mix of delays, events run in (time, order scheduled) order, each once:
+    scheduled before the run and from inside it, run whole or in ``run_until`` steps that
+    stop between events of one bucket and move the clock past empty stretches; the counts
+    agree throughout."""
+    rng = random.Random(seed)
+    sim = Simulator()
+    ran: list[tuple[int, int]] = []
+    order = itertools.count()
+    scheduled = [0]
+
+    def delay() -> int:
+        return rng.randrange(0, _SCALES[rng.randrange(len(_SCALES))] + 1)
+
+    def fire(key: tuple[int, int]) -> None:
+        assert sim.now == key[0]
+        ran.append(key)
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            if scheduled[0] < 3000:
+                t = sim.now + delay()
+                sim.schedule(t, fire, (t, next(order)))
+                scheduled[0] += 1
+
+    for _ in range(rng.randrange(1, 400)):
+        t = delay()
+        sim.at(t, fire, (t, next(order)))
+        scheduled[0] += 1
+    for _ in range(steps):
+        limit = sim.now + delay()
+        sim.run_until(limit)
+        assert sim.now == limit or ran[-1][0] == sim.now
+        nxt = sim.next_time()
+        assert nxt is None or nxt > limit
+        assert sim.pending() == scheduled[0] - len(ran)
+        if rng.random() < 0.3:  # later events, from outside, after the clock moved on
+            t = sim.now + delay()
+            sim.at(t, fire, (t, next(order)))
+            scheduled[0] += 1
+    sim.run()
+    assert ran == sorted(ran)
+    assert len(ran) == scheduled[0] == sim.events_processed
+    assert sim.pending() == 0 and sim.next_time() is None
+
+
+def test_a_crowded_instant_and_the_far_future() -> None:
+    """Five thousand events at one instant (one bucket: the compiled engine's chunk pool
+    grows) between a timer 3 ms ahead and one 5 us ahead; a stop() made after run_until moved
+    the clock past everything is dropped by the next run, as before."""
+    sim = Simulator()
+    ran: list[object] = []
+    sim.at(3 * PS_PER_MS, ran.append, "far")
+    sim.at(5 * PS_PER_US, ran.append, "ring")
+    for i in range(5000):
+        sim.at(1_500, ran.append, i)
+    assert sim.pending() == 5002 and sim.next_time() == 1_500
+    assert sim.run_until(1_500) == 5000 and ran == list(range(5000))
+    assert sim.next_time() == 5 * PS_PER_US
+    assert sim.run_until(4 * PS_PER_MS) == 2 and ran[-2:] == ["ring", "far"]
+    sim.stop()
+    sim.at(sim.now + 1, ran.append, "after")
+    sim.run()
+    assert ran[-1] == "after" and sim.events_processed == 5003 and sim.pending() == 0
 
 
 def test_collection_paused_restores_the_collector_state() -> None:

@@ -29,6 +29,7 @@ cdef extern from *:
     }
     #define mrc_engine_take(list, i) mrc_slot_take(mrc_item_array(list), (i))
     #define mrc_engine_put(list, i, obj) mrc_slot_put(mrc_item_array(list), (i), (obj))
+    static CYTHON_INLINE int mrc_ctz(unsigned long long x) { return __builtin_ctzll(x); }
     static CYTHON_INLINE long long *mrc_engine_align(PyObject *buf) {
         size_t p = (size_t)PyByteArray_AS_STRING(buf);
         return (long long *)((p + 63) & ~(size_t)63);
@@ -40,9 +41,18 @@ cdef extern from *:
     object _take "mrc_engine_take"(list slots, Py_ssize_t i)
     void _put "mrc_engine_put"(list slots, Py_ssize_t i, object obj)
     long long* _align "mrc_engine_align"(bytearray buf)
+    int _ctz "mrc_ctz"(unsigned long long x) noexcept
 
-# the compiled heap's record keys (engine.py)
+# the compiled heap's record keys and its ring of buckets (engine.py)
 cdef long long _SLOT_BITS, _SLOT_MASK, _MAX_SEQ
+cdef long long _BUCKET_SHIFT, _BUCKETS, _BUCKET_MASK, _BUCKET_WORDS
+cdef long long _CHUNK_WORDS, _CHUNK_RECORDS, _INITIAL_CHUNKS
+
+@cython.locals(parent=Py_ssize_t, pt=cython.longlong)
+cdef void _heap_insert(long long* heap, Py_ssize_t i, long long t, long long key) noexcept
+@cython.locals(t=cython.longlong, k=cython.longlong, child=Py_ssize_t, hole=Py_ssize_t,
+               ct=cython.longlong, dt=cython.longlong)
+cdef void _heap_remove_root(long long* heap, Py_ssize_t n) noexcept
 
 cdef class Handler:
     cdef void fire(self, object arg)
@@ -61,6 +71,15 @@ cdef class Simulator:
     cdef long long* _free
     cdef bytearray _heapbuf, _freebuf
     cdef list _slots
+    cdef long long _base
+    cdef Py_ssize_t _ring_n, _far_n, _nchunks, _nspare
+    cdef long long* _heads
+    cdef long long* _tails
+    cdef unsigned long long* _bits
+    cdef long long* _far
+    cdef long long* _chunks
+    cdef long long* _spare
+    cdef bytearray _bucketbuf, _farbuf, _chunkbuf, _sparebuf
 
     cpdef at(self, long long time_ps, object fn, object arg=*)
     cpdef after(self, long long delay_ps, object fn, object arg=*)
@@ -72,13 +91,20 @@ cdef class Simulator:
     @cython.locals(slot=cython.longlong)
     cdef void _discard_first(self) noexcept
     cpdef Py_ssize_t pending(self) noexcept
-    @cython.locals(slot=cython.longlong, heap=cython.p_longlong, i=Py_ssize_t,
-                   parent=Py_ssize_t, t=cython.longlong, key=cython.longlong)
+    @cython.locals(slot=cython.longlong, key=cython.longlong, b=cython.longlong)
     cdef int _push(self, long long time_ps, long long seq, object fn, object arg) except -1
-    @cython.locals(heap=cython.p_longlong, n=Py_ssize_t, t=cython.longlong,
-                   k=cython.longlong, i=Py_ssize_t, child=Py_ssize_t, parent=Py_ssize_t,
-                   ct=cython.longlong, dt=cython.longlong, pt=cython.longlong,
-                   hole=Py_ssize_t)
+    @cython.locals(i=cython.longlong, c=cython.longlong, new=cython.longlong,
+                   r=cython.longlong, n=cython.longlong)
+    cdef int _bucket_append(self, long long b, long long t, long long key) except -1
+    @cython.locals(old=Py_ssize_t, cap=Py_ssize_t, i=Py_ssize_t, chunks=cython.p_longlong)
+    cdef _grow_chunks(self)
     cdef void _pop_first(self) noexcept
-    @cython.locals(old=Py_ssize_t, i=Py_ssize_t, heap=cython.p_longlong)
+    @cython.locals(b=cython.longlong, t=cython.longlong, key=cython.longlong,
+                   i=cython.longlong, c=cython.longlong, r=cython.longlong, j=cython.longlong,
+                   n=Py_ssize_t)
+    cdef bint _refill(self) except? False
+    @cython.locals(start=cython.longlong, w=cython.longlong, bits=cython.ulonglong)
+    cdef long long _next_bucket(self) noexcept
+    @cython.locals(old=Py_ssize_t, i=Py_ssize_t, heap=cython.p_longlong,
+                   far=cython.p_longlong)
     cdef _grow(self, Py_ssize_t cap)

@@ -10,17 +10,18 @@ the past-time check.
 
 ``run_until`` is ``run`` for callers that step the clock from outside (the live fabric).
 
-Two layouts of one heap. The same order, the same counting and the same API come from two
+Two layouts of one event queue. The same order, the same counting and the same API come from two
 data layouts, because interpreted and compiled code want opposite things (a toy loop: 1.5 us
 per event with ``heapq`` on tuples in CPython, 2.6 us for the same code compiled, where
 boxing the ints into tuples dominates, 0.5 us with plain C records):
 
 * pure Python: ``(time_ps, seq, fn, arg)`` tuples on a ``heapq`` list (``heap``);
-* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): a binary heap of 16-byte C
-  records ``(time, seq << 24 | slot)`` in one cache-aligned array (a sift reads
-  neighbouring memory, two siblings share a cache line), each event's callback and argument
-  side by side in one list by slot, freed slots recycled. Only this module knows which one
-  runs (``cython.compiled``).
+* compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): 16-byte C records
+  ``(time, seq << 24 | slot)``, each event's callback and argument side by side in one list
+  by slot, freed slots recycled; the records wait in a calendar of 1 ns buckets (4.2 us of
+  them, unsorted) and a heap beyond it, and a bucket's records go into a small heap when its
+  turn comes (scheduling is an append; a pop sifts a heap of a few records, not of every
+  pending event). Only this module knows which one runs (``cython.compiled``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ _INITIAL_SLOTS = 1024
 _SLOT_BITS = 24
 _SLOT_MASK = 16_777_215  # (1 << _SLOT_BITS) - 1
 _MAX_SEQ = 549_755_813_887  # (1 << (63 - _SLOT_BITS)) - 1
+#: The compiled heap's calendar ("the compiled heap" below): buckets of 2**10 ps, a ring of
+#: 4096 of them (4.2 us ahead), and its bitmap's 64-bit words.
+_BUCKET_SHIFT = 10
+_BUCKETS = 4096
+_BUCKET_MASK = 4095
+_BUCKET_WORDS = 64
+#: ... and its chunks of bucket records: 16 words (the next chunk, a count, 7 records), 512
+#: of them to begin with (the pool doubles when all are in use).
+_CHUNK_WORDS = 16
+_CHUNK_RECORDS = 7
+_INITIAL_CHUNKS = 512
 
 if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
     def _take(slots: list[Any], i: int) -> Any:
@@ -74,6 +86,10 @@ if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
 
     def _slot_put(items: Any, i: int, obj: Any) -> None:
         raise NotImplementedError
+
+    def _ctz(bits: int) -> int:
+        """The index of the lowest set bit (compiled only: the calendar's bitmap)."""
+        return (bits & -bits).bit_length() - 1
 
     def _align(buf: bytearray) -> Any:
         """The first 64-byte boundary in ``buf`` (compiled only)."""
@@ -138,7 +154,9 @@ class Simulator:
     __slots__ = ("now", "heap", "next_seq", "rng", "seed", "events_processed", "_stopped",
                  # the compiled heap (engine.pxd: C fields; unused in pure Python)
                  "_seq", "_n", "_cap", "_nfree", "_heap", "_free", "_heapbuf", "_freebuf",
-                 "_slots")
+                 "_slots", "_base", "_ring_n", "_far_n", "_heads", "_tails", "_bits", "_far",
+                 "_bucketbuf", "_farbuf", "_chunks", "_spare", "_nchunks", "_nspare",
+                 "_chunkbuf", "_sparebuf")
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0
@@ -152,6 +170,11 @@ class Simulator:
             self._n = 0
             self._cap = 0
             self._nfree = 0
+            self._base = 0
+            self._ring_n = 0
+            self._far_n = 0
+            self._nchunks = 0
+            self._nspare = 0
             #: slot s: the callback at 2s, its argument at 2s + 1 (one cache line)
             self._slots: list[Any] = []
             self._grow(_INITIAL_SLOTS)
@@ -237,11 +260,11 @@ class Simulator:
         events there before + events scheduled since - events left (the sentinel cancels
         out), counted here rather than per event, and kept right when a callback raises."""
         if cython.compiled:
-            before = self._n
+            before = self._n + self._ring_n + self._far_n
             first_seq = self._seq
             slots = self._slots
             try:
-                while self._n:
+                while self._n or self._refill():
                     t = self._heap[2]  # the root (not cached: a callback may grow the arrays)
                     slot = 2 * (self._heap[3] & _SLOT_MASK)
                     if t > limit:
@@ -257,7 +280,8 @@ class Simulator:
             except _Halt:
                 return True
             finally:
-                self.events_processed += before + (self._seq - first_seq) - self._n
+                self.events_processed += (before + (self._seq - first_seq)
+                                          - (self._n + self._ring_n + self._far_n))
             return False
         heap = self.heap
         pop = heapq.heappop
@@ -279,6 +303,8 @@ class Simulator:
 
     def _discard_first(self) -> None:
         if cython.compiled:
+            if not self._n:
+                self._refill()
             slot = 2 * (self._heap[3] & _SLOT_MASK)
             self._pop_first()
             _take(self._slots, slot)
@@ -289,31 +315,45 @@ class Simulator:
     # ------------------------------------------------------------------ views
     def pending(self) -> int:
         if cython.compiled:
-            return self._n
+            return self._n + self._ring_n + self._far_n
         return len(self.heap)
 
     def next_time(self) -> int | None:
         """When the next event is due (None: nothing scheduled)."""
         if cython.compiled:
-            if not self._n:
+            if not self._n and not self._refill():
                 return None
             return self._heap[2]
         return self.heap[0][0] if self.heap else None
 
     # ------------------------------------------------------------------ the compiled heap
     # Used only when compiled (engine.pxd types them). Records are 16 bytes: the time, and a
-    # key ``seq << _SLOT_BITS | slot`` (seqs are unique, so comparing keys compares seqs);
-    # record i (1-based: the root is record 1) is heap[2i], heap[2i + 1], so the two
-    # children of record i, records 2i and 2i + 1, are the 32 bytes at 32i: one cache line
-    # (the array starts on a 64-byte boundary). With 1024 hosts some 27,000 events are
-    # pending; the lower levels of the heap are cold, and a pop that walks down them costs a
-    # cache miss per level (two where 24-byte records straddled a line). Slot s holds the
-    # event's callback and argument in _slots[2s] and _slots[2s + 1] (None when free), again
-    # one line; _free[0:_nfree] are the unused slots. The list is read and written with _take
-    # and _put (engine.pxd: a reference moved out of or into a list item in a few C
-    # instructions, where an indexed store through Cython's generic helper costs a function
-    # call and type checks); it stays a list so that the cycle collector sees what the
-    # pending events hold.
+    # key ``seq << _SLOT_BITS | slot`` (seqs are unique, so comparing keys compares seqs).
+    # Slot s holds the event's callback and argument in _slots[2s] and _slots[2s + 1] (None
+    # when free), one cache line; _free[0:_nfree] are the unused slots. The list is read and
+    # written with _take and _put (engine.pxd: a reference moved out of or into a list item in
+    # a few C instructions, where an indexed store through Cython's generic helper costs a
+    # function call and type checks); it stays a list so that the cycle collector sees what
+    # the pending events hold.
+    #
+    # A calendar in front of a heap. Time is cut into buckets of 2**_BUCKET_SHIFT ps (1 ns);
+    # _base is the bucket being run. Every pending event is in exactly one of three places:
+    # * bucket <= _base: the heap (_heap, records 1.._n), which runs them in order;
+    # * _base < bucket < _base + _BUCKETS (4.2 us ahead, where nearly every packet event
+    #   falls): the ring, an unsorted list of records per bucket, kept in chunks of seven
+    #   (128 bytes: the next chunk, a count, the records) from a pool (_chunks, with a stack
+    #   of free chunks, _spare); _heads/_tails give each bucket's first and last chunk and
+    #   _bits has a bit per non-empty bucket;
+    # * further ahead (timers): a second heap, _far (records 1.._far_n).
+    # When the heap runs dry, _base moves to the next non-empty bucket (_next_bucket) or,
+    # with the ring empty, to the first far event's; far events now within the window move
+    # to the ring, and the new bucket's records to the heap. So the heap holds one bucket's
+    # events (a few at 128 hosts, some 20 at 1024) instead of all 27,000 pending at 1024
+    # hosts: a pop walks four levels of a heap in L1 instead of fifteen, the lower ones
+    # cold; scheduling appends to a chunk, and a bucket is read in order, two cache lines
+    # per seven events. The events come out in the same order: every event of a bucket
+    # is in the heap before any of them runs, later buckets' after, and ``(time, seq)`` is a
+    # total order.
     def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         if not self._nfree:
             self._grow(2 * self._cap)
@@ -324,65 +364,120 @@ class Simulator:
         _put(self._slots, 2 * slot, fn)
         _put(self._slots, 2 * slot + 1, arg)
         key = (seq << _SLOT_BITS) | slot
-        heap = self._heap
-        i = self._n + 1
-        self._n = i
-        while i > 1:  # sift up
-            parent = i >> 1
-            t = heap[2 * parent]
-            if t < time_ps or (t == time_ps and heap[2 * parent + 1] < key):
-                break
-            heap[2 * i] = t
-            heap[2 * i + 1] = heap[2 * parent + 1]
-            i = parent
-        heap[2 * i] = time_ps
-        heap[2 * i + 1] = key
+        b = time_ps >> _BUCKET_SHIFT
+        if b <= self._base:
+            self._n += 1
+            _heap_insert(self._heap, self._n, time_ps, key)
+        elif b - self._base < _BUCKETS:
+            self._bucket_append(b, time_ps, key)
+        else:
+            self._far_n += 1
+            _heap_insert(self._far, self._far_n, time_ps, key)
+
+    def _bucket_append(self, b: int, t: int, key: int) -> None:
+        """Add record ``(t, key)`` to bucket ``b``'s last chunk (a new one when it is full)."""
+        i = b & _BUCKET_MASK
+        c = self._tails[i]
+        if c < 0 or self._chunks[_CHUNK_WORDS * c + 1] == _CHUNK_RECORDS:
+            if not self._nspare:
+                self._grow_chunks()
+            self._nspare -= 1
+            new = self._spare[self._nspare]
+            self._chunks[_CHUNK_WORDS * new] = -1
+            self._chunks[_CHUNK_WORDS * new + 1] = 0
+            if c < 0:
+                self._heads[i] = new
+                self._bits[i >> 6] |= cython.cast(cython.ulonglong, 1) << (i & 63)
+            else:
+                self._chunks[_CHUNK_WORDS * c] = new
+            self._tails[i] = new
+            c = new
+        r = _CHUNK_WORDS * c
+        n = self._chunks[r + 1]
+        self._chunks[r + 2 + 2 * n] = t
+        self._chunks[r + 3 + 2 * n] = key
+        self._chunks[r + 1] = n + 1
+        self._ring_n += 1
+
+    def _grow_chunks(self) -> None:
+        """Double the chunk pool (all chunks in use: the new ones are the spares)."""
+        old = self._nchunks
+        cap = 2 * old if old else _INITIAL_CHUNKS
+        chunkbuf = bytearray(8 * _CHUNK_WORDS * cap + 128)
+        sparebuf = bytearray(8 * cap)
+        chunks = _align(chunkbuf)
+        if cython.cast(cython.size_t, chunks) & 64:
+            chunks += 8  # (a chunk is two cache lines: the pair the L2 fetches together)
+        for i in range(_CHUNK_WORDS * old):
+            chunks[i] = self._chunks[i]
+        self._chunkbuf: bytearray = chunkbuf
+        self._sparebuf: bytearray = sparebuf
+        self._chunks: Any = chunks
+        self._spare = cython.cast(cython.p_longlong, cython.cast(cython.p_char, sparebuf))
+        for i in range(cap - old):
+            self._spare[i] = cap - 1 - i
+        self._nspare = cap - old
+        self._nchunks = cap
 
     def _pop_first(self) -> None:
-        """Remove the first event's record from the heap and free its slot (the caller takes
-        its callback and argument out of the list).
-
-        Bottom-up deletion (Floyd's): the hole the root leaves moves down to a leaf along the
-        smaller child, one comparison per level, and the last record is sifted up from there.
-        That record was scheduled late and belongs near the bottom, so it rarely climbs,
-        where a plain sift-down would compare it at every level too. The events come out in
-        the same order: ``(time, seq)`` is a total order, so any correct heap pops the same
-        sequence. A 4-ary heap (half the levels) measured slower."""
-        heap = self._heap
-        self._free[self._nfree] = heap[3] & _SLOT_MASK
+        """Remove the heap's root record and free its slot (the caller takes its callback
+        and argument out of the list)."""
+        self._free[self._nfree] = self._heap[3] & _SLOT_MASK
         self._nfree += 1
-        n = self._n - 1  # records 1..n stay; the last one, record n + 1, is placed again
-        self._n = n
-        if not n:
-            return
-        hole = 1
-        child = 2
-        while child < n:  # two children: the smaller one moves up into the hole
-            ct = heap[2 * child]
-            dt = heap[2 * child + 2]
-            if dt < ct or (dt == ct and heap[2 * child + 3] < heap[2 * child + 1]):
-                child += 1
-            heap[2 * hole] = heap[2 * child]
-            heap[2 * hole + 1] = heap[2 * child + 1]
-            hole = child
-            child = 2 * child
-        if child == n:  # an only child
-            heap[2 * hole] = heap[2 * child]
-            heap[2 * hole + 1] = heap[2 * child + 1]
-            hole = child
-        t = heap[2 * n + 2]  # the last record, sifted up from the leaf the hole reached
-        k = heap[2 * n + 3]
-        i = hole
-        while i > 1:
-            parent = i >> 1
-            pt = heap[2 * parent]
-            if pt < t or (pt == t and heap[2 * parent + 1] < k):
-                break
-            heap[2 * i] = pt
-            heap[2 * i + 1] = heap[2 * parent + 1]
-            i = parent
-        heap[2 * i] = t
-        heap[2 * i + 1] = k
+        self._n -= 1
+        _heap_remove_root(self._heap, self._n)
+
+    def _refill(self) -> bool:
+        """The heap is empty: move the next bucket's events into it. False if nothing is
+        pending."""
+        if self._ring_n:
+            b = self._next_bucket()
+        elif self._far_n:
+            b = self._far[2] >> _BUCKET_SHIFT
+        else:
+            return False
+        self._base = b
+        while self._far_n and (self._far[2] >> _BUCKET_SHIFT) - b < _BUCKETS:
+            t = self._far[2]
+            key = self._far[3]
+            self._far_n -= 1
+            _heap_remove_root(self._far, self._far_n)
+            if t >> _BUCKET_SHIFT <= b:
+                self._n += 1
+                _heap_insert(self._heap, self._n, t, key)
+            else:
+                self._bucket_append(t >> _BUCKET_SHIFT, t, key)
+        i = b & _BUCKET_MASK
+        c = self._heads[i]
+        if c >= 0:
+            self._heads[i] = -1
+            self._tails[i] = -1
+            self._bits[i >> 6] &= ~(cython.cast(cython.ulonglong, 1) << (i & 63))
+            n = self._n
+            while c >= 0:
+                r = _CHUNK_WORDS * c
+                for j in range(self._chunks[r + 1]):
+                    n += 1
+                    _heap_insert(self._heap, n, self._chunks[r + 2 + 2 * j],
+                                 self._chunks[r + 3 + 2 * j])
+                self._ring_n -= self._chunks[r + 1]
+                self._spare[self._nspare] = c
+                self._nspare += 1
+                c = self._chunks[r]
+            self._n = n
+        return True
+
+    def _next_bucket(self) -> int:
+        """The first non-empty bucket after _base (the ring is not empty): a scan of the
+        bitmap from _base + 1, wrapping around."""
+        start = (self._base + 1) & _BUCKET_MASK
+        w = start >> 6
+        bits = self._bits[w] & (~cython.cast(cython.ulonglong, 0) << (start & 63))
+        while not bits:
+            w = (w + 1) & (_BUCKET_WORDS - 1)
+            bits = self._bits[w]
+        i = w * 64 + _ctz(bits)
+        return self._base + 1 + ((i - start) & _BUCKET_MASK)
 
     def _grow(self, cap: int) -> None:
         """Room for ``cap`` events (C arrays in bytearrays; the old content is kept)."""
@@ -390,14 +485,28 @@ class Simulator:
         if cap > _SLOT_MASK + 1:
             raise OverflowError(f"more than {_SLOT_MASK + 1} events pending")
         heapbuf = bytearray(16 * (cap + 1) + 64)  # records 1..cap, from a 64-byte boundary
+        farbuf = bytearray(16 * (cap + 1) + 64)
         freebuf = bytearray(8 * cap)
         heap = _align(heapbuf)
+        far = _align(farbuf)
         if old:
             for i in range(2, 2 * self._n + 2):
                 heap[i] = self._heap[i]
+            for i in range(2, 2 * self._far_n + 2):
+                far[i] = self._far[i]
+        else:
+            self._bucketbuf: bytearray = bytearray(16 * _BUCKETS + 8 * _BUCKET_WORDS + 64)
+            self._heads = _align(self._bucketbuf)
+            self._tails = self._heads + _BUCKETS
+            self._bits = cython.cast(cython.p_ulonglong, self._tails + _BUCKETS)
+            for i in range(2 * _BUCKETS):
+                self._heads[i] = -1  # (and _tails)
+            self._grow_chunks()
         self._heapbuf: bytearray = heapbuf
+        self._farbuf: bytearray = farbuf
         self._freebuf: bytearray = freebuf
         self._heap: Any = heap
+        self._far: Any = far
         self._free = cython.cast(cython.p_longlong, cython.cast(cython.p_char, freebuf))
         self._slots.extend([None] * (2 * (cap - old)))
         # every slot is in use when the heap grows (or none: the first call)
@@ -405,3 +514,50 @@ class Simulator:
         for i in range(cap - old):
             self._free[i] = cap - 1 - i
         self._cap = cap
+
+
+def _heap_insert(heap: Any, i: int, t: int, key: int) -> None:
+    """Place record ``(t, key)`` in the 1-based heap whose new last record is ``i``, sifting
+    it up. (Compiled only, like the rest of the compiled heap: record j is heap[2j],
+    heap[2j + 1], so the two children of record j, 2j and 2j + 1, are the 32 bytes at 32j,
+    one cache line.)"""
+    while i > 1:
+        parent = i >> 1
+        pt = heap[2 * parent]
+        if pt < t or (pt == t and heap[2 * parent + 1] < key):
+            break
+        heap[2 * i] = pt
+        heap[2 * i + 1] = heap[2 * parent + 1]
+        i = parent
+    heap[2 * i] = t
+    heap[2 * i + 1] = key
+
+
+def _heap_remove_root(heap: Any, n: int) -> None:
+    """Remove the root of the 1-based heap that held records 1..n + 1 (n stay).
+
+    Bottom-up deletion (Floyd's): the hole the root leaves moves down to a leaf along the
+    smaller child, one comparison per level, and the last record is sifted up from there.
+    That record was scheduled late and belongs near the bottom, so it rarely climbs, where a
+    plain sift-down would compare it at every level too."""
+    if not n:
+        return
+    hole = 1
+    child = 2
+    while child < n:  # two children: the smaller one moves up into the hole
+        ct = heap[2 * child]
+        dt = heap[2 * child + 2]
+        if dt < ct or (dt == ct and heap[2 * child + 3] < heap[2 * child + 1]):
+            child += 1
+        heap[2 * hole] = heap[2 * child]
+        heap[2 * hole + 1] = heap[2 * child + 1]
+        hole = child
+        child = 2 * child
+    if child == n:  # an only child
+        heap[2 * hole] = heap[2 * child]
+        heap[2 * hole + 1] = heap[2 * child + 1]
+        hole = child
+    t = heap[2 * n + 2]  # the last record, sifted up from the leaf the hole reached
+    k = heap[2 * n + 3]
+    _heap_insert(heap, hole, t, k)
+
