@@ -239,8 +239,11 @@ def test_switch_down_and_up_restores_the_plan(fabric: KernelFabric) -> None:
 
 
 # ---------------------------------------------------------------------- teardown
+# (SIGINT handled as in a terminal even when the tests run as a background job, whose
+# children inherit SIGINT ignored: the SIGINT case would otherwise wait out its timeout)
 _BUILD_AND_WAIT = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from mrc.kernel.fabric import KernelFabric
     from mrc.kernel.shaping import Shaping
     from mrc.labs.kernel_run import _signals_interrupt
