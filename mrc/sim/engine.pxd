@@ -89,7 +89,7 @@ cdef class Simulator:
                    t=cython.longlong, slots=list)
     cdef bint _loop(self, long long limit) except? True
     @cython.locals(slot=cython.longlong)
-    cdef void _discard_first(self) noexcept
+    cdef int _discard_first(self) except -1
     cpdef Py_ssize_t pending(self) noexcept
     @cython.locals(slot=cython.longlong, key=cython.longlong, b=cython.longlong)
     cdef int _push(self, long long time_ps, long long seq, object fn, object arg) except -1
