@@ -140,7 +140,7 @@ def test_many_pending_events_run_in_time_then_schedule_order() -> None:
 
 
 #: Delays that reach every place the compiled engine keeps an event (engine.py, "the compiled
-#: heap"): the same instant, the bucket being run (1 ns), the ring of buckets ahead (4.2 us)
+#: heap"): the same instant, the bucket being run (2 ns), the ring of buckets ahead (4.2 us)
 #: and the far heap beyond it.
 _SCALES = (0, 900, 3_000, 2 * PS_PER_US, 20 * PS_PER_US, 3 * PS_PER_MS)
 

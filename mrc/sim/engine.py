@@ -18,7 +18,7 @@ boxing the ints into tuples dominates, 0.5 us with plain C records):
 * pure Python: ``(time_ps, seq, fn, arg)`` tuples on a ``heapq`` list (``heap``);
 * compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): 16-byte C records
   ``(time, seq << 24 | slot)``, each event's callback and argument side by side in one list
-  by slot, freed slots recycled; the records wait in a calendar of 1 ns buckets (4.2 us of
+  by slot, freed slots recycled; the records wait in a calendar of 2 ns buckets (4.2 us of
   them, unsorted) and a heap beyond it, and a bucket's records go into a small heap when its
   turn comes (scheduling is an append; a pop sifts a heap of a few records, not of every
   pending event). Only this module knows which one runs (``cython.compiled``).
@@ -54,12 +54,13 @@ _INITIAL_SLOTS = 1024
 _SLOT_BITS = 24
 _SLOT_MASK = 16_777_215  # (1 << _SLOT_BITS) - 1
 _MAX_SEQ = 549_755_813_887  # (1 << (63 - _SLOT_BITS)) - 1
-#: The compiled heap's calendar ("the compiled heap" below): buckets of 2**10 ps, a ring of
-#: 4096 of them (4.2 us ahead), and its bitmap's 64-bit words.
-_BUCKET_SHIFT = 10
-_BUCKETS = 4096
-_BUCKET_MASK = 4095
-_BUCKET_WORDS = 64
+#: The compiled heap's calendar ("the compiled heap" below): buckets of 2**11 ps, a ring of
+#: 2048 of them (4.2 us ahead), and its bitmap's 64-bit words. (1 and 0.5 ns buckets ran
+#: the same instructions at 1024 hosts and more misses at 128: callgrind, 2 MB L2.)
+_BUCKET_SHIFT = 11
+_BUCKETS = 2048
+_BUCKET_MASK = 2047
+_BUCKET_WORDS = 32
 #: ... and its chunks of bucket records: 16 words (the next chunk, a count, 7 records), 512
 #: of them to begin with (the pool doubles when all are in use).
 _CHUNK_WORDS = 16
@@ -336,7 +337,7 @@ class Simulator:
     # function call and type checks); it stays a list so that the cycle collector sees what
     # the pending events hold.
     #
-    # A calendar in front of a heap. Time is cut into buckets of 2**_BUCKET_SHIFT ps (1 ns);
+    # A calendar in front of a heap. Time is cut into buckets of 2**_BUCKET_SHIFT ps (2 ns);
     # _base is the bucket being run. Every pending event is in exactly one of three places:
     # * bucket <= _base: the heap (_heap, records 1.._n), which runs them in order;
     # * _base < bucket < _base + _BUCKETS (4.2 us ahead, where nearly every packet event
@@ -348,8 +349,8 @@ class Simulator:
     # When the heap runs dry, _base moves to the next non-empty bucket (_next_bucket) or,
     # with the ring empty, to the first far event's; far events now within the window move
     # to the ring, and the new bucket's records to the heap. So the heap holds one bucket's
-    # events (a few at 128 hosts, some 20 at 1024) instead of all 27,000 pending at 1024
-    # hosts: a pop walks four levels of a heap in L1 instead of fifteen, the lower ones
+    # events (some 5 at 128 hosts, 40 at 1024) instead of all 27,000 pending at 1024
+    # hosts: a pop walks five levels of a heap in L1 instead of fifteen, the lower ones
     # cold; scheduling appends to a chunk, and a bucket is read in order, two cache lines
     # per seven events. The events come out in the same order: every event of a bucket
     # is in the heap before any of them runs, later buckets' after, and ``(time, seq)`` is a
