@@ -131,6 +131,12 @@ def test_kernel_routes_command_prints_them() -> None:
 
 # ---------------------------------------------------------------------- forwarding
 def test_a_usid_address_takes_exactly_the_switches_it_names(fabric: KernelFabric) -> None:
+    # ready means every veth end's operstate is UP (the link watcher ran and attached its
+    # qdisc); IFF_RUNNING alone also passed a new veth still UNKNOWN, whose first packets the
+    # unattached qdisc dropped (the first path below saw nothing cross any link, in CI)
+    stats = fabric.counters()
+    assert all(stats[(p.element, p.ifname)].oper_up for link in fabric.links.values()
+               for p in link.ports)
     socks = open_sockets(fabric)
     try:
         pairs = [(0, 2), (2, 0), (0, 1), (3, 2)]  # crossing the T1s, and under one T0

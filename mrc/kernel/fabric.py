@@ -287,7 +287,7 @@ class KernelFabric:
         while waiting:
             for element in {element for element, _ in waiting}:
                 for stats in self.sockets[element].links():
-                    if stats.running:
+                    if stats.oper_up:
                         waiting.discard((element, stats.name))
             if not waiting:
                 return

@@ -46,10 +46,10 @@ RTM_NEWTFILTER = 44
 # links
 _IFINFO = struct.Struct("=BxHiII")
 IFF_UP = 0x1
-IFF_RUNNING = 0x40
 IFF_MULTICAST = 0x1000
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU = 1, 3, 4
-IFLA_LINKINFO, IFLA_STATS64, IFLA_NET_NS_FD = 18, 23, 28
+IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_STATS64, IFLA_NET_NS_FD = 16, 18, 23, 28
+IF_OPER_UP = 6
 IFLA_INFO_KIND, IFLA_INFO_DATA = 1, 2
 VETH_INFO_PEER = 1
 _STATS64 = struct.Struct("=8Q")  # rx/tx packets, rx/tx bytes, rx/tx errors, rx/tx dropped
@@ -280,7 +280,10 @@ class LinkStats:
     tx_bytes: int
     rx_dropped: int
     tx_dropped: int
-    running: bool = False  # IFF_RUNNING: operationally up, its qdisc attached (linkwatch ran)
+    #: IFLA_OPERSTATE is UP: the link watcher has run since the carrier came, and attached
+    #: the qdisc. Not IFF_RUNNING: a new veth reads operstate UNKNOWN until the link watcher
+    #: first runs, and IFF_RUNNING counts UNKNOWN as up, while its qdisc still drops all.
+    oper_up: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,14 +381,14 @@ class Socket:
         for kind, payload in self.dump(RTM_GETLINK, _IFINFO.pack(socket.AF_UNSPEC, 0, 0, 0, 0)):
             if kind != RTM_NEWLINK:
                 continue
-            _family, _type, index, flags, _change = _IFINFO.unpack_from(payload)
+            _family, _type, index, _flags, _change = _IFINFO.unpack_from(payload)
             attrs = parse_attrs(payload, _IFINFO.size)
             name = attrs.get(IFLA_IFNAME, b"\0").split(b"\0")[0].decode()
             stats = attrs.get(IFLA_STATS64)
             values = _STATS64.unpack_from(stats) if stats else (0,) * 8
             rx_p, tx_p, rx_b, tx_b, _rx_e, _tx_e, rx_d, tx_d = values
             out.append(LinkStats(name, index, rx_p, tx_p, rx_b, tx_b, rx_d, tx_d,
-                                 bool(flags & IFF_RUNNING)))
+                                 attrs.get(IFLA_OPERSTATE, b"\0")[0] == IF_OPER_UP))
         return out
 
     def qdiscs(self) -> list[QdiscStats]:
