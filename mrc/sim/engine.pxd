@@ -29,6 +29,16 @@ cdef extern from *:
     }
     #define mrc_engine_take(list, i) mrc_slot_take(mrc_item_array(list), (i))
     #define mrc_engine_put(list, i, obj) mrc_slot_put(mrc_item_array(list), (i), (obj))
+    /* Prefetches (for writing: the first touch of an object is its reference count) of the
+       callback and argument in slot i, and of the slot itself: Simulator._loop. */
+    static CYTHON_INLINE void mrc_warm_slot(PyObject *list, Py_ssize_t i) {
+        PyObject **items = ((PyListObject *)list)->ob_item + i;
+        __builtin_prefetch(items[0], 1, 3);
+        __builtin_prefetch(items[1], 1, 3);
+    }
+    static CYTHON_INLINE void mrc_warm_line(PyObject *list, Py_ssize_t i) {
+        __builtin_prefetch(((PyListObject *)list)->ob_item + i, 1, 3);
+    }
     static CYTHON_INLINE int mrc_ctz(unsigned long long x) { return __builtin_ctzll(x); }
     static CYTHON_INLINE long long *mrc_engine_align(PyObject *buf) {
         size_t p = (size_t)PyByteArray_AS_STRING(buf);
@@ -42,6 +52,8 @@ cdef extern from *:
     void _put "mrc_engine_put"(list slots, Py_ssize_t i, object obj)
     long long* _align "mrc_engine_align"(bytearray buf)
     int _ctz "mrc_ctz"(unsigned long long x) noexcept
+    void _warm_slot "mrc_warm_slot"(list slots, Py_ssize_t i) noexcept
+    void _warm_line "mrc_warm_line"(list slots, Py_ssize_t i) noexcept
 
 # the compiled heap's record keys and its ring of buckets (engine.py)
 cdef long long _SLOT_BITS, _SLOT_MASK, _MAX_SEQ
@@ -86,7 +98,7 @@ cdef class Simulator:
     cpdef void schedule(self, long long time_ps, object fn, object arg) except *
     cpdef Py_ssize_t run_until(self, long long time_ps) except -1
     @cython.locals(before=Py_ssize_t, first_seq=cython.longlong, slot=cython.longlong,
-                   t=cython.longlong, slots=list)
+                   t=cython.longlong, slots=list, n=Py_ssize_t)
     cdef bint _loop(self, long long limit) except? True
     @cython.locals(slot=cython.longlong)
     cdef int _discard_first(self) except -1

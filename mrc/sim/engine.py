@@ -88,6 +88,14 @@ if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
     def _slot_put(items: Any, i: int, obj: Any) -> None:
         raise NotImplementedError
 
+    def _warm_slot(slots: list[Any], i: int) -> None:
+        """Prefetch the objects in ``slots[i]`` and ``slots[i + 1]`` (compiled only)."""
+        raise NotImplementedError
+
+    def _warm_line(slots: list[Any], i: int) -> None:
+        """Prefetch ``slots[i]`` itself (compiled only)."""
+        raise NotImplementedError
+
     def _ctz(bits: int) -> int:
         """The index of the lowest set bit (compiled only: the calendar's bitmap)."""
         return (bits & -bits).bit_length() - 1
@@ -274,6 +282,20 @@ class Simulator:
                     fn = _take(slots, slot)
                     arg = _take(slots, slot + 1)
                     self.now = t
+                    # Prefetch what the next events will touch first, while this one runs
+                    # (1.4 us per event at 1024 hosts, where nearly every first touch of
+                    # an object misses the L2): the callback and argument of the new root,
+                    # the next event (its slot was prefetched while it was a child of the
+                    # root), and the slots of the root's two children, one of which runs
+                    # after it. Hints only: a callback that schedules earlier events costs
+                    # a wasted prefetch, never a different order.
+                    n = self._n
+                    if n:
+                        _warm_slot(slots, 2 * (self._heap[3] & _SLOT_MASK))
+                        if n > 1:
+                            _warm_line(slots, 2 * (self._heap[5] & _SLOT_MASK))
+                            if n > 2:
+                                _warm_line(slots, 2 * (self._heap[7] & _SLOT_MASK))
                     if isinstance(fn, Handler):
                         cython.cast(Handler, fn).fire(arg)
                     else:
