@@ -251,17 +251,19 @@ def test_the_default_folder_says_which_runtime_made_it(tmp_path: Path, lab: Path
     sim = run_cli("run", str(lab), "-q", cwd=tmp_path)
     assert sim.returncode == 0, sim.stderr
     assert verify_result_set(tmp_path / "mrc-lab-out" / "tiny-sim")["runtime"] == "sim"
-    # a live run far too fast for one Python process: its results go beside, and it says
-    # that it fell behind its modelled clock (table, stderr, summary)
-    live = run_cli("run", str(lab), "--runtime", "live", "--dilation", "20", cwd=tmp_path)
+    # a live run far too fast for one Python process (modelled time at wall speed): its
+    # results go beside, and it says that it fell behind its modelled clock (table, stderr,
+    # summary). (At --dilation 20 its senders sometimes lost no sending time at all: they
+    # wait on ACKs from a fabric running late, which only the fabric's lag shows.)
+    live = run_cli("run", str(lab), "--runtime", "live", "--dilation", "1", cwd=tmp_path)
     assert live.returncode == 0, live.stderr
     folder = tmp_path / "mrc-lab-out" / "tiny-live"
     assert verify_result_set(folder)["runtime"] == "live"
     assert verify_result_set(tmp_path / "mrc-lab-out" / "tiny-sim")["runtime"] == "sim"
     info = json.loads((folder / "summary.json").read_text())["live"]
-    assert info["kept_up"] is False and info["suggested_dilation"] > 20
-    assert info["pace"]["mrc"]["tx_lost_pct"] > 1.0
-    assert "WARNING: the live runtime fell behind its modelled clock at --dilation 20" in \
+    assert info["kept_up"] is False and info["suggested_dilation"] > 1
+    assert info["pace"]["mrc"]["fabric_lag_mean_us"] > 7.8 / 4  # a quarter of the round trip
+    assert "WARNING: the live runtime fell behind its modelled clock at --dilation 1 " in \
         live.stdout
     assert "mrc-lab: warning: the live runtime fell behind" in live.stderr
 
