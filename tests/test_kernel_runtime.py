@@ -54,6 +54,9 @@ def test_t0_switch_down_on_the_kernel_fabric(tmp_path: Path) -> None:
         assert [f["action"] for f in timing] == ["switch_down"]
         assert timing[0]["late_wall_ms"] < 1000
         assert t["kernel"]["build_s"] < 30 and t["kernel"]["hosts"]["rx_malformed"] == 0
+        assert t["kernel"]["hosts"]["wakes"] > 0  # the hosts time their timers' wake-ups
+    # ... and the run's pace is judged from them (live_pace: its value depends on the load)
+    assert set(s["kernel"]["pace"]) == {"mrc", "rc"} and isinstance(s["kernel"]["kept_up"], bool)
     # the kernel's own capture: real packets on the chosen links, in modelled time
     records = list(pcap.read_pcap(tmp_path / "run.mrc.pcap"))
     assert len(records) == mrc["kernel"]["pcap_packets"] > 0

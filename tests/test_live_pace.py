@@ -1,5 +1,5 @@
-"""Judging a live run's pace (mrc.labs.live_pace): each sign of a run that fell behind its
-modelled clock is caught on its own, and a run that kept up is not flagged."""
+"""Judging a live or kernel run's pace (mrc.labs.live_pace): each sign of a run that fell
+behind its modelled clock is caught on its own, and a run that kept up is not flagged."""
 
 from __future__ import annotations
 
@@ -18,14 +18,20 @@ PORT_PS = 8 * SPEC.planes * MODEL_US * 1e6  # the ports' sending time, in ps
 
 
 def judged(lost_pct: float, lag_mean_us: float, kernel_drops: int = 0,
-           dilation: float = 50.0) -> dict[str, Any]:
-    live = {"model_us": MODEL_US, "hosts": {"tx_lost_ps": int(lost_pct / 100 * PORT_PS)},
-            "kernel_drops": kernel_drops,
-            "fabric": {"lag_max_us": 3 * lag_mean_us, "lag_mean_us": lag_mean_us}}
+           dilation: float = 50.0, wake_late_us: float = 0.0,
+           runtime: str = "live") -> dict[str, Any]:
+    hosts = {"tx_lost_ps": int(lost_pct / 100 * PORT_PS), "wakes": 1000,
+             "wake_late_ps": int(1000 * wake_late_us * 1e6)}
+    if runtime == "live":
+        run = {"model_us": MODEL_US, "hosts": hosts, "kernel_drops": kernel_drops,
+               "fabric": {"lag_max_us": 3 * lag_mean_us, "lag_mean_us": lag_mean_us}}
+        top = {"dilation": dilation}
+    else:  # the kernel runtime's entries: its scale, its sockets' drops, no fabric lag
+        run = {"model_us": MODEL_US, "hosts": hosts, "socket_drops": kernel_drops}
+        top = {"scale": dilation}
     result = SimpleNamespace(lab=SimpleNamespace(fabric=SPEC, workload=None),
-                             summary={"live": {"dilation": dilation},
-                                      "transports": {"mrc": {"live": live}}})
-    return judge_pace(result)
+                             summary={runtime: top, "transports": {"mrc": {runtime: run}}})
+    return judge_pace(result, runtime)
 
 
 def test_a_run_within_every_limit_kept_up() -> None:
@@ -53,8 +59,28 @@ def test_fabric_lag_alone_means_behind() -> None:
     assert info["suggested_dilation"] == 500  # 50 x 10
     assert f"{lag:.3g} us late on average" in info["pace_warning"]
     assert f"{RTT_US:.3g} us unloaded round trip" in info["pace_warning"]
+    assert info["pace_warning"].startswith("the live runtime fell behind")
 
 
 def test_kernel_drops_alone_mean_behind_and_ask_for_at_least_twice() -> None:
     info = judged(lost_pct=0.0, lag_mean_us=0.0, kernel_drops=3)
     assert info["kept_up"] is False and info["suggested_dilation"] == 100
+
+
+def test_late_timer_wake_ups_alone_mean_behind() -> None:
+    """A host process that cannot keep up fires its QPs' timers late, on the kernel fabric
+    the one sign of it (seen at --dilation 20: nothing delivered, 0.7% of sending time
+    lost)."""
+    late = 3 * MAX_LAG_RTT_SHARE * RTT_US
+    info = judged(lost_pct=0.0, lag_mean_us=0.0, wake_late_us=late, runtime="kernel")
+    assert info["kept_up"] is False
+    assert info["pace"]["mrc"]["wake_late_mean_us"] == pytest.approx(late, rel=1e-6)
+    assert "fabric_lag_mean_us" not in info["pace"]["mrc"]  # the kernel's fabric: no lag
+    assert info["suggested_dilation"] == 200  # 50 x 3, the next 1-2-5 step
+    assert info["pace_warning"].startswith("the kernel runtime fell behind its modelled "
+                                           "clock at --dilation 50 (mrc: its hosts woke")
+
+
+def test_a_kernel_run_within_every_limit_kept_up() -> None:
+    info = judged(lost_pct=0.0, lag_mean_us=0.0, wake_late_us=0.01, runtime="kernel")
+    assert info["kept_up"] is True and "pace_warning" not in info

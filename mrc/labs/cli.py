@@ -228,7 +228,7 @@ def run(lab: str, out: str | None, seed: str | None, transports: str | None,
             files = result.write(folder)
         finally:
             folder.close()
-        pace = (result.summary.get("live") or {}).get("pace_warning")
+        pace = (result.summary.get(runtime) or {}).get("pace_warning")
         if pace:
             click.echo(f"mrc-lab: warning: {pace}", err=True)
         if not quiet:

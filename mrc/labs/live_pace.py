@@ -1,5 +1,6 @@
 """The labs layer's checks around a live run: what the live runtime cannot carry (refused
-before it starts) and whether it kept pace with its own modelled clock (judged after).
+before it starts) and whether it kept pace with its own modelled clock (judged after, for a
+kernel run too: its hosts are the live runtime's, in one Python process).
 
 Why the pace matters: a live run keeps modelled time in step with the wall clock slowed by
 the dilation, but the process doing the work is one Python thread. When it cannot do a
@@ -17,7 +18,11 @@ late and the window waits longer than the model says. The fabric measures that l
 its events ran behind the clock, in modelled time); its mean above a quarter of the fabric's
 unloaded round trip stretches every round trip by as much, and the run did not keep pace
 either (seen: ``--dilation 1`` on an 8-host lab, 160 us of mean lag against a 7.8 us round
-trip, nothing delivered in the measured window, and no sending time lost).
+trip, nothing delivered in the measured window, and no sending time lost). The hosts measure
+their own lag the same way: how late their QPs' timers fire (``wakes``, ``wake_late_ps``).
+On the kernel fabric, where the kernel forwards in real time, that is the one sign of a host
+process that cannot keep up (seen: ``--dilation 20``, nothing delivered, 96 EVs marked bad
+on a healthy fabric, 0.7% of sending time lost).
 
 The suggested dilation is an estimate, named as one: the lost share and the lag (in modelled
 time) fall roughly in proportion to the dilation, so it asks for the next 1-2-5 factor that
@@ -101,39 +106,49 @@ def _next_step(value: float) -> float:
     return float(10 ** (exp + 1))
 
 
-def judge_pace(result: Any) -> dict[str, Any]:
-    """Judge a finished live run's pace and record it in ``result.summary["live"]``:
-    ``kept_up``, ``pace`` (per transport: lost share, kernel drops, fabric lag) and, when it
-    fell behind, ``pace_warning`` and ``suggested_dilation``. Returns the ``live`` entry."""
+def judge_pace(result: Any, runtime: str = "live") -> dict[str, Any]:
+    """Judge a finished live or kernel run's pace and record it in ``result.summary[runtime]``
+    (``"live"`` or ``"kernel"``): ``kept_up``, ``pace`` (per transport: the NIC ports' lost
+    share, the hosts' late wake-ups, kernel drops and, live, the fabric's lag) and, when it
+    fell behind, ``pace_warning`` and ``suggested_dilation``. Returns that entry."""
     summary = result.summary
-    info = summary.setdefault("live", {})
-    dilation = float(info.get("dilation") or 0)
+    info = summary.setdefault(runtime, {})
+    dilation = float(info.get("dilation") or info.get("scale") or 0)
     ports = sending_ports(result.lab)
     rtt_us = result.lab.fabric.base_rtt_ps() / 1e6
     max_lag_us = MAX_LAG_RTT_SHARE * rtt_us
+    limit = f"more than {MAX_LAG_RTT_SHARE:.0%} of the fabric's {rtt_us:.3g} us unloaded " \
+            "round trip"
     pace: dict[str, Any] = {}
     worst = 0.0  # the worst transport's excess over a limit (1: at the limit)
     behind: list[str] = []
     for name, entry in summary.get("transports", {}).items():
-        live = entry.get("live") or {}
-        hosts = live.get("hosts") or {}
-        model_us = float(live.get("model_us") or 0)
+        run = entry.get(runtime) or {}
+        hosts = run.get("hosts") or {}
+        model_us = float(run.get("model_us") or 0)
         lost_ps = int(hosts.get("tx_lost_ps", 0) or 0)
         lost_pct = 100 * lost_ps / (ports * model_us * 1e6) if model_us > 0 else 0.0
-        kernel = live.get("kernel_drops")
-        fabric = live.get("fabric") or {}
+        wakes = int(hosts.get("wakes", 0) or 0)
+        wake_us = int(hosts.get("wake_late_ps", 0) or 0) / wakes / 1e6 if wakes else 0.0
+        kernel = run.get("kernel_drops" if runtime == "live" else "socket_drops")
+        fabric = run.get("fabric") or {}
         lag_us = float(fabric.get("lag_mean_us") or 0)
-        pace[name] = {"tx_lost_pct": round(lost_pct, 3), "kernel_drops": kernel,
-                      "fabric_lag_max_us": fabric.get("lag_max_us"),
-                      "fabric_lag_mean_us": fabric.get("lag_mean_us")}
-        worst = max(worst, lost_pct / MAX_LOST_PCT, lag_us / max_lag_us)
+        row: dict[str, Any] = {"tx_lost_pct": round(lost_pct, 3),
+                               "wake_late_mean_us": round(wake_us, 6), "kernel_drops": kernel}
+        if runtime == "live":
+            row["fabric_lag_max_us"] = fabric.get("lag_max_us")
+            row["fabric_lag_mean_us"] = fabric.get("lag_mean_us")
+        pace[name] = row
+        worst = max(worst, lost_pct / MAX_LOST_PCT, lag_us / max_lag_us, wake_us / max_lag_us)
         if lost_pct > MAX_LOST_PCT:
             behind.append(f"{name}: its NIC ports lost {lost_pct:.1f}% of their sending time "
                           "to late wake-ups")
+        if wake_us > max_lag_us:
+            behind.append(f"{name}: its hosts woke their QPs' timers {wake_us:.3g} us late on "
+                          f"average, {limit}")
         if lag_us > max_lag_us:
             behind.append(f"{name}: the fabric ran its events {lag_us:.3g} us late on "
-                          f"average, more than {MAX_LAG_RTT_SHARE:.0%} of its {rtt_us:.3g} us "
-                          "unloaded round trip")
+                          f"average, {limit}")
         if kernel:
             behind.append(f"{name}: the kernel dropped {kernel} datagrams on full socket "
                           "buffers")
@@ -143,7 +158,7 @@ def judge_pace(result: Any) -> dict[str, Any]:
         suggested = _next_step(dilation * max(2.0, worst))
         info["suggested_dilation"] = suggested
         info["pace_warning"] = (
-            f"the live runtime fell behind its modelled clock at --dilation {dilation:g} ("
+            f"the {runtime} runtime fell behind its modelled clock at --dilation {dilation:g} ("
             + "; ".join(behind) + "), so the modelled rates are understated; rerun with "
             f"--dilation {suggested:g} or more (an estimate)")
     return info

@@ -94,9 +94,10 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
                          f"p50 {_num(flows.get('p50_fct_us'))} us, p99 "
                          f"{_num(flows.get('p99_fct_us'))} us, max "
                          f"{_num(flows.get('max_fct_us'))} us")
-    live = summary.get("live") or {}
-    if live.get("kept_up") is False:
-        lines.append(f"WARNING: {live.get('pace_warning')}")
+    for runtime in ("live", "kernel"):
+        paced = summary.get(runtime) or {}
+        if paced.get("kept_up") is False:
+            lines.append(f"WARNING: {paced.get('pace_warning')}")
     return "\n".join(lines)
 
 

@@ -307,10 +307,9 @@ def _run(path_or_spec: str | Path | Mapping[str, Any] | Lab, *, seed: int | None
                 runs.append(run_transport(lab, spec, runtime_factory, progress=progress))
         result = assemble(lab, runs, wall_s=time.perf_counter() - wall0, runtime=runtime)
         session.annotate(result.summary, {run.name: run.totals for run in runs})
-        if runtime == "live":
-            from mrc.labs.live_pace import judge_pace
+        from mrc.labs.live_pace import judge_pace
 
-            judge_pace(result)  # lag distorts modelled rates: say so, loudly
+        judge_pace(result, runtime)  # lag distorts modelled rates: say so, loudly
         return result
     if lab.run.mixed:
         runs = run_mixed(lab, specs, progress=progress)
