@@ -28,7 +28,8 @@ def fleet(fleet_file: str, out: str | None, trials: str | None, seed: str | None
     job size, MRC vs RC, at the failure rates of FLEET.toml (default: the bundled
     labs/fleet/default.toml; its comments say where every rate comes from).
 
-    Writes fleet.csv, trials.csv, impacts.csv, summary.json and fleet.png into --out.
+    Writes fleet.csv, trials.csv, impacts.csv, summary.json, fleet.json (the inputs as
+    understood) and fleet.png into --out.
     """
     def go() -> int:
         from mrc.labs.files import parse_toml, read_lab_text
