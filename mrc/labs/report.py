@@ -85,6 +85,16 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
                      "recovery = until back to 90% of before for good. drops by what was lost "
                      "(data, control, probe);\nEVs: marked ASSUMED_BAD / put back. "
                      "Definitions: README, Summary fields")
+    off_path: dict[str, list[str]] = {}  # why -> the faults it holds for, as the plot numbers
+    for i, fault in enumerate(summary.get("faults") or []):
+        if fault.get("off_path"):
+            off_path.setdefault(fault["off_path"], []).append(
+                f"{i + 1} ({fault['kind']} {fault['target']})")
+    for why, faults in off_path.items():
+        lines.append(f"note: fault{'s' if len(faults) > 1 else ''} {', '.join(faults)} "
+                     f"{'are' if len(faults) > 1 else 'is'} on no path of the workload's "
+                     f"traffic ({why}): {'they' if len(faults) > 1 else 'it'} cannot change "
+                     "these results")
     if "running" in outcomes:
         lines.append(f"running: {OUTCOMES['running']}")
     for name, t in summary.get("transports", {}).items():

@@ -27,6 +27,7 @@ from mrc.labs import collective as coll
 from mrc.labs import summary as summ
 from mrc.labs.checks import check_float, check_int
 from mrc.labs.errors import LabError
+from mrc.labs.fault_reach import off_path_faults
 from mrc.labs.faults import install
 from mrc.labs.ideal import flow_ideal_us
 from mrc.labs.keys import materialize, set_keys
@@ -532,6 +533,8 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
              runtime: str = RUNTIME) -> LabResult:
     """Tables and summary of a finished lab (no simulator objects needed)."""
     windows = fault_windows(lab)
+    for i, why in off_path_faults(lab).items():
+        windows[i]["off_path"] = why  # (summary.json and the table say so)
     # fault events are the entries' starts and ends (a flap's inner downs/ups are its body)
     action_times = sorted({w["at_us"] for w in windows}
                           | {w["until_us"] for w in windows if w["until_us"] is not None})

@@ -315,7 +315,9 @@ def build_summary(*, lab: str, seed: int, runtime: str, sim_time_us: float, wall
         "build": _build.BUILD,  # compiled core or pure Python (same results; wall_s differs)
         "goodput_ceiling_gbps": _r(goodput_ceiling_gbps),
         "faults": [{"kind": f["kind"], "target": f["target"], "at_us": _r(f["at_us"]),
-                    "until_us": _r(f.get("until_us"))} for f in faults],
+                    "until_us": _r(f.get("until_us")),
+                    **({"off_path": f["off_path"]} if f.get("off_path") else {})}
+                   for f in faults],
         "transports": {name: dict(t) for name, t in transports.items()},
     }
     if extra:

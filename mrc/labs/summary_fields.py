@@ -82,7 +82,8 @@ TOP_FIELDS: dict[str, str] = {
     "wall_s": "wall-clock seconds the whole run took (the one machine-dependent figure)",
     "build": "which build ran: compiled (the compiled core) or pure (Python); same results",
     "goodput_ceiling_gbps": "the best payload rate of the workload's NICs at full MTU",
-    "faults": "the fault windows: kind, target, at_us, until_us",
+    "faults": "the fault windows: kind, target, at_us, until_us, and off_path (why no "
+              "traffic of the workload crosses the target) for a fault on none of its paths",
     "workload": "the workload kind",
     "duration_us": "the lab's duration",
     "bin_us": "the width of the timeseries bins",
