@@ -266,6 +266,7 @@ def plot_bandwidth(timeseries: pd.DataFrame, summary: Mapping[str, Any], *,
     ax.set_title(head, fontsize=10, loc="left")
     if listed:
         lines = [f"{k}  {_label(f)}  ({_when(f, scale, unit)})"
+                 + ("  on no path of the workload's traffic" if f.get("off_path") else "")
                  for k, f in enumerate(listed, start=1)]
         fig.text(0.01, 0.005, "faults:\n" + "\n".join(lines), fontsize=8, va="bottom",
                  ha="left", family="monospace", color="0.2")

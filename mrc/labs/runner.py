@@ -510,9 +510,12 @@ def _collect(lab: Lab, spec: TransportSpec, stack: Any, job: Job, end_ps: int,
 def fault_spans(lab: Lab) -> list[dict[str, Any]]:
     """Fault windows for the plot: each flap's down periods are their own spans."""
     out = []
-    for window, fault in zip(fault_windows(lab), lab.faults, strict=True):
+    off = off_path_faults(lab)
+    for i, (window, fault) in enumerate(zip(fault_windows(lab), lab.faults, strict=True)):
         entry = dict(window)
         entry["params"] = dict(fault.params)
+        if i in off:
+            entry["off_path"] = off[i]
         if fault.kind == "link_flap":
             p = fault.params
             entry["spans"] = [(fault.at_us + k * p["period_us"],
