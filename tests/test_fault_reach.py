@@ -1,15 +1,18 @@
-"""Faults on no path of the workload (mrc.labs.fault_reach): found for every element kind,
-never claimed for a fault the traffic crosses, and, end to end, such a fault leaves the run
-exactly as it was without it, while the table and summary.json say why."""
+"""Faults a run cannot meet, and the outputs saying so: faults on no path of the workload
+(mrc.labs.fault_reach), found for every element kind, never claimed for a fault the traffic
+crosses, and, end to end, leaving the run exactly as it was without them; and faults after
+the run ended (recovery ``ended first``), not read as a failure to recover."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from mrc.labs.fault_reach import off_path_faults
 from mrc.labs.runner import prepare, run_lab
+from mrc.labs.summary import recovery
 
 # lab-small: 4 planes, 8 hosts, 2 under each T0 (h0 h1 | h2 h3 | h4 h5 | h6 h7), 4 T1s
 SAME_T0 = [["h0", "h1"]]
@@ -96,3 +99,29 @@ def test_an_off_path_fault_changes_nothing_and_is_named() -> None:
     crossed = run_lab(lab(ACROSS, fault("switch_down", "p1.t1.2")), progress=False)
     assert "off_path" not in crossed.summary["faults"][0]
     assert "on no path" not in crossed.table()
+
+
+def test_a_fault_after_the_workload_finished_is_not_read_as_no_recovery() -> None:
+    """A permutation done in a few microseconds, a T1 failure at 400 us: neither transport
+    met it, and the table says so instead of 'not recovered'."""
+    work = {"kind": "permutation", "hosts": [f"h{i}" for i in range(8)], "size_bytes": 65536}
+    spec = lab([], fault("switch_down", "p1.t1.2", at_us=400), workload=work, duration_us=600)
+    result = run_lab(spec, progress=False)
+    table = result.table()
+    for name, t in result.summary["transports"].items():
+        assert t["outcome"] == "completed" and t["sim_end_us"] < 400
+        assert t["recovery"] == "ended first" and t["recovery_us"] is None
+        assert f"ended first: {name}'s run ended at" in table
+    assert "before the first fault at 400.0 us; it never met the fault" in table
+    assert "not recovered" not in table
+
+
+def test_recovery_of_a_run_that_ended_before_its_fault() -> None:
+    goodput = pd.Series({0.0: 100.0}, dtype=float)
+    window = {"bin_us": 10.0, "next_event_us": None, "before_gbps": 100.0, "failed": False}
+    assert recovery(goodput, end_us=8.0, first_fault_us=400.0, **window) == ("ended first", None)
+    # a failed job that failed before the fault did not fail of it either
+    assert recovery(goodput, end_us=8.0, first_fault_us=400.0,
+                    **{**window, "failed": True}) == ("ended first", None)
+    assert recovery(goodput, end_us=800.0, first_fault_us=400.0,
+                    **{**window, "failed": True}) == ("job failed", None)

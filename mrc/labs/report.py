@@ -95,6 +95,11 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
                      f"{'are' if len(faults) > 1 else 'is'} on no path of the workload's "
                      f"traffic ({why}): {'they' if len(faults) > 1 else 'it'} cannot change "
                      "these results")
+    first = min((float(f["at_us"]) for f in summary.get("faults") or []), default=None)
+    for name, t in summary.get("transports", {}).items():
+        if t.get("recovery") == "ended first":
+            lines.append(f"ended first: {name}'s run ended at {_num(t.get('sim_end_us'))} us, "
+                         f"before the first fault at {_num(first)} us; it never met the fault")
     if "running" in outcomes:
         lines.append(f"running: {OUTCOMES['running']}")
     for name, t in summary.get("transports", {}).items():

@@ -28,7 +28,9 @@ a flap counts as one event from its first down to its last up) or the end of the
   ``"no dip"`` (no bin of the window fell below; ``recovery_us`` is 0), ``"not recovered"``
   (still below at the window's end; ``recovery_us`` is null: a transport that settles at
   87.5% of its old rate has not recovered, however fast it settled), ``"job failed"``,
-  ``"no fault"``, ``"no baseline"`` (no steady bins before the fault).
+  ``"no fault"``, ``"no baseline"`` (no steady bins before the fault), ``"ended first"``
+  (the run ended, its workload done or its job failed, before the first fault: it never
+  met the fault).
 * ``settle_us``: from the first fault's start until goodput stays within 10% of the level
   it holds under the fault (the median of the window's bins from fault + 50 us on), by the
   same "for good" rule; 0 when no bin of the window left that band; null when the job
@@ -208,6 +210,8 @@ def recovery(goodput: pd.Series, *, bin_us: float, end_us: float,
     docstring)."""
     if first_fault_us is None:
         return "no fault", None
+    if first_fault_us >= end_us:  # the workload was done (or the job failed) before it
+        return "ended first", None
     if failed:
         return "job failed", None
     if before_gbps is None or before_gbps <= 0:

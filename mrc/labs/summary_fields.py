@@ -37,7 +37,8 @@ TRANSPORT_FIELDS: dict[str, str] = {
     "settle_us": "first fault until goodput stays within 10% of its level under the fault",
     "recovery_us": "first fault until goodput is back to 90% of before for good (at least "
                    "the fault window's last 50 us); 0 with no dip, null when not recovered",
-    "recovery": "recovered, no dip, not recovered, job failed, no fault or no baseline",
+    "recovery": "recovered, no dip, not recovered, job failed, no fault, no baseline or "
+                "ended first (the run ended before the first fault)",
     "retransmitted_packets": "DATA packets sent again (MRC and RC retransmissions)",
     "trimmed_packets": "packets switches trimmed to their headers (congestion), fabric-wide",
     "dropped_packets.data": "DATA packets the fabric dropped (payload to resend)",
