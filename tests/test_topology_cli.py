@@ -84,5 +84,5 @@ def test_bad_input_one_line_exit_2(args: tuple[str, ...], message: str) -> None:
     code, out, err = run(*args)
     assert code == 2
     assert out == ""
-    assert err.startswith("error: ") and message in err
+    assert err.startswith("mrc-lab: error: ") and message in err  # as every command says it
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -154,6 +154,6 @@ def fabric(preset_name: str | None, planes: int | None, hosts: int | None,
             text = (json.dumps(counts(spec).as_dict(), indent=2) if as_json
                     else _counts_table(spec))
     except _USER_ERRORS as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"mrc-lab: error: {exc}", err=True)
         sys.exit(2)
     click.echo(text)
