@@ -41,8 +41,9 @@ from mrc.packet import IMMDT_BYTES, data_bytes
 #: Sending time lost to late wake-ups above this share of the sending ports' time: the run
 #: did not keep pace (a percent).
 MAX_LOST_PCT = 1.0
-#: The fabric's mean lag above this share of its unloaded round trip
-#: (:meth:`~topology.spec.FabricSpec.base_rtt_ps`): the run did not keep pace.
+#: The fabric's mean lag, or the hosts' mean lateness of their timers, above this share of
+#: the unloaded round trip (:meth:`~topology.spec.FabricSpec.base_rtt_ps`): the run did not
+#: keep pace.
 MAX_LAG_RTT_SHARE = 0.25
 #: The largest UDP payload over IPv4 (65,535 - 20 - 8); a live packet is one datagram.
 MAX_UDP_PAYLOAD_IPV4 = 65_507
