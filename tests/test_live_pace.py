@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from mrc.labs.live_pace import MAX_LAG_RTT_SHARE, MAX_LOST_PCT, judge_pace
+from mrc.labs.model import Permutation
 from topology.spec import preset
 
 SPEC = preset("lab-small")  # 8 hosts, 4 planes: 32 sending ports; 7.82 us round trip
+EVERY_HOST = Permutation(hosts=tuple(range(SPEC.hosts)))
 RTT_US = SPEC.base_rtt_ps() / 1e6
 MODEL_US = 100.0
 PORT_PS = 8 * SPEC.planes * MODEL_US * 1e6  # the ports' sending time, in ps
@@ -29,7 +31,7 @@ def judged(lost_pct: float, lag_mean_us: float, kernel_drops: int = 0,
     else:  # the kernel runtime's entries: its scale, its sockets' drops, no fabric lag
         run = {"model_us": MODEL_US, "hosts": hosts, "socket_drops": kernel_drops}
         top = {"scale": dilation}
-    result = SimpleNamespace(lab=SimpleNamespace(fabric=SPEC, workload=None),
+    result = SimpleNamespace(lab=SimpleNamespace(fabric=SPEC, workload=EVERY_HOST),
                              summary={runtime: top, "transports": {"mrc": {runtime: run}}})
     return judge_pace(result, runtime)
 

@@ -15,7 +15,7 @@ called off-path when it is). ACKs, probes and PAUSE frames follow the same eleme
 
 from __future__ import annotations
 
-from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
+from mrc.labs.model import ConnectionMatrix, Lab, WriteBw, workload_hosts
 from topology import names
 
 
@@ -33,19 +33,14 @@ def off_path_faults(lab: Lab) -> dict[int, str]:
     """``{index in lab.faults: why no traffic crosses its target}`` (faults on the paths,
     and ``ev_deny``, which names connections rather than an element, are left out)."""
     per_t0 = lab.fabric.hosts_per_t0
+    hosts = workload_hosts(lab.workload)
+    t0s = {h // per_t0 for h in hosts}
     pairs = _pairs(lab)
     if pairs is None:
-        w = lab.workload
-        hosts = set(w.hosts) if isinstance(w, Collective | Permutation) else set()
-        t0s = {h // per_t0 for h in hosts}
         crossing = t0s if len(t0s) > 1 else set()
     else:
-        hosts = {h for pair in pairs for h in pair}
-        t0s = {h // per_t0 for h in hosts}
         crossing = {h // per_t0 for a, b in pairs if a // per_t0 != b // per_t0
                     for h in (a, b)}
-    if pairs is None and not hosts:
-        return {}  # a workload without a host list: nothing to tell
     off: dict[int, str] = {}
     for i, fault in enumerate(lab.faults):
         e = fault.element

@@ -41,7 +41,7 @@ from mrc.kernel.stack import KernelStack
 from mrc.labs.errors import LabError
 from mrc.labs.faults import DRAIN_ACTIONS
 from mrc.labs.live_run import auto_dilation
-from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, TransportSpec, WriteBw
+from mrc.labs.model import Lab, TransportSpec, workload_hosts
 from mrc.labs.schedule import schedule
 from mrc.sim import faults as sim_faults
 from topology.counts import counts
@@ -79,14 +79,7 @@ def auto_scale(lab: Lab) -> float:
 
 def capture_hosts(lab: Lab) -> list[int]:
     """The hosts a lab's workload uses (the default capture is on their links)."""
-    w = lab.workload
-    if isinstance(w, WriteBw):
-        return sorted({h for pair in w.pairs for h in pair})
-    if isinstance(w, Collective | Permutation):
-        return sorted(w.hosts)
-    if isinstance(w, ConnectionMatrix):
-        return sorted({h for f in w.flows for h in (f.src, f.dst)})
-    return list(range(lab.fabric.hosts))
+    return sorted(workload_hosts(lab.workload))
 
 
 @contextlib.contextmanager

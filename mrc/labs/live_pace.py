@@ -35,7 +35,7 @@ import math
 from typing import Any
 
 from mrc.labs.errors import LabError
-from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
+from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, WriteBw, sending_hosts
 from mrc.packet import IMMDT_BYTES, data_bytes
 
 #: Sending time lost to late wake-ups above this share of the sending ports' time: the run
@@ -85,16 +85,7 @@ def _message_sizes(lab: Lab) -> list[tuple[str, int]]:
 
 def sending_ports(lab: Lab) -> int:
     """NIC ports that carry the workload's DATA (the time base of the lost share)."""
-    w = lab.workload
-    if isinstance(w, WriteBw):
-        hosts = {s for s, _ in w.pairs} | ({d for _, d in w.pairs} if w.bidirectional else set())
-    elif isinstance(w, Collective | Permutation):
-        hosts = set(w.hosts)
-    elif isinstance(w, ConnectionMatrix):
-        hosts = {f.src for f in w.flows}
-    else:
-        hosts = set(range(lab.fabric.hosts))
-    return max(1, len(hosts)) * lab.fabric.planes
+    return max(1, len(sending_hosts(lab.workload))) * lab.fabric.planes
 
 
 def _next_step(value: float) -> float:

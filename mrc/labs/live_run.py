@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from mrc.labs.errors import LabError
-from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, TransportSpec, WriteBw
+from mrc.labs.model import Lab, TransportSpec, sending_hosts
 from mrc.live.stack import LiveStack
 from mrc.live.udp import check_bind_address
 from mrc.packet import data_bytes
@@ -35,17 +35,7 @@ MIN_AUTO_DILATION = 1_000
 # ====================================================================== dilation
 def workload_hosts(lab: Lab) -> int:
     """How many NICs the workload can make send at once (bounds the datagram rate)."""
-    w = lab.workload
-    if isinstance(w, WriteBw):
-        senders = {s for s, _ in w.pairs}
-        if w.bidirectional:
-            senders |= {d for _, d in w.pairs}
-        return len(senders)
-    if isinstance(w, Collective | Permutation):
-        return len(w.hosts)
-    if isinstance(w, ConnectionMatrix):
-        return len({f.src for f in w.flows}) or 1
-    return lab.fabric.hosts
+    return max(1, len(sending_hosts(lab.workload)))
 
 
 def auto_dilation(lab: Lab, budget_pps: float = AUTO_BUDGET_PPS) -> float:

@@ -93,6 +93,27 @@ class ConnectionMatrix:
 Workload = WriteBw | Collective | Permutation | ConnectionMatrix
 
 
+def workload_hosts(w: Workload) -> frozenset[int]:
+    """Every host the workload sends from or to."""
+    if isinstance(w, WriteBw):
+        return frozenset(h for pair in w.pairs for h in pair)
+    if isinstance(w, ConnectionMatrix):
+        return frozenset(h for f in w.flows for h in (f.src, f.dst))
+    return frozenset(w.hosts)
+
+
+def sending_hosts(w: Workload) -> frozenset[int]:
+    """The hosts whose NICs send the workload's DATA."""
+    if isinstance(w, WriteBw):
+        senders = {s for s, _ in w.pairs}
+        if w.bidirectional:
+            senders |= {d for _, d in w.pairs}
+        return frozenset(senders)
+    if isinstance(w, ConnectionMatrix):
+        return frozenset(f.src for f in w.flows)
+    return frozenset(w.hosts)
+
+
 @dataclass(frozen=True)
 class TransportSpec:
     name: str

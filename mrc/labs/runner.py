@@ -507,15 +507,13 @@ def _collect(lab: Lab, spec: TransportSpec, stack: Any, job: Job, end_ps: int,
 
 
 # ====================================================================== assembling
-def fault_spans(lab: Lab) -> list[dict[str, Any]]:
-    """Fault windows for the plot: each flap's down periods are their own spans."""
+def fault_spans(lab: Lab, windows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Fault windows for the plot (``windows``: ``fault_windows``' entries, as ``assemble``
+    marks them): each flap's down periods are their own spans."""
     out = []
-    off = off_path_faults(lab)
-    for i, (window, fault) in enumerate(zip(fault_windows(lab), lab.faults, strict=True)):
+    for window, fault in zip(windows, lab.faults, strict=True):
         entry = dict(window)
         entry["params"] = dict(fault.params)
-        if i in off:
-            entry["off_path"] = off[i]
         if fault.kind == "link_flap":
             p = fault.params
             entry["spans"] = [(fault.at_us + k * p["period_us"],
@@ -600,5 +598,5 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
     events = _concat(r.events for r in runs)
     return LabResult(lab=lab, summary=summary, timeseries=timeseries, events=events,
                      collective=table, iterations=iterations, flows=flows,
-                     fault_spans=fault_spans(lab))
+                     fault_spans=fault_spans(lab, windows))
 

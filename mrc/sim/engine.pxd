@@ -32,12 +32,12 @@ cdef extern from *:
     /* Prefetches (for writing: the first touch of an object is its reference count) of the
        callback and argument in slot i, and of the slot itself: Simulator._loop. */
     static CYTHON_INLINE void mrc_warm_slot(PyObject *list, Py_ssize_t i) {
-        PyObject **items = ((PyListObject *)list)->ob_item + i;
+        PyObject **items = mrc_item_array(list) + i;
         __builtin_prefetch(items[0], 1, 3);
         __builtin_prefetch(items[1], 1, 3);
     }
     static CYTHON_INLINE void mrc_warm_line(PyObject *list, Py_ssize_t i) {
-        __builtin_prefetch(((PyListObject *)list)->ob_item + i, 1, 3);
+        __builtin_prefetch(mrc_item_array(list) + i, 1, 3);
     }
     static CYTHON_INLINE int mrc_ctz(unsigned long long x) { return __builtin_ctzll(x); }
     static CYTHON_INLINE long long *mrc_engine_align(PyObject *buf) {
