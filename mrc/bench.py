@@ -418,6 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(asdict(run_case(args.child))))
+        from mrc.sim.engine import spare_exit_collection
+
+        spare_exit_collection()  # the child exits next; its wall time is the whole process's
         return 0
     return report(args.scenario, repeat=args.repeat, as_json=args.json, output=args.output,
                   isolated=not args.in_process, check_targets=args.targets)

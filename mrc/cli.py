@@ -28,5 +28,15 @@ def _register() -> None:
 _register()
 
 
+def entry() -> None:
+    """The console script: run the command, then exit without freeing the simulation."""
+    try:
+        main(prog_name="mrc-lab")
+    finally:
+        from mrc.sim.engine import spare_exit_collection
+
+        spare_exit_collection()
+
+
 if __name__ == "__main__":  # python -m mrc.cli
-    main()
+    entry()

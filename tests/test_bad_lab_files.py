@@ -368,7 +368,7 @@ SUBPROCESS_CASES: list[tuple[str, str | bytes, str]] = [
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-P", "-c", "from mrc.cli import main; main(prog_name='mrc-lab')",
+    return [sys.executable, "-P", "-c", "from mrc.cli import entry; entry()",
             *args]
 
 

@@ -109,7 +109,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         if not extra.get(_build.ENV_PURE, "1"):
             env.pop(_build.ENV_PURE)
         out = root / f"proc-{hash_seed}"
-        cmd = [sys.executable, "-P", "-c", "from mrc.cli import main; main(prog_name='mrc-lab')",
+        cmd = [sys.executable, "-P", "-c", "from mrc.cli import entry; entry()",
                "run", str(lab), "--out", str(out), "--quiet"]
         procs.append((out, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                             stderr=subprocess.PIPE, text=True)))

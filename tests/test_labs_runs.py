@@ -254,7 +254,7 @@ def test_cli_run_writes_outputs_exit_0_and_is_deterministic(tmp_path: Path) -> N
                                       (a / "timeseries.csv").read_text().splitlines()[1:])
     # same seed, another process (-P: the same mrc as this one): byte-identical tables,
     # summary equal but for wall_s and the build
-    cmd = [sys.executable, "-P", "-c", "from mrc.cli import main; main()", "run", "t0-switch-down",
+    cmd = [sys.executable, "-P", "-c", "from mrc.cli import entry; entry()", "run", "t0-switch-down",
            "--out", str(b),
            "--quiet"]
     for key, value in shorter("t0-switch-down", duration_us=400).items():

@@ -49,7 +49,7 @@ lab = "tiny.toml"
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from mrc.cli import main; main(prog_name='mrc-lab')", *args]
+    return [sys.executable, "-c", "from mrc.cli import entry; entry()", *args]
 
 
 def run_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -42,7 +42,7 @@ except ImportError:  # pure Python without Cython installed
 from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us
 
 __all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Handler", "Simulator",
-           "collection_paused", "ns", "us"]
+           "collection_paused", "ns", "spare_exit_collection", "us"]
 
 _FOREVER = (1 << 63) - 1  # no limit (the compiled heap's times are signed 64-bit)
 #: Initial slots of the compiled heap (it doubles when full).
@@ -123,6 +123,19 @@ def collection_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+def spare_exit_collection() -> None:
+    """Leave what is alive now to the process's exit: the interpreter's last collection skips it.
+
+    For a command about to exit. At exit the interpreter walks every object still in a
+    reference cycle, and a simulation is millions of them, all in cycles (ports and the
+    simulator hold each other): 45 ms of a 0.4 s perm128 run, 0.8 s of a 6 s perm1024 one,
+    spent freeing memory the operating system takes back anyway. Frozen objects are never
+    collected, so nothing that still needs a finalizer may be left to one (outputs are
+    closed by ``with`` before this; ``atexit`` handlers still run). Never call it in a
+    process that goes on (a test run, a notebook): what is alive then would never be freed."""
+    gc.freeze()
 
 
 class _Halt(Exception):
