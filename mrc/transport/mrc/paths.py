@@ -170,7 +170,7 @@ class PathManager:
             return False
         self.set_state(now, e, ASSUMED_BAD, reason)
         e.probe_ok = 0
-        e.probes_out.clear()
+        e.probes_out = None
         self.probe_q.append((now + self.config.probe_interval_ps, e, e.epoch))
         return True
 
@@ -198,6 +198,8 @@ class PathManager:
 
     def _send_probe(self, now: int, e: Ev) -> None:
         outq = e.probes_out
+        if outq is None:
+            outq = e.probes_out = []
         limit = now - self._probe_timeout
         while outq and outq[0][1] <= limit:
             del outq[0]  # never answered: the run of answered probes is broken

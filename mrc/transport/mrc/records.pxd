@@ -1,15 +1,24 @@
 # C layout of records.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
 
-cdef class TxQueue
+cdef class Tx
 
-cdef class Ev:
-    # What a packet's send (spray, transmit) and its ACK touch first, in one or two cache
-    # lines of the C struct; the probe state and the rarer counters after.
+cdef class TxQueue:
+    cdef public Tx head, tail
+    cdef public long long link
+
+    @cython.locals(tail=Tx, link=cython.longlong)
+    cpdef void push(self, Tx t) noexcept
+    @cython.locals(t=Tx, link=cython.longlong)
+    cpdef void pop(self) noexcept
+
+cdef class Ev(TxQueue):
+    # What a packet's send (spray, transmit) and its ACK touch first, after the FIFO's ends
+    # (TxQueue's fields), in one or two cache lines of the C struct; the probe state and
+    # the rarer counters after.
     cdef public long long ev, plane
     cdef public bint usable
     cdef public unsigned long long addr_hi, addr_lo
-    cdef public TxQueue fifo
     cdef public long long sent, last_sent, acked, strikes
     cdef public object state
     cdef public object t1, address
@@ -41,15 +50,6 @@ cdef class Tx:
     cdef public Tx next_suspect
 
 cdef long long _EV, _SENT, _PLANE, _QP
-
-cdef class TxQueue:
-    cdef public Tx head, tail
-    cdef public long long link
-
-    @cython.locals(tail=Tx, link=cython.longlong)
-    cpdef void push(self, Tx t) noexcept
-    @cython.locals(t=Tx, link=cython.longlong)
-    cpdef void pop(self) noexcept
 
 @cython.locals(seg=Seg)
 cpdef Seg new_seg(long long seq, Msg msg, long long offset, long long length)

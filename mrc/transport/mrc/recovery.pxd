@@ -74,7 +74,7 @@ cdef class Recovery:
     @cython.locals(stats=MrcStats, e=Ev)
     cpdef _overdue_lost(self, long long now, Seg seg)
     cpdef evict(self, Ev e)
-    @cython.locals(n=cython.longlong, fifo=TxQueue, t=Tx, seg=Seg)
+    @cython.locals(n=cython.longlong, t=Tx, seg=Seg)
     cpdef long long _lose_fifo(self, Ev e) except? -1
     @cython.locals(snd=Sender)
     cpdef _lose(self, Seg seg)

@@ -310,7 +310,7 @@ class Recovery:
     # ================================================================== loss evidence
     def _infer_losses(self, now: int, acked: Seg) -> None:
         """``acked`` came back: every live packet sent before it on its EV is lost (FIFO)."""
-        fifo = acked.ev.fifo
+        fifo = acked.ev  # (an EV is its own FIFO)
         tx = acked.tx
         t = fifo.head
         # transmissions up to and including ``acked``'s leave the FIFO
@@ -386,15 +386,14 @@ class Recovery:
         """Declare lost every transmission still in flight on ``e`` (its latest, not yet
         acknowledged or lost); empties the FIFO and returns how many."""
         n = 0
-        fifo = e.fifo
-        t = fifo.head
+        t = e.head
         while t is not None:
-            fifo.pop()
+            e.pop()
             seg = t.seg
             if seg.tx == t.tx and seg.state <= SUSPECT:
                 self._lose(seg)
                 n += 1
-            t = fifo.head
+            t = e.head
         return n
 
     def _lose(self, seg: Seg) -> None:

@@ -217,7 +217,7 @@ class Sender:
         e.last_sent = now
         # one record, appended to each queue of transmissions (see .records: TxQueue)
         t = new_tx(now, seg, tx)
-        e.fifo.push(t)
+        e.push(t)  # (an EV is its own FIFO)
         self.sent.push(t)
         if self._overdue:
             q = self.sent_on_plane[plane]
