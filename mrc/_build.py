@@ -48,6 +48,7 @@ COMPILED: tuple[str, ...] = (
     "mrc.transport.mrc.cc",
     "mrc.transport.mrc.config",
     "mrc.transport.mrc.records",
+    "mrc.transport.mrc.evmap",
     "mrc.transport.mrc.reorder",
     "mrc.transport.mrc.spray",
     "mrc.transport.mrc.paths",

@@ -2,6 +2,7 @@
 cimport cython
 from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.evmap cimport EvMap
 from mrc.transport.mrc.records cimport Ev
 from mrc.packet cimport psn_diff
 
@@ -14,6 +15,7 @@ cdef class PathManager:
     cdef public object events
     cdef public list evs
     cdef public dict by_ev
+    cdef public EvMap plane_of
     cdef public list plane_evs, good
     cdef public object probe_q
     cdef public long long _probe_timeout

@@ -32,6 +32,7 @@ from typing import Any
 from mrc.packet import PROBE, PSN_MASK, Packet, psn_diff
 from mrc.transport.base import ASSUMED_BAD, DENIED, EVENT_EV_STATE, GOOD, PathChoice, TransportEvent
 from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.evmap import EvMap
 from mrc.transport.mrc.records import Ev
 
 EvSelector = Callable[[PathChoice], bool] | Iterable[int]
@@ -43,9 +44,9 @@ class PathManager:
     ``good[plane]`` is the list the sender sprays over; it is rebuilt (never edited in
     place) on every state change of an EV of that plane."""
 
-    __slots__ = ("qp", "config", "stats", "events", "evs", "by_ev", "plane_evs", "good",
-                 "probe_q", "_probe_timeout", "progress", "evict", "good_count", "bad_count",
-                 "min_active")
+    __slots__ = ("qp", "config", "stats", "events", "evs", "by_ev", "plane_of", "plane_evs",
+                 "good", "probe_q", "_probe_timeout", "progress", "evict", "good_count",
+                 "bad_count", "min_active")
 
     #: Wired by the QP to its loss recovery: an answered probe is progress (the watchdog
     #: restarts), and a port down resends what was in flight on the plane's EVs.
@@ -59,12 +60,15 @@ class PathManager:
         self.events = qp.events
         self.evs: list[Ev] = []
         self.by_ev: dict[int, Ev] = {}
+        #: EV -> its plane in ``a``: what every ACK's EV asks (:class:`.evmap.EvMap`)
+        self.plane_of = EvMap(len(evs))
         for choice in evs:
             if choice.ev in self.by_ev:
                 raise ValueError(f"EV {choice.ev:#x} given twice")
             e = Ev(choice)
             self.evs.append(e)
             self.by_ev[choice.ev] = e
+            self.plane_of.put(choice.ev, choice.plane, 0, 0)
         planes = max(e.plane for e in self.evs) + 1
         self.plane_evs: list[list[Ev]] = [[] for _ in range(planes)]
         for e in self.evs:

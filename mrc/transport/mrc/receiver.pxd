@@ -3,6 +3,7 @@ cimport cython
 from mrc.packet cimport Packet, make_packet
 from mrc.transport.memory cimport ReceiveBuffer
 from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.evmap cimport EvMap
 from mrc.packet cimport psn_diff
 
 # constants: typed copies of imported names, and this module's private ones
@@ -19,7 +20,7 @@ cdef class Receiver:
     cdef public object events
     cdef public long long qpn, host, peer, peer_qpn, mtu, _ack_every, _ack_delay
     cdef public list _evs
-    cdef public dict _reply
+    cdef public EvMap _reply
     cdef public long long _rcv_next
     cdef public object _rcv_bits
     cdef public dict _rx, _rx_imm
@@ -38,12 +39,12 @@ cdef class Receiver:
                    k=Py_ssize_t, first=bint, echo=tuple)
     cpdef _send_acks(self, long long now, tuple trigger, bint ecn)
     @cython.locals(seq=cython.longlong, ev=cython.longlong, ts=cython.longlong,
-                   plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong,
-                   shift=cython.longlong, small=cython.ulonglong)
+                   path=EvMap, shift=cython.longlong, small=cython.ulonglong)
     cpdef _emit_ack(self, long long nxt, long long base, bits, tuple echo, bint ecn)
     @cython.locals(nxt=cython.longlong, top=cython.longlong, base=cython.longlong,
-                   plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)
+                   path=EvMap)
     cpdef _send_nack(self, Packet pkt)
-    @cython.locals(plane=cython.longlong, da_hi=cython.ulonglong, da_lo=cython.ulonglong)
+    @cython.locals(path=EvMap)
     cpdef reply_probe(self, Packet pkt)
-    cpdef tuple _reply_path(self, long long ev)
+    @cython.locals(reply=EvMap)
+    cpdef EvMap _reply_path(self, long long ev)

@@ -39,6 +39,7 @@ from mrc.packet import (
 from mrc.transport.base import EVENT_MESSAGE_COMPLETED, PathChoice, TransportEvent
 from mrc.transport.memory import ReceiveBuffer
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
+from mrc.transport.mrc.evmap import EvMap
 from mrc.transport.mrc.records import Ev
 
 _SACK_MASK = (1 << SACK_BITS) - 1
@@ -77,10 +78,12 @@ class Receiver:
         #: dropped (and counted), never acknowledged
         self._max_ahead = cfg.mpr_dest * MPR_UNIT_PSNS
         self._evs = evs
-        #: EV -> (plane, address halves) back along that EV's path (the halves as a packet
-        #: carries its destination: no 128-bit arithmetic per reply)
-        self._reply: dict[int, tuple[int, int, int]] = {
-            c.ev: (c.plane, *split_address(c.address)) for c in reply_evs}
+        #: the peer's EV -> (plane, address halves) back along that EV's path (the halves as
+        #: a packet carries its destination: no 128-bit arithmetic per reply)
+        self._reply = EvMap(len(reply_evs))
+        for c in reply_evs:
+            hi, lo = split_address(c.address)
+            self._reply.put(c.ev, c.plane, hi, lo)
         self._rcv_next = peer_psn & PSN_MASK  # unwrapped: equals the PSN modulo 2^24
         self._rcv_bits = 0  # bit i: seq _rcv_next + i arrived
         self._rx: dict[int, ReceiveBuffer] = {}
@@ -219,7 +222,7 @@ class Receiver:
     def _emit_ack(self, nxt: int, base: int, bits: int, echo: tuple[int, int, int],
                   ecn: bool) -> None:
         seq, ev, ts = echo
-        plane, da_hi, da_lo = self._reply_path(ev)
+        path = self._reply_path(ev)
         shift = base - nxt  # (never negative)
         if bits < _SMALL:
             small = bits
@@ -228,8 +231,8 @@ class Receiver:
             sack = (bits >> shift) & _SACK_MASK
         self.qp.control.append(make_packet(
             ACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, ev, 0, 0, 0, 0,
-            FLAG_ECN_ECHO if ecn else 0, ts, 0, seq & PSN_MASK, base & PSN_MASK, sack, da_hi,
-            da_lo, ACK_BYTES, None, 0, plane))
+            FLAG_ECN_ECHO if ecn else 0, ts, 0, seq & PSN_MASK, base & PSN_MASK, sack, path.b,
+            path.c, ACK_BYTES, None, 0, path.a))
         self.stats.acks_sent += 1
 
     def _send_nack(self, pkt: Packet) -> None:
@@ -237,36 +240,36 @@ class Receiver:
         bits = self._rcv_bits
         top = nxt + bits.bit_length() - 1 if bits else nxt
         base = max(nxt, top - SACK_BITS + 1)
-        plane, da_hi, da_lo = self._reply_path(pkt.ev)
+        path = self._reply_path(pkt.ev)
         self.qp.control.append(make_packet(
             NACK, self.host, self.peer, self.peer_qpn, nxt & PSN_MASK, pkt.ev, 0, 0, 0, 0,
             FLAG_TRIM, pkt.ts, 0, pkt.psn, base & PSN_MASK, (bits >> (base - nxt)) & _SACK_MASK,
-            da_hi, da_lo, ACK_BYTES, None, 0, plane))
+            path.b, path.c, ACK_BYTES, None, 0, path.a))
         self.stats.nacks_sent += 1
 
     def reply_probe(self, pkt: Packet) -> None:
-        plane, da_hi, da_lo = self._reply_path(pkt.ev)
+        path = self._reply_path(pkt.ev)
         self.qp.control.append(make_packet(
             PROBE_REPLY, self.host, self.peer, self.peer_qpn, pkt.psn, pkt.ev, 0, 0, 0, 0, 0,
-            pkt.ts, 0, 0, 0, 0, da_hi, da_lo, PROBE_BYTES, None, 0, plane))
+            pkt.ts, 0, 0, 0, 0, path.b, path.c, PROBE_BYTES, None, 0, path.a))
         self.stats.probe_replies_sent += 1
 
-    def _reply_path(self, ev: int) -> tuple[int, int, int]:
-        """(plane, address high, address low) back to the peer along the path of the peer's
-        EV ``ev``."""
-        found = self._reply.get(ev)
-        if found is None:
-            found = self._reply_fallback(ev)
-        return found
+    def _reply_path(self, ev: int) -> EvMap:
+        """The way back to the peer along the path of the peer's EV ``ev``: the reply map,
+        holding (plane, address high, address low) in its ``a``, ``b``, ``c``."""
+        reply = self._reply
+        if not reply.find(ev):
+            self._reply_fallback(ev)
+        return reply
 
-    def _reply_fallback(self, ev: int) -> tuple[int, int, int]:
-        """Not in the map: same plane and T1 from our own set, else any EV of that plane."""
+    def _reply_fallback(self, ev: int) -> None:
+        """Not in the map: same plane and T1 from our own set, else any EV of that plane
+        (added to the map, whose values are then that path)."""
         self.stats.reply_fallbacks += 1
         low = ev_path_bits(ev)
         plane = ev_plane(ev)
         match = next((e for e in self._evs if ev_path_bits(e.ev) == low), None)
         if match is None:
             match = next((e for e in self._evs if e.plane == plane), self._evs[0])
-        found = (match.plane, *split_address(match.address))
-        self._reply[ev] = found
-        return found
+        hi, lo = split_address(match.address)
+        self._reply.put(ev, match.plane, hi, lo)

@@ -3,6 +3,7 @@ cimport cython
 from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet
 from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.mrc.evmap cimport EvMap
 from mrc.transport.mrc.paths cimport PathManager
 from mrc.transport.mrc.receiver cimport Receiver
 from mrc.transport.mrc.records cimport Ev, Msg, Seg, Tx, TxQueue
@@ -30,7 +31,7 @@ cdef class Recovery:
     cdef public MrcStats stats
     cdef public Sender sender
     cdef public CongestionControl cc
-    cdef public dict _by_ev
+    cdef public EvMap _plane_of
     cdef public QpBase qp
     cdef public Receiver receiver
     cdef public TxQueue _gq, _suspects
@@ -53,8 +54,8 @@ cdef class Recovery:
                    nxt=cython.longlong, span=object, out=list, mask=cython.longlong,
                    newly=list, seg=Seg, seq=cython.longlong, rel=cython.longlong,
                    acked_bytes=cython.longlong, progress=bint, ts=cython.longlong,
-                   overdue=bint, learn=bint, e=Ev, hold=cython.longlong, ecn=bint,
-                   echo_seq=cython.longlong, scan=list, scopes=list, qscope=Reorder,
+                   overdue=bint, learn=bint, e=Ev, planes=EvMap, hold=cython.longlong,
+                   ecn=bint, echo_seq=cython.longlong, scan=list, scopes=list, qscope=Reorder,
                    touched=Reorder, last=Reorder, state=cython.longlong, certain=bint,
                    sent=cython.longlong, sc=Reorder, age=cython.longlong, msg=Msg,
                    spray=Spray)
