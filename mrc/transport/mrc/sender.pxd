@@ -3,6 +3,7 @@ cimport cython
 from mrc.transport.mrc.cc cimport CongestionControl
 from mrc.packet cimport Packet, make_packet
 from mrc.transport.mrc.config cimport MrcStats
+from mrc.transport.memory cimport segment_digest
 from mrc.transport.mrc.records cimport Ev, Msg, Seg, Tx, TxQueue, new_seg, new_tx
 from mrc.transport.mrc.spray cimport Spray
 
@@ -44,6 +45,6 @@ cdef class Sender:
     cpdef _grow_outstanding(self)
     @cython.locals(e=Ev, tx=cython.longlong, t=Tx, q=TxQueue, length=cython.longlong,
                    stats=MrcStats, msg=Msg, offset=cython.longlong, flags=cython.longlong,
-                   size=cython.longlong)
+                   size=cython.longlong, digest=cython.ulonglong)
     cpdef Packet _transmit(self, long long now, Seg seg, long long plane, list good, bint retx)
     cpdef completed(self, long long now, Msg msg)

@@ -1,6 +1,7 @@
 # C layout of requester.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
 from mrc.packet cimport Packet, psn_diff
+from mrc.transport.memory cimport segment_digest
 
 # constants: typed copies of imported names
 cdef long long ACK, DATA, DATA_HEADER_BYTES, FLAG_ACK_REQ, FLAG_ECN_ECHO, FLAG_LAST
