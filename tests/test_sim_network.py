@@ -4,6 +4,7 @@ determinism, and the lazy-departure port checked against a plain reference queue
 from __future__ import annotations
 
 import random
+import sys
 from collections import deque
 from fractions import Fraction
 from math import ceil
@@ -477,6 +478,26 @@ def test_port_fifo_behaves_as_a_deque(seed: int) -> None:
         fifo.popleft()
     with pytest.raises(ValueError):
         fifo.remove(-1)
+
+
+@pytest.mark.parametrize("held", [0, 1, 3, 4, 5, 40])
+def test_port_fifo_keeps_and_releases_exactly_its_references(held: int) -> None:
+    """The queue owns one reference per item it holds, whether its ring is still its own
+    first slots or has moved to a list, and gives every one back: popped, removed, or freed
+    with the queue."""
+    item = object()
+    base = sys.getrefcount(item)
+    fifo = Fifo()
+    for _ in range(held + 2):
+        fifo.append(item)
+    fifo.popleft()
+    fifo.remove(item)
+    assert sys.getrefcount(item) == base + held
+    fifo.appendleft(item)
+    assert list(fifo) == [item] * (held + 1)
+    assert sys.getrefcount(item) == base + held + 1
+    del fifo
+    assert sys.getrefcount(item) == base
 
 
 # ------------------------------------------------------------------ determinism

@@ -6,15 +6,30 @@ from mrc.sim.engine cimport (Handler, Simulator, _item_array, _slot_put,
                              _slot_take)
 from mrc.sim.switch cimport Switch
 
+# Fifo's inline ring: fill its n slots with None, release its n slots (NULL after)
+cdef extern from *:
+    """
+    static CYTHON_INLINE void mrc_ring_fill(PyObject **ring, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) { Py_INCREF(Py_None); ring[i] = Py_None; }
+    }
+    static CYTHON_INLINE void mrc_ring_clear(PyObject **ring, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) { Py_CLEAR(ring[i]); }
+    }
+    """
+    void _ring_fill "mrc_ring_fill"(PyObject** ring, Py_ssize_t n) noexcept
+    void _ring_clear "mrc_ring_clear"(PyObject** ring, Py_ssize_t n) noexcept
+
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT
 cdef long long _PS_BITS, _ETH
+cdef Py_ssize_t _INLINE
 
 @cython.final
 cdef class Fifo:
-    cdef list _items
     cdef PyObject** _slots
     cdef public Py_ssize_t _mask, _head, _count
+    cdef PyObject* _ring[4]  # (_INLINE of them)
+    cdef list _items
 
     cpdef void append(self, item) except *
     cpdef void appendleft(self, item) except *
@@ -22,7 +37,7 @@ cdef class Fifo:
     cpdef remove(self, item)
     cdef _set_items(self, list items)
     cdef _grow(self)
-    @cython.locals(items=list, mask=Py_ssize_t, head=Py_ssize_t, i=Py_ssize_t)
+    @cython.locals(out=list, mask=Py_ssize_t, head=Py_ssize_t, i=Py_ssize_t)
     cdef list _in_order(self)
 
 cdef class OutPort(Handler):

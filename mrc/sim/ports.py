@@ -37,6 +37,14 @@ from mrc.units import PS_PER_S
 
 if not cython.compiled:  # (the compiled build has them from engine.pxd, in C; unused here)
     from mrc.sim.engine import _item_array, _slot_put, _slot_take
+
+    def _ring_fill(ring: Any, n: int) -> None:
+        """Fill a C ring of ``n`` slots with None (compiled only: ``Fifo``'s inline ring)."""
+        raise NotImplementedError
+
+    def _ring_clear(ring: Any, n: int) -> None:
+        """Release a C ring's references (compiled only: ``Fifo``'s inline ring)."""
+        raise NotImplementedError
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -49,34 +57,54 @@ _PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
 #: ``hop_epoch`` of a packet that random loss took: no port ever has this epoch.
 LOST_EPOCH: Final = -1
+#: Slots of a :class:`Fifo`'s ring at first (compiled: inside the queue's own struct).
+_INLINE = 4
 
 
 class Fifo:
     """A port's queue: the operations of a ``deque`` the ports use (``append``, ``popleft``,
-    ``appendleft``, ``remove``, ``len``, truth, iteration), in a ring over a list.
+    ``appendleft``, ``remove``, ``len``, truth, iteration), in a ring.
 
     Cython does not know a deque's type, so every packet a compiled port queued and took out
     of a deque cost two calls through Python's call protocol (~70 instructions each); this
-    queue's ``append`` and ``popleft`` are C calls of a few. ``_items`` has a power-of-two
-    length, ``_mask`` (that length less one, kept so the hot paths need no ``len``); None
+    queue's ``append`` and ``popleft`` are C calls of a few. The ring has a power-of-two
+    length (``_mask``: that length less one, kept so the hot paths need no ``len``), None
     where free; ``_head`` is the first item's index and ``_count`` how many there are.
-    Compiled, ``_slots`` is the list's item array itself (``engine.pxd``), so an operation
-    reads the queue and its item, not the list object in between: at 1024 hosts a queue
-    gone cold since its last packet costs one cache line less per operation. The list is
-    never resized in place (a new one replaces it), so the array stays where it was."""
+    Compiled, ``_slots`` points at the ring's slots: first :data:`_INLINE` of them inside the
+    queue's own C struct, where a queue that never holds more (most ports' queues, most of
+    the time) reads its items from the lines it reads its counts from; past that, a list's
+    item array (``engine.pxd``), which the list, never resized in place, keeps where it was.
+    At 1024 hosts a queue gone cold since its last packet costs a cache line less per
+    operation either way than reaching a list's array through the list. In pure Python the
+    ring is the list ``_items``."""
 
-    __slots__ = ("_items", "_slots", "_mask", "_head", "_count")
+    # (``_ring``, the inline slots, is a C array of ports.pxd: compiled only, unknown to
+    # mypy, hence the ignores where it is named)
+    __slots__ = ("_items", "_slots", "_mask", "_head", "_count", "_ring")
 
     def __init__(self) -> None:
-        self._set_items([None] * 8)
         self._head = 0
         self._count = 0
+        if cython.compiled:
+            _ring_fill(self._ring, _INLINE)  # type: ignore[attr-defined]
+            self._slots = self._ring  # type: ignore[attr-defined]
+            self._mask = _INLINE - 1
+        else:
+            self._set_items([None] * _INLINE)
+
+    def __dealloc__(self) -> None:
+        # (compiled only: the inline ring's references are the queue's own; an empty ring
+        # left for a list holds none)
+        _ring_clear(self._ring, _INLINE)  # type: ignore[attr-defined]
 
     def _set_items(self, items: list[Any]) -> None:
         """Make ``items`` (a power-of-two length) the ring."""
         self._items: list[Any] = items
         self._mask = len(items) - 1
         if cython.compiled:
+            if self._slots == self._ring:  # type: ignore[attr-defined]
+                # (its items are in ``items`` now)
+                _ring_clear(self._ring, _INLINE)  # type: ignore[attr-defined]
             self._slots = _item_array(items)
 
     def append(self, item: Any) -> None:
@@ -125,10 +153,15 @@ class Fifo:
         self._set_items(items + [None] * len(items))
 
     def _in_order(self) -> list[Any]:
-        items = self._items
         mask = self._mask
         head = self._head
-        return [items[(head + i) & mask] for i in range(self._count)]
+        out = []
+        for i in range(self._count):
+            if cython.compiled:
+                out.append(cython.cast(object, self._slots[(head + i) & mask]))
+            else:
+                out.append(self._items[(head + i) & mask])
+        return out
 
     def __len__(self) -> int:
         return self._count
