@@ -67,8 +67,9 @@ def _declared_fields() -> dict[str, set[str]]:
                 if decl.startswith("class "):
                     continue
                 first, *rest = decl.split(",")
-                fields.add(first.split()[-1].lstrip("*"))
-                fields.update(name.strip() for name in rest)
+                # (a C array field is named before its brackets: ``PyObject* _ring[4]``)
+                fields.add(first.split()[-1].lstrip("*").split("[")[0])
+                fields.update(name.strip().split("[")[0] for name in rest)
             assert head.group(1) not in own, f"two cdef classes named {head.group(1)}"
             own[head.group(1)] = (fields, head.group(2))
     out: dict[str, set[str]] = {}
