@@ -211,6 +211,38 @@ def test_a_crowded_instant_and_the_far_future() -> None:
     assert ran[-1] == "after" and sim.events_processed == 5003 and sim.pending() == 0
 
 
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_crowded_bucket_in_any_order(shuffle: bool) -> None:
+    """Three thousand events in one 2 ns bucket 1 us ahead, scheduled latest first (the
+    compiled engine gives up sorting them and uses its heap) or shuffled, some scheduling
+    more into the same bucket while it runs, and stopped halfway: (time, schedule order)
+    throughout."""
+    rng = random.Random(7)
+    sim = Simulator()
+    ran: list[tuple[int, int]] = []
+    order = itertools.count()
+    start = 1_000_000  # (the bucket of 999,424-1,001,471 ps)
+
+    def fire(key: tuple[int, int]) -> None:
+        assert sim.now == key[0]
+        ran.append(key)
+        if key[1] % 10 == 0 and sim.now < start + 40:
+            t = sim.now + rng.randrange(0, 3)
+            sim.at(t, fire, (t, next(order)))
+
+    times = [start + 40 * i // 3_000 for i in range(3_000)][::-1]
+    if shuffle:
+        rng.shuffle(times)
+    for t in times:
+        sim.at(t, fire, (t, next(order)))
+    sim.run_until(start + 20)
+    assert sim.now == start + 20 and all(t <= start + 20 for t, _ in ran)
+    sim.run()
+    assert ran == sorted(ran) and len(ran) == len(set(ran)) == sim.events_processed
+    assert sim.pending() == 0
+
+
 def test_collection_paused_restores_the_collector_state() -> None:
     """Building a simulation pauses the cycle collector and gives back whatever state it
     found, also when the block raises."""

@@ -58,13 +58,15 @@ cdef extern from *:
 # the compiled heap's record keys and its ring of buckets (engine.py)
 cdef long long _SLOT_BITS, _SLOT_MASK, _MAX_SEQ
 cdef long long _BUCKET_SHIFT, _BUCKETS, _BUCKET_MASK, _BUCKET_WORDS
-cdef long long _CHUNK_WORDS, _CHUNK_RECORDS, _INITIAL_CHUNKS
+cdef long long _CHUNK_WORDS, _CHUNK_RECORDS, _INITIAL_CHUNKS, _SORT_MOVES
 
 @cython.locals(parent=Py_ssize_t, pt=cython.longlong)
 cdef void _heap_insert(long long* heap, Py_ssize_t i, long long t, long long key) noexcept
 @cython.locals(t=cython.longlong, k=cython.longlong, child=Py_ssize_t, hole=Py_ssize_t,
                ct=cython.longlong, dt=cython.longlong)
 cdef void _heap_remove_root(long long* heap, Py_ssize_t n) noexcept
+@cython.locals(i=Py_ssize_t, j=Py_ssize_t, t=cython.longlong, k=cython.longlong)
+cdef bint _sort_run(long long* run, Py_ssize_t n, Py_ssize_t moves) noexcept
 
 cdef class Handler:
     cdef void fire(self, object arg)
@@ -92,13 +94,16 @@ cdef class Simulator:
     cdef long long* _chunks
     cdef long long* _spare
     cdef bytearray _bucketbuf, _farbuf, _chunkbuf, _sparebuf
+    cdef long long* _run
+    cdef bytearray _runbuf
+    cdef Py_ssize_t _run_i, _run_n, _run_cap
 
     cpdef at(self, long long time_ps, object fn, object arg=*)
     cpdef after(self, long long delay_ps, object fn, object arg=*)
     cpdef void schedule(self, long long time_ps, object fn, object arg) except *
     cpdef Py_ssize_t run_until(self, long long time_ps) except -1
     @cython.locals(before=Py_ssize_t, first_seq=cython.longlong, slot=cython.longlong,
-                   t=cython.longlong, slots=list, n=Py_ssize_t)
+                   t=cython.longlong, slots=list, n=Py_ssize_t, run=cython.p_longlong)
     cdef bint _loop(self, long long limit) except? True
     @cython.locals(slot=cython.longlong)
     cdef int _discard_first(self) except -1
@@ -111,10 +116,14 @@ cdef class Simulator:
     @cython.locals(old=Py_ssize_t, cap=Py_ssize_t, i=Py_ssize_t, chunks=cython.p_longlong)
     cdef _grow_chunks(self)
     cdef void _pop_first(self) noexcept
+    @cython.locals(run=cython.p_longlong, t=cython.longlong)
+    cdef inline bint _run_first(self) noexcept
     @cython.locals(b=cython.longlong, t=cython.longlong, key=cython.longlong,
                    i=cython.longlong, c=cython.longlong, r=cython.longlong, j=cython.longlong,
-                   n=Py_ssize_t)
+                   n=Py_ssize_t, m=cython.longlong)
     cdef bint _refill(self) except? False
+    @cython.locals(buf=bytearray, run=cython.p_longlong, i=Py_ssize_t)
+    cdef _grow_run(self, Py_ssize_t cap, Py_ssize_t keep)
     @cython.locals(start=cython.longlong, w=cython.longlong, bits=cython.ulonglong)
     cdef long long _next_bucket(self) noexcept
     @cython.locals(old=Py_ssize_t, i=Py_ssize_t, heap=cython.p_longlong,

@@ -19,9 +19,10 @@ boxing the ints into tuples dominates, 0.5 us with plain C records):
 * compiled (``mrc/sim/engine.pxd``, see :mod:`mrc._build`): 16-byte C records
   ``(time, seq << 24 | slot)``, each event's callback and argument side by side in one list
   by slot, freed slots recycled; the records wait in a calendar of 2 ns buckets (4.2 us of
-  them, unsorted) and a heap beyond it, and a bucket's records go into a small heap when its
-  turn comes (scheduling is an append; a pop sifts a heap of a few records, not of every
-  pending event). Only this module knows which one runs (``cython.compiled``).
+  them, unsorted) and a heap beyond it, and a bucket's records are sorted into a run when its
+  turn comes (scheduling is an append; a pop reads the run's next record, or the root of a
+  small heap of what was scheduled into the bucket since). Only this module knows which one
+  runs (``cython.compiled``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ _BUCKET_WORDS = 32
 _CHUNK_WORDS = 16
 _CHUNK_RECORDS = 7
 _INITIAL_CHUNKS = 512
+#: A bucket's events run from a sorted array (the run) when sorting it took at most this
+#: many record moves per event; else through the heap (insertion sort is quadratic at
+#: worst).
+_SORT_MOVES = 16
 
 if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
     def _take(slots: list[Any], i: int) -> Any:
@@ -178,7 +183,7 @@ class Simulator:
                  "_seq", "_n", "_cap", "_nfree", "_heap", "_free", "_heapbuf", "_freebuf",
                  "_slots", "_base", "_ring_n", "_far_n", "_heads", "_tails", "_bits", "_far",
                  "_bucketbuf", "_farbuf", "_chunks", "_spare", "_nchunks", "_nspare",
-                 "_chunkbuf", "_sparebuf")
+                 "_chunkbuf", "_sparebuf", "_run", "_runbuf", "_run_i", "_run_n", "_run_cap")
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0
@@ -197,6 +202,9 @@ class Simulator:
             self._far_n = 0
             self._nchunks = 0
             self._nspare = 0
+            self._run_i = 0
+            self._run_n = 0
+            self._run_cap = 0
             #: slot s: the callback at 2s, its argument at 2s + 1 (one cache line)
             self._slots: list[Any] = []
             self._grow(_INITIAL_SLOTS)
@@ -282,16 +290,28 @@ class Simulator:
         events there before + events scheduled since - events left (the sentinel cancels
         out), counted here rather than per event, and kept right when a callback raises."""
         if cython.compiled:
-            before = self._n + self._ring_n + self._far_n
+            before = self.pending()
             first_seq = self._seq
             slots = self._slots
             try:
-                while self._n or self._refill():
-                    t = self._heap[2]  # the root (not cached: a callback may grow the arrays)
-                    slot = 2 * (self._heap[3] & _SLOT_MASK)
-                    if t > limit:
-                        break
-                    self._pop_first()
+                while self._n or self._run_i < self._run_n or self._refill():
+                    # the first event: the run's next or the heap's root (not cached: a
+                    # callback may grow the arrays)
+                    if self._run_first():
+                        run = self._run + 2 * self._run_i
+                        t = run[0]
+                        slot = 2 * (run[1] & _SLOT_MASK)
+                        if t > limit:
+                            break
+                        self._run_i += 1
+                        self._free[self._nfree] = slot >> 1
+                        self._nfree += 1
+                    else:
+                        t = self._heap[2]
+                        slot = 2 * (self._heap[3] & _SLOT_MASK)
+                        if t > limit:
+                            break
+                        self._pop_first()
                     fn = _take(slots, slot)
                     arg = _take(slots, slot + 1)
                     self.now = t
@@ -302,13 +322,14 @@ class Simulator:
                     # root), and the slots of the root's two children, one of which runs
                     # after it. Hints only: a callback that schedules earlier events costs
                     # a wasted prefetch, never a different order.
-                    n = self._n
+                    n = self._run_n - self._run_i
                     if n:
-                        _warm_slot(slots, 2 * (self._heap[3] & _SLOT_MASK))
+                        run = self._run + 2 * self._run_i
+                        _warm_slot(slots, 2 * (run[1] & _SLOT_MASK))
                         if n > 1:
-                            _warm_line(slots, 2 * (self._heap[5] & _SLOT_MASK))
-                            if n > 2:
-                                _warm_line(slots, 2 * (self._heap[7] & _SLOT_MASK))
+                            _warm_line(slots, 2 * (run[3] & _SLOT_MASK))
+                    if self._n:
+                        _warm_slot(slots, 2 * (self._heap[3] & _SLOT_MASK))
                     if isinstance(fn, Handler):
                         cython.cast(Handler, fn).fire(arg)
                     else:
@@ -316,8 +337,7 @@ class Simulator:
             except _Halt:
                 return True
             finally:
-                self.events_processed += (before + (self._seq - first_seq)
-                                          - (self._n + self._ring_n + self._far_n))
+                self.events_processed += before + (self._seq - first_seq) - self.pending()
             return False
         heap = self.heap
         pop = heapq.heappop
@@ -339,10 +359,16 @@ class Simulator:
 
     def _discard_first(self) -> None:
         if cython.compiled:
-            if not self._n:
+            if not self._n and self._run_i == self._run_n:
                 self._refill()
-            slot = 2 * (self._heap[3] & _SLOT_MASK)
-            self._pop_first()
+            if self._run_first():
+                slot = 2 * (self._run[2 * self._run_i + 1] & _SLOT_MASK)
+                self._run_i += 1
+                self._free[self._nfree] = slot >> 1
+                self._nfree += 1
+            else:
+                slot = 2 * (self._heap[3] & _SLOT_MASK)
+                self._pop_first()
             _take(self._slots, slot)
             _take(self._slots, slot + 1)
         else:
@@ -351,14 +377,16 @@ class Simulator:
     # ------------------------------------------------------------------ views
     def pending(self) -> int:
         if cython.compiled:
-            return self._n + self._ring_n + self._far_n
+            return self._n + (self._run_n - self._run_i) + self._ring_n + self._far_n
         return len(self.heap)
 
     def next_time(self) -> int | None:
         """When the next event is due (None: nothing scheduled)."""
         if cython.compiled:
-            if not self._n and not self._refill():
+            if not self._n and self._run_i == self._run_n and not self._refill():
                 return None
+            if self._run_first():
+                return self._run[2 * self._run_i]
             return self._heap[2]
         return self.heap[0][0] if self.heap else None
 
@@ -373,23 +401,30 @@ class Simulator:
     # the pending events hold.
     #
     # A calendar in front of a heap. Time is cut into buckets of 2**_BUCKET_SHIFT ps (2 ns);
-    # _base is the bucket being run. Every pending event is in exactly one of three places:
-    # * bucket <= _base: the heap (_heap, records 1.._n), which runs them in order;
+    # _base is the bucket being run. Every pending event is in exactly one of four places:
+    # * bucket _base, as the bucket was when its turn came: the run (_run, records
+    #   _run_i.._run_n - 1), sorted, read front to back;
+    # * bucket <= _base, scheduled since (or the bucket too far from sorted to sort
+    #   cheaply: _SORT_MOVES): the heap (_heap, records 1.._n); the next event is the
+    #   earlier of the run's next and the heap's root (_run_first);
     # * _base < bucket < _base + _BUCKETS (4.2 us ahead, where nearly every packet event
     #   falls): the ring, an unsorted list of records per bucket, kept in chunks of seven
     #   (128 bytes: the next chunk, a count, the records) from a pool (_chunks, with a stack
     #   of free chunks, _spare); _heads/_tails give each bucket's first and last chunk and
     #   _bits has a bit per non-empty bucket;
     # * further ahead (timers): a second heap, _far (records 1.._far_n).
-    # When the heap runs dry, _base moves to the next non-empty bucket (_next_bucket) or,
-    # with the ring empty, to the first far event's; far events now within the window move
-    # to the ring, and the new bucket's records to the heap. So the heap holds one bucket's
-    # events (some 5 at 128 hosts, 40 at 1024) instead of all 27,000 pending at 1024
-    # hosts: a pop walks five levels of a heap in L1 instead of fifteen, the lower ones
-    # cold; scheduling appends to a chunk, and a bucket is read in order, two cache lines
-    # per seven events. The events come out in the same order: every event of a bucket
-    # is in the heap before any of them runs, later buckets' after, and ``(time, seq)`` is a
-    # total order.
+    # When the run and the heap are both done, _base moves to the next non-empty bucket
+    # (_next_bucket) or, with the ring empty, to the first far event's; far events now within
+    # the window move to the ring (or, in the new bucket, the heap), and the new bucket's
+    # records to the run, sorted by insertion (_sort_run: a bucket's records come in
+    # ``seq`` order, so the many events of one instant in a synchronized step are sorted
+    # already). A pop is then a read of the next record, not a heap deletion: the heap
+    # stays nearly empty, and the cost of an event no longer grows with the events per
+    # bucket (some 5 at 128 hosts, 40 at 1024, over a thousand at one instant). Scheduling
+    # appends to a chunk, and a bucket is read in order, two cache lines per seven events.
+    # The events come out in the same order: every event of a bucket is in the run or the
+    # heap before any of them runs, later buckets' after, and ``(time, seq)`` is a total
+    # order.
     def _push(self, time_ps: int, seq: int, fn: Callable[[Any], None], arg: Any) -> None:
         if not self._nfree:
             self._grow(2 * self._cap)
@@ -463,9 +498,19 @@ class Simulator:
         self._n -= 1
         _heap_remove_root(self._heap, self._n)
 
+    def _run_first(self) -> bool:
+        """Whether the first pending event is the run's next one (else the heap's root)."""
+        if self._run_i == self._run_n:
+            return False
+        if not self._n:
+            return True
+        run = self._run + 2 * self._run_i
+        t = self._heap[2]
+        return run[0] < t or (run[0] == t and run[1] < self._heap[3])
+
     def _refill(self) -> bool:
-        """The heap is empty: move the next bucket's events into it. False if nothing is
-        pending."""
+        """The heap and the run are empty: move the next bucket's events into them. False if
+        nothing is pending."""
         if self._ring_n:
             b = self._next_bucket()
         elif self._far_n:
@@ -489,19 +534,38 @@ class Simulator:
             self._heads[i] = -1
             self._tails[i] = -1
             self._bits[i >> 6] &= ~(cython.cast(cython.ulonglong, 1) << (i & 63))
-            n = self._n
+            n = 0
             while c >= 0:
                 r = _CHUNK_WORDS * c
-                for j in range(self._chunks[r + 1]):
+                m = self._chunks[r + 1]
+                if n + m > self._run_cap:
+                    self._grow_run(2 * (n + m), n)
+                for j in range(m):
+                    self._run[2 * n] = self._chunks[r + 2 + 2 * j]
+                    self._run[2 * n + 1] = self._chunks[r + 3 + 2 * j]
                     n += 1
-                    _heap_insert(self._heap, n, self._chunks[r + 2 + 2 * j],
-                                 self._chunks[r + 3 + 2 * j])
-                self._ring_n -= self._chunks[r + 1]
+                self._ring_n -= m
                 self._spare[self._nspare] = c
                 self._nspare += 1
                 c = self._chunks[r]
-            self._n = n
+            if _sort_run(self._run, n, _SORT_MOVES * n):
+                self._run_i = 0
+                self._run_n = n
+            else:  # too far from sorted: a heap (the records are all there, reordered)
+                for j in range(n):
+                    self._n += 1
+                    _heap_insert(self._heap, self._n, self._run[2 * j], self._run[2 * j + 1])
         return True
+
+    def _grow_run(self, cap: int, keep: int) -> None:
+        """Room for ``cap`` records in the run (its first ``keep`` are kept)."""
+        buf = bytearray(16 * cap + 64)
+        run = _align(buf)
+        for i in range(2 * keep):
+            run[i] = self._run[i]
+        self._runbuf: bytearray = buf
+        self._run: Any = run
+        self._run_cap = cap
 
     def _next_bucket(self) -> int:
         """The first non-empty bucket after _base (the ring is not empty): a scan of the
@@ -567,6 +631,28 @@ def _heap_insert(heap: Any, i: int, t: int, key: int) -> None:
         i = parent
     heap[2 * i] = t
     heap[2 * i + 1] = key
+
+
+def _sort_run(run: Any, n: int, moves: int) -> bool:
+    """Sort records 0..n-1 of a run by (time, key), or give up (False) after ``moves``
+    record moves, leaving them in some order. Insertion sort: linear on what arrives in
+    order (a bucket's records are appended in ``seq`` order, so events of one time, the
+    thousand arrivals of a synchronized step, already are), cheap on the few dozen of a
+    bucket, and stopped before it turns quadratic. (Compiled only.)"""
+    for i in range(1, n):
+        t = run[2 * i]
+        k = run[2 * i + 1]
+        j = i
+        while j and (run[2 * j - 2] > t or (run[2 * j - 2] == t and run[2 * j - 1] > k)):
+            run[2 * j] = run[2 * j - 2]
+            run[2 * j + 1] = run[2 * j - 1]
+            j -= 1
+        run[2 * j] = t
+        run[2 * j + 1] = k
+        moves -= i - j
+        if moves < 0:
+            return False
+    return True
 
 
 def _heap_remove_root(heap: Any, n: int) -> None:
