@@ -2,8 +2,8 @@
 model, reported per delivered packet by Python function and by source line.
 
 Why this exists
-    From 128 to 1024 hosts the instructions per delivered packet barely change (about
-    16,000), yet the wall time per packet more than doubles: every host is active, so between
+    From 128 to 1024 hosts the instructions per delivered packet do not change (about
+    14,000), yet the wall time per packet more than doubles: every host is active, so between
     two visits to one QP, port or EV the run touches the state of all the others, and at 1024
     hosts that state is long gone from L2 when it is needed again. The cost is cache misses
     (and page walks), which a time profile spreads over every function. Callgrind simulates
