@@ -615,7 +615,7 @@ def test_an_ev_whose_packets_are_all_overdue_goes_bad_at_the_first() -> None:
 
 def test_a_delivery_clears_the_strikes() -> None:
     a, _ = _strike_case(deliver_until=2 * US)  # only the packet sent at 0 us is overdue
-    e = a._path_manager.by_ev[make_evs()[0].ev]
+    e = a._path_manager.find(make_evs()[0].ev)
     assert a.stats.overdue_losses == 1 and e.strikes == 1 and e.state == GOOD
     e.strikes = 1
     a._path_manager.set_state(0, e, GOOD, "test")  # any fresh start clears them

@@ -103,9 +103,10 @@ cdef class Simulator:
     cpdef void schedule(self, long long time_ps, object fn, object arg) except *
     cpdef Py_ssize_t run_until(self, long long time_ps) except -1
     @cython.locals(before=Py_ssize_t, first_seq=cython.longlong, slot=cython.longlong,
-                   t=cython.longlong, slots=list, n=Py_ssize_t, run=cython.p_longlong)
+                   t=cython.longlong, slots=list, n=Py_ssize_t, run=cython.p_longlong,
+                   from_run=bint, first=cython.p_longlong)
     cdef bint _loop(self, long long limit) except? True
-    @cython.locals(slot=cython.longlong)
+    @cython.locals(slot=cython.longlong, from_run=bint, first=cython.p_longlong)
     cdef int _discard_first(self) except -1
     cpdef Py_ssize_t pending(self) noexcept
     @cython.locals(slot=cython.longlong, key=cython.longlong, b=cython.longlong)
@@ -115,7 +116,7 @@ cdef class Simulator:
     cdef int _bucket_append(self, long long b, long long t, long long key) except -1
     @cython.locals(old=Py_ssize_t, cap=Py_ssize_t, i=Py_ssize_t, chunks=cython.p_longlong)
     cdef _grow_chunks(self)
-    cdef void _pop_first(self) noexcept
+    cdef void _pop_first(self, bint from_run) noexcept
     @cython.locals(run=cython.p_longlong, t=cython.longlong)
     cdef inline bint _run_first(self) noexcept
     @cython.locals(b=cython.longlong, t=cython.longlong, key=cython.longlong,

@@ -297,31 +297,22 @@ class Simulator:
                 while self._n or self._run_i < self._run_n or self._refill():
                     # the first event: the run's next or the heap's root (not cached: a
                     # callback may grow the arrays)
-                    if self._run_first():
-                        run = self._run + 2 * self._run_i
-                        t = run[0]
-                        slot = 2 * (run[1] & _SLOT_MASK)
-                        if t > limit:
-                            break
-                        self._run_i += 1
-                        self._free[self._nfree] = slot >> 1
-                        self._nfree += 1
-                    else:
-                        t = self._heap[2]
-                        slot = 2 * (self._heap[3] & _SLOT_MASK)
-                        if t > limit:
-                            break
-                        self._pop_first()
+                    from_run = self._run_first()
+                    first = self._run + 2 * self._run_i if from_run else self._heap + 2
+                    t = first[0]
+                    slot = 2 * (first[1] & _SLOT_MASK)
+                    if t > limit:
+                        break
+                    self._pop_first(from_run)
                     fn = _take(slots, slot)
                     arg = _take(slots, slot + 1)
                     self.now = t
                     # Prefetch what the next events will touch first, while this one runs
                     # (1.4 us per event at 1024 hosts, where nearly every first touch of
-                    # an object misses the L2): the callback and argument of the new root,
-                    # the next event (its slot was prefetched while it was a child of the
-                    # root), and the slots of the root's two children, one of which runs
-                    # after it. Hints only: a callback that schedules earlier events costs
-                    # a wasted prefetch, never a different order.
+                    # an object misses the L2): the callback and argument of the run's next
+                    # event and of the heap's root (one of them runs next), and the slot of
+                    # the run's event after that. Hints only: a callback that schedules
+                    # earlier events costs a wasted prefetch, never a different order.
                     n = self._run_n - self._run_i
                     if n:
                         run = self._run + 2 * self._run_i
@@ -361,14 +352,10 @@ class Simulator:
         if cython.compiled:
             if not self._n and self._run_i == self._run_n:
                 self._refill()
-            if self._run_first():
-                slot = 2 * (self._run[2 * self._run_i + 1] & _SLOT_MASK)
-                self._run_i += 1
-                self._free[self._nfree] = slot >> 1
-                self._nfree += 1
-            else:
-                slot = 2 * (self._heap[3] & _SLOT_MASK)
-                self._pop_first()
+            from_run = self._run_first()
+            first = self._run + 2 * self._run_i if from_run else self._heap + 2
+            slot = 2 * (first[1] & _SLOT_MASK)
+            self._pop_first(from_run)
             _take(self._slots, slot)
             _take(self._slots, slot + 1)
         else:
@@ -490,13 +477,17 @@ class Simulator:
         self._nspare = cap - old
         self._nchunks = cap
 
-    def _pop_first(self) -> None:
-        """Remove the heap's root record and free its slot (the caller takes its callback
-        and argument out of the list)."""
-        self._free[self._nfree] = self._heap[3] & _SLOT_MASK
+    def _pop_first(self, from_run: bool) -> None:
+        """Remove the first record, the run's next (``from_run``) or the heap's root, and
+        free its slot (the caller takes its callback and argument out of the list)."""
+        if from_run:
+            self._free[self._nfree] = self._run[2 * self._run_i + 1] & _SLOT_MASK
+            self._run_i += 1
+        else:
+            self._free[self._nfree] = self._heap[3] & _SLOT_MASK
+            self._n -= 1
+            _heap_remove_root(self._heap, self._n)
         self._nfree += 1
-        self._n -= 1
-        _heap_remove_root(self._heap, self._n)
 
     def _run_first(self) -> bool:
         """Whether the first pending event is the run's next one (else the heap's root)."""

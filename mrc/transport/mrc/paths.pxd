@@ -14,8 +14,7 @@ cdef class PathManager:
     cdef public MrcStats stats
     cdef public object events
     cdef public list evs
-    cdef public dict by_ev
-    cdef public EvMap plane_of
+    cdef public EvMap index
     cdef public list plane_evs, good
     cdef public object probe_q
     cdef public long long _probe_timeout

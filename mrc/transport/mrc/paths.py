@@ -44,8 +44,7 @@ class PathManager:
     ``good[plane]`` is the list the sender sprays over; it is rebuilt (never edited in
     place) on every state change of an EV of that plane."""
 
-    __slots__ = ("qp", "config", "stats", "events", "evs", "by_ev", "plane_of", "plane_evs",
-                 "good", "probe_q", "_probe_timeout", "progress", "evict", "good_count",
+    __slots__ = ("qp", "config", "stats", "events", "evs", "index", "plane_evs", "good", "probe_q", "_probe_timeout", "progress", "evict", "good_count",
                  "bad_count", "min_active")
 
     #: Wired by the QP to its loss recovery: an answered probe is progress (the watchdog
@@ -59,16 +58,14 @@ class PathManager:
         self.stats = qp.stats
         self.events = qp.events
         self.evs: list[Ev] = []
-        self.by_ev: dict[int, Ev] = {}
-        #: EV -> its plane in ``a``: what every ACK's EV asks (:class:`.evmap.EvMap`)
-        self.plane_of = EvMap(len(evs))
+        #: EV value -> (its plane, its place in ``evs``) in ``a``, ``b``: every ACK asks
+        #: for its EV's plane (:class:`.evmap.EvMap`; :meth:`find` for the EV itself)
+        self.index = EvMap(len(evs))
         for choice in evs:
-            if choice.ev in self.by_ev:
+            if self.index.find(choice.ev):
                 raise ValueError(f"EV {choice.ev:#x} given twice")
-            e = Ev(choice)
-            self.evs.append(e)
-            self.by_ev[choice.ev] = e
-            self.plane_of.put(choice.ev, choice.plane, 0, 0)
+            self.index.put(choice.ev, choice.plane, len(self.evs), 0)
+            self.evs.append(Ev(choice))
         planes = max(e.plane for e in self.evs) + 1
         self.plane_evs: list[list[Ev]] = [[] for _ in range(planes)]
         for e in self.evs:
@@ -127,12 +124,17 @@ class PathManager:
             self.evict(e)
         return changed
 
+    def find(self, ev: int) -> Ev | None:
+        """The EV record of EV value ``ev``, or None."""
+        index = self.index
+        return self.evs[index.b] if index.find(ev) else None
+
     def select(self, which: EvSelector) -> list[Ev]:
         if callable(which):
             return [e for e in self.evs if which(e.choice)]
         out = []
         for ev in which:
-            e = self.by_ev.get(ev)
+            e = self.find(ev)
             if e is None:
                 raise KeyError(f"EV {ev:#x} is not one of QP {self.qp.qpn}'s EVs")
             out.append(e)
@@ -217,7 +219,7 @@ class PathManager:
         self.stats.probes_sent += 1
 
     def on_probe_reply(self, now: int, pkt: Packet) -> None:
-        e = self.by_ev.get(pkt.ev)
+        e = self.find(pkt.ev)
         if e is None or e.state != ASSUMED_BAD:
             return
         outq = e.probes_out

@@ -106,7 +106,10 @@ class MrcQueuePair(QpBase):
         return self._path_manager.choices()
 
     def ev_state(self, ev: int) -> str:
-        return self._path_manager.by_ev[ev].state
+        e = self._path_manager.find(ev)
+        if e is None:
+            raise KeyError(ev)
+        return e.state
 
     def ev_states(self) -> dict[int, str]:
         return self._path_manager.ev_states()

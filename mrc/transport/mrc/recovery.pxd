@@ -31,7 +31,7 @@ cdef class Recovery:
     cdef public MrcStats stats
     cdef public Sender sender
     cdef public CongestionControl cc
-    cdef public EvMap _plane_of
+    cdef public EvMap _ev_index
     cdef public QpBase qp
     cdef public Receiver receiver
     cdef public TxQueue _gq, _suspects
@@ -54,7 +54,7 @@ cdef class Recovery:
                    nxt=cython.longlong, span=object, out=list, mask=cython.longlong,
                    newly=list, seg=Seg, seq=cython.longlong, rel=cython.longlong,
                    acked_bytes=cython.longlong, progress=bint, ts=cython.longlong,
-                   overdue=bint, learn=bint, e=Ev, planes=EvMap, hold=cython.longlong,
+                   overdue=bint, learn=bint, e=Ev, index=EvMap, hold=cython.longlong,
                    ecn=bint, echo_seq=cython.longlong, scan=list, scopes=list, qscope=Reorder,
                    touched=Reorder, last=Reorder, state=cython.longlong, certain=bint,
                    sent=cython.longlong, sc=Reorder, age=cython.longlong, msg=Msg,

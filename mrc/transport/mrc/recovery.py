@@ -87,7 +87,7 @@ class Recovery:
 
     __slots__ = ("qp", "config", "stats", "events", "qpn", "cc", "sender", "paths",
                  "receiver", "rto", "_grace", "_overdue", "_fixed_window", "_hold",
-                 "_margin", "_gain", "_strikes", "_psn0", "_spray", "_gq", "_plane_of", "_mark_bad",
+                 "_margin", "_gain", "_strikes", "_psn0", "_spray", "_gq", "_ev_index", "_mark_bad",
                  "_snd_una", "_sacked", "_suspects", "scopes", "qscope",
                  "watchdog_at", "_retries", "_last_progress", "_timeout", "_linear",
                  "_error_after")
@@ -118,7 +118,7 @@ class Recovery:
         self._psn0 = sender.psn0
         self._spray = sender.spray  # per-EV evidence for the EV choice goes there
         self._gq = sender.sent  # every transmission in send order (``Tx.next_sent``): RTO
-        self._plane_of = paths.plane_of  # the plane of an ACK's EV
+        self._ev_index = paths.index  # the plane of an ACK's EV
         self._mark_bad = paths.mark_bad
 
         self._snd_una = 0  # every seq below this is acknowledged
@@ -195,10 +195,10 @@ class Recovery:
         learn = overdue and self._fixed_window is None
         if rtt is not None and learn:
             # the reorder windows learn from ACKs only: a trim NACK skips the queues
-            planes = self._plane_of
+            index = self._ev_index
             hold = self._hold
-            if planes.find(pkt.ev):
-                sc = self.scopes[planes.a]
+            if index.find(pkt.ev):
+                sc = self.scopes[index.a]
                 sc.sample(now, rtt, hold)
             self.qscope.sample(now, rtt, hold)
         if newly:
