@@ -26,8 +26,8 @@ cdef class Host:
     cpdef receive(self, Packet pkt)
 
 cdef class NicPort(OutPort):
-    cdef public Host host
     cdef public object _tx_done_cb
+    cdef public Host host
     cdef public long long paused_priority
 
     cpdef send(self, Packet pkt)

@@ -17,8 +17,8 @@ cdef _kick_port(port)
 
 cdef class NicDriver:
     # What a packet sent or received reads first (the last two QPs received for, the
-    # engine, the recorder, the sending QPs, the timer's callback), in the C struct's first
-    # cache lines; the rest after.
+    # engine, the recorder, the sending QPs, the timer's callback, the per-QP recorders),
+    # in the C struct's first cache lines; the rest after.
     cdef public long long _rx_qpn, _rx_qpn2
     cdef public QpBase _rx_qp, _rx_qp2
     cdef public Simulator _sim
@@ -27,15 +27,16 @@ cdef class NicDriver:
     cdef public list _senders, _rr
     cdef public list _ports
     cdef public set _down
-    cdef public object _on_timer_cb, _send_later_cb
+    cdef public object _on_timer_cb
+    cdef public dict recorders
     cdef public Py_ssize_t _kick_from
+    cdef public object _send_later_cb
     cdef public object sched
     cdef public object ports
     cdef public object on_event, _placed, _count
     cdef public dict qps
     cdef public dict counters
     cdef public object first_rejection
-    cdef public dict recorders
 
     cpdef pull(self, long long now, long long plane)
     @cython.locals(floor=cython.longlong, scheduled=cython.longlong, control=list, qp=QpBase,

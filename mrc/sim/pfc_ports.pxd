@@ -17,9 +17,11 @@ cdef class PfcPort(OutPort):
     # of PauseState (PAUSE_SLOTS) and of PfcPort.
     cdef public PfcIngress ingress
     cdef public long long pfc_prio
-    cdef public bint paused, storm, _turn
+    cdef public Host _host
+    cdef public long long _lqb
+    cdef public bint paused, _turn, rx_stalled, storm
     cdef public Fifo lq
-    cdef public long long _lqb, _clock_at, _kmin
+    cdef public long long _clock_at, _kmin
     cdef public object reverse
     cdef public long long quantum_ps
     cdef public long long pause_since, pause_gen, pause_until, pause_received, pause_sent
@@ -28,11 +30,9 @@ cdef class PfcPort(OutPort):
     cdef public object _expire_cb, _pause_cb
     cdef public long long peak_lqbytes
     cdef public object _clock_cb
-    cdef public bint rx_stalled
     cdef public object held
     cdef public long long _kmax
     cdef public double _pslope
-    cdef public Host _host
 
     cpdef send(self, Packet pkt)
     @cython.locals(now=cython.longlong, kind=cython.longlong, lossless=bint,

@@ -51,9 +51,11 @@ cdef class OutPort(Handler):
     cdef public object _arrive
     cdef public double loss_p
     cdef public long long tx_packets, tx_bytes, delivered
-    cdef public Fifo q, hq
+    cdef public Fifo hq
     cdef public object _tap
     cdef public Switch _far
+    cdef public long long peak_hqbytes, header_limit
+    cdef public Fifo q
     cdef public long long _admit_limit, ecn_threshold, peak_qbytes
     cdef public object _deliver
     cdef public object name, net, link
@@ -61,9 +63,9 @@ cdef class OutPort(Handler):
     cdef public object src, dst
     cdef public object _rng
     cdef public long long nominal_bps, bps, delay_ps, far_latency_ps
-    cdef public long long buffer_bytes, trim_threshold, trim_size, header_limit
+    cdef public long long buffer_bytes, trim_threshold, trim_size
     cdef public bint trimming
-    cdef public long long trims, ecn_marks, peak_hqbytes
+    cdef public long long trims, ecn_marks
     cdef public dict drops
 
     @cython.locals(now=cython.longlong, size=cython.longlong, ppb=cython.longlong,

@@ -7,13 +7,15 @@ cdef unsigned long long _LOW64, _HIGH32, _LOW32
 
 
 cdef class Switch:
-    cdef public object name, net
-    cdef public long long plane, tier, index, usid, _block
-    cdef public dict _next, _ua
+    # What forwarding reads first, in the C struct's first cache line; the rest after.
+    cdef public bint up
+    cdef public long long usid, _block
     cdef public long long _next_first, _ua_first
     cdef public list _next_ports, _ua_ports
+    cdef public object name, net
+    cdef public long long plane, tier, index
+    cdef public dict _next, _ua
     cdef public list uplinks, downlinks
-    cdef public bint up
     cdef public dict drops
 
     cpdef receive(self, Packet pkt)

@@ -15,19 +15,22 @@ cdef unsigned long long _BIT0
 cdef object _ONE
 
 cdef class Receiver:
+    # What a data packet and its ACK read first, in the C struct's first cache lines; what a
+    # message's start or a probe reads after.
     cdef public object qp
     cdef public MrcStats stats
-    cdef public object events
-    cdef public long long qpn, host, peer, peer_qpn, mtu, _ack_every, _ack_delay
-    cdef public list _evs
+    cdef public long long host, peer, peer_qpn, _ack_every, _ack_delay
     cdef public EvMap _reply
     cdef public long long _rcv_next
     cdef public object _rcv_bits
-    cdef public dict _rx, _rx_imm
     cdef public ReceiveBuffer _cur
     cdef public list _unrep
     cdef public object ack_due
     cdef public long long _max_ahead
+    cdef public object events
+    cdef public long long qpn, mtu
+    cdef public list _evs
+    cdef public dict _rx, _rx_imm
 
     @cython.locals(stats=MrcStats, nxt=cython.longlong, seq=cython.longlong,
                    rel=cython.longlong, bits=object, small=cython.ulonglong, seen=bint,

@@ -19,7 +19,8 @@ cdef long long ACKED, INFLIGHT, LOST, SUSPECT
 
 cdef class Recovery:
     # What an ACK (on_ack) and the timer query after it (next_timer) read first, in the C
-    # struct's first cache lines; settings and the watchdog's state after.
+    # struct's first cache lines (the watchdog's progress too: an ACK that advances resets
+    # it); settings after.
     cdef public long long _snd_una, _psn0
     cdef public object _sacked
     cdef public bint _overdue
@@ -38,15 +39,15 @@ cdef class Recovery:
     cdef public long long rto
     cdef public PathManager paths
     cdef public object watchdog_at
+    cdef public double _margin, _gain
+    cdef public long long _retries, _last_progress
+    cdef public long long _timeout  # (the watchdog's backoff shifts a Python int copy)
     cdef public object config
     cdef public object events
     cdef public long long qpn
     cdef public long long _grace
-    cdef public double _margin, _gain
     cdef public long long _strikes
     cdef public object _mark_bad
-    cdef public long long _retries, _last_progress
-    cdef public long long _timeout  # (the watchdog's backoff shifts a Python int copy)
     cdef public long long _linear, _error_after
 
     @cython.locals(stats=MrcStats, nack=bint, snd=Sender, una=cython.longlong,

@@ -9,14 +9,15 @@ cdef class SprayPlane:
     cdef public long long age, at
 
 cdef class Spray:
-    cdef public MrcStats stats
-    cdef public list planes, recycle
-    cdef public bint _reps
+    # What every pick and delivery reads first (the C struct's order); the rest after.
+    cdef public list planes
+    cdef public bint _reps, _aware
     cdef public long long _every
-    cdef public bint _aware
     cdef public long long ref, floor, margin
-    cdef public double _margin_f
     cdef public long long _step, _horizon, _now_min, _old_min, _min_until
+    cdef public MrcStats stats
+    cdef public list recycle
+    cdef public double _margin_f
     cdef public bint tail
 
     @cython.locals(p=SprayPlane, ref=cython.longlong)
