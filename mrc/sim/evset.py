@@ -22,6 +22,8 @@ from topology import evs as fabric_evs
 from topology.paths import address_for
 from topology.spec import FabricSpec
 
+_new_tuple = tuple.__new__
+
 
 def build_ev_set(spec: FabricSpec, src: int, dst: int, count: int = 128, seed: int = 0,
                  profile: EvProfile | None = None) -> list[PathChoice]:
@@ -33,7 +35,8 @@ def build_ev_set(spec: FabricSpec, src: int, dst: int, count: int = 128, seed: i
         raise ValueError(f"count must be positive, got {count}")
     if profile is None:
         profile = fabric_evs.fabric_profile(spec, count)
-    return [PathChoice(*row) for row in fabric_evs.ev_path_rows(spec, src, dst, profile, seed)]
+    rows = fabric_evs.ev_path_rows(spec, src, dst, profile, seed)
+    return [_new_tuple(PathChoice, row) for row in rows]  # (as PathChoice(*row), in C)
 
 
 def reply_paths(spec: FabricSpec, host: int, peer: int,
