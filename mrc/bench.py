@@ -151,10 +151,10 @@ def open_permutation(spec: FabricSpec, kind: str, size: int = FLOW_BYTES, seed: 
     callback of host ``src``'s write). Built with the cycle collector paused (``engine.py``
     says why); nothing has run yet."""
     from mrc.labs.workloads import derangement
-    from mrc.sim.engine import collection_paused
+    from mrc.sim.collector import collection_paused
     from mrc.sim.stack import SimStack
 
-    with collection_paused():
+    with collection_paused(building=True):
         stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
         peers = derangement(list(range(spec.hosts)), seed)
         conns = [(src, stack.open(kind, src, peers[src], {})) for src in range(spec.hosts)]
@@ -418,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(asdict(run_case(args.child))))
-        from mrc.sim.engine import spare_exit_collection
+        from mrc.sim.collector import spare_exit_collection
 
         spare_exit_collection()  # the child exits next; its wall time is the whole process's
         return 0

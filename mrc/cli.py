@@ -33,7 +33,7 @@ def entry() -> None:
     try:
         main(prog_name="mrc-lab")
     finally:
-        from mrc.sim.engine import spare_exit_collection
+        from mrc.sim.collector import spare_exit_collection
 
         spare_exit_collection()
 

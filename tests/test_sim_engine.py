@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import random
 
@@ -10,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrc.sim.engine import Simulator, collection_paused, ns, us
+from mrc.sim.engine import Simulator, ns, us
 from mrc.units import PS_PER_MS, PS_PER_US
 
 
@@ -241,26 +240,3 @@ def test_a_crowded_bucket_in_any_order(shuffle: bool) -> None:
     sim.run()
     assert ran == sorted(ran) and len(ran) == len(set(ran)) == sim.events_processed
     assert sim.pending() == 0
-
-
-def test_collection_paused_restores_the_collector_state() -> None:
-    """Building a simulation pauses the cycle collector and gives back whatever state it
-    found, also when the block raises."""
-    was = gc.isenabled()
-    try:
-        for before in (True, False):
-            if before:
-                gc.enable()
-            else:
-                gc.disable()
-            with collection_paused():
-                assert not gc.isenabled()
-            assert gc.isenabled() is before
-            with pytest.raises(RuntimeError), collection_paused():
-                raise RuntimeError("boom")
-            assert gc.isenabled() is before
-    finally:
-        if was:
-            gc.enable()
-        else:
-            gc.disable()

@@ -39,7 +39,7 @@ from mrc.labs.run_section import check_bin
 from mrc.labs.schedule import fault_windows
 from mrc.labs.workloads import Job, WriteBwJob, make_job
 from mrc.pcap import CaptureOptions, capture_for
-from mrc.sim.engine import collection_paused
+from mrc.sim.collector import collection_paused
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -360,7 +360,7 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
     """One transport through the whole lab on a fresh stack."""
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
-    with collection_paused():  # building the fabric and the job (engine.py says why)
+    with collection_paused(building=True):  # the fabric and the job (collector.py says why)
         stack = factory(lab.fabric, lab.run.seed, bin_ps, spec.name)
         if hasattr(stack, "enable_series"):  # queue depth and per-connection goodput series
             stack.enable_series()
@@ -391,7 +391,7 @@ def run_mixed(lab: Lab, specs: Sequence[TransportSpec], *,
 
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
-    with collection_paused():  # building the fabric and the jobs (engine.py says why)
+    with collection_paused(building=True):  # the fabric and the jobs (collector.py says why)
         stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs])
         stack.enable_series()
         views = [stack.view(spec.name) for spec in specs]

@@ -27,12 +27,10 @@ boxing the ints into tuples dominates, 0.5 us with plain C records):
 
 from __future__ import annotations
 
-import gc
 import heapq
 import itertools
 import random
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -40,10 +38,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+from mrc.sim.collector import collection_paused
 from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us
 
 __all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Handler", "Simulator",
-           "collection_paused", "ns", "spare_exit_collection", "us"]
+           "ns", "us"]
 
 _FOREVER = (1 << 63) - 1  # no limit (the compiled heap's times are signed 64-bit)
 #: Initial slots of the compiled heap (it doubles when full).
@@ -108,39 +107,6 @@ if not cython.compiled:  # (the compiled build has them from engine.pxd, in C)
     def _align(buf: bytearray) -> Any:
         """The first 64-byte boundary in ``buf`` (compiled only)."""
         raise NotImplementedError
-
-
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """No cycle collection inside the block; the collector's state is restored after it.
-
-    A simulation is a few million small objects, and none of them is garbage until the run
-    ends. Building one (the fabric, then a connection and its EV table per host) with the
-    collector on walks the objects made so far again and again: the young generations on
-    every few hundred allocations and, each time the old generation grows by a quarter, all
-    of it (at 1024 hosts, half of the 1.5-1.9 s of setup). Running one, every event allocates
-    and the collector would walk the packets in flight (:meth:`Simulator.run`). Cyclic
-    garbage made meanwhile waits for the first collection after the block."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def spare_exit_collection() -> None:
-    """Leave what is alive now to the process's exit: the interpreter's last collection skips it.
-
-    For a command about to exit. At exit the interpreter walks every object still in a
-    reference cycle, and a simulation is millions of them, all in cycles (ports and the
-    simulator hold each other): 45 ms of a 0.4 s perm128 run, 0.8 s of a 6 s perm1024 one,
-    spent freeing memory the operating system takes back anyway. Frozen objects are never
-    collected, so nothing that still needs a finalizer may be left to one (outputs are
-    closed by ``with`` before this; ``atexit`` handlers still run). Never call it in a
-    process that goes on (a test run, a notebook): what is alive then would never be freed."""
-    gc.freeze()
 
 
 class _Halt(Exception):
