@@ -148,7 +148,7 @@ def open_permutation(spec: FabricSpec, kind: str, size: int = FLOW_BYTES, seed: 
                      ) -> SimStack:
     """The permutation's fabric and connections: every host posts a write of ``size`` bytes
     to its image under a seeded derangement at t=0 (``completion(src)``, when given, is the
-    callback of host ``src``'s write). Built with the cycle collector paused (``engine.py``
+    callback of host ``src``'s write). Built with the cycle collector paused (``collector.py``
     says why); nothing has run yet."""
     from mrc.labs.workloads import derangement
     from mrc.sim.collector import collection_paused
