@@ -108,3 +108,24 @@ def test_what_another_froze_stays_frozen(collector_on: None) -> None:
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_the_runs_of_a_simulation_built_so_are_kept_too(collector_on: None) -> None:
+    """``Simulator.run`` promotes what it made when the engine was made in a building block
+    (the lab runner's, the bench's), and leaves it young otherwise (a stack made directly)."""
+    from mrc.sim.engine import Simulator
+
+    assert not collector.building()
+    with collection_paused(building=True):
+        assert collector.building()
+        with collection_paused(building=True):  # (nested blocks count)
+            pass
+        assert collector.building()
+        kept = Simulator()
+    assert not collector.building()
+    plain = Simulator()
+    for sim, young in ((kept, False), (plain, True)):
+        made: list[_Node] = []
+        sim.at(1, lambda _, made=made: made.append(_Node()))
+        sim.run()
+        assert any(o is made[0] for o in gc.get_objects(generation=0)) is young

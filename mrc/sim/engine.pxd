@@ -77,7 +77,7 @@ cdef class Simulator:
     cdef public object seed
     cdef public object rng
     cdef public long long events_processed
-    cdef bint _stopped
+    cdef bint _stopped, _kept
     # the compiled heap (engine.py: "the compiled heap")
     cdef long long _seq
     cdef Py_ssize_t _n, _cap, _nfree

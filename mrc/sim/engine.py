@@ -38,7 +38,7 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
-from mrc.sim.collector import collection_paused
+from mrc.sim.collector import building, collection_paused
 from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us
 
 __all__ = ["PS_PER_MS", "PS_PER_NS", "PS_PER_S", "PS_PER_US", "Handler", "Simulator",
@@ -145,6 +145,7 @@ class Simulator:
     """The clock, the event heap and the run's seeded random generator."""
 
     __slots__ = ("now", "heap", "next_seq", "rng", "seed", "events_processed", "_stopped",
+                 "_kept",
                  # the compiled heap (engine.pxd: C fields; unused in pure Python)
                  "_seq", "_n", "_cap", "_nfree", "_heap", "_free", "_heapbuf", "_freebuf",
                  "_slots", "_base", "_ring_n", "_far_n", "_heads", "_tails", "_bits", "_far",
@@ -158,6 +159,9 @@ class Simulator:
         self.rng = random.Random(seed)
         self.events_processed = 0
         self._stopped = False
+        #: built inside ``collection_paused(building=True)``: what its runs make is kept with
+        #: what the build made (:mod:`mrc.sim.collector`)
+        self._kept = building()
         if cython.compiled:
             self._seq = 0
             self._n = 0
@@ -226,7 +230,7 @@ class Simulator:
         # nothing there makes reference cycles, so the collector would only walk the
         # packets in flight again and again (15-20% of a compiled run, ~10% in CPython even
         # at a threshold of 100,000).
-        with collection_paused():
+        with collection_paused(keep=self._kept):
             self._loop(limit)
         if until_ps is not None and not self._stopped and self.now < until_ps:
             self.now = until_ps
