@@ -163,6 +163,20 @@ def denied_by(evs: Iterable[int], denies: Sequence[EvDeny]) -> list[int]:
     return [ev for ev in evs if any(d.matches(ev) for d in denies)]
 
 
+@functools.lru_cache(maxsize=16)
+def _placed(fields: tuple[EvField, ...]) -> tuple[tuple[int, ...], ...]:
+    """Each field's bits, at its offset, for every generated value 0..top: what
+    :meth:`EvField.expand` gives, worked out once per layout rather than once per EV array
+    (a 1024-host permutation generates 1,024 of them, each connection with a profile of its
+    own but the same fields)."""
+    out = []
+    offset = 0
+    for f in fields:
+        out.append(tuple(f.expand(g) << offset for g in range(f.top + 1)))
+        offset += f.width
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class EvProfile:
     """An EV profile (see the module docstring). ``evs`` is the explicit list (explicit
@@ -228,14 +242,6 @@ class EvProfile:
             n *= f.count
         return n
 
-    @functools.cached_property
-    def _placed(self) -> tuple[tuple[int, ...], ...]:
-        """Each field's bits, at its offset, for every generated value 0..top: what
-        :meth:`EvField.expand` gives, worked out once per profile rather than once per EV
-        array (a 1024-host permutation generates 1,024 of them)."""
-        return tuple(tuple(f.expand(g) << off for g in range(f.top + 1))
-                     for f, off in zip(self.fields, self.offsets, strict=True))
-
     def pack(self, generated: Sequence[int]) -> int:
         """The EV of one generated value per field."""
         if len(generated) != len(self.fields):
@@ -282,7 +288,7 @@ class EvProfile:
         # mixed radix with field 0 fastest (the product of the fields, the last outermost),
         # and is their OR, which is their sum: no two fields share a bit (what ``pack``
         # computes, without redoing it per EV: a 1024-host fabric generates 262,144 EVs)
-        placed = [[bits[g] for g in vals] for bits, vals in zip(self._placed, values,
+        placed = [[bits[g] for g in vals] for bits, vals in zip(_placed(self.fields), values,
                                                                  strict=True)]
         combos = itertools.islice(itertools.product(*reversed(placed)), self.ev_count)
         return [sum(combo) for combo in combos]
