@@ -8,7 +8,15 @@ from hypothesis import strategies as st
 
 from topology import names, usid
 from topology.names import UnknownElementError
-from topology.paths import PathError, address_for, ev_address, path, path_for_ev, paths_between
+from topology.paths import (
+    PathError,
+    address_for,
+    addresses_for,
+    ev_address,
+    path,
+    path_for_ev,
+    paths_between,
+)
 from topology.spec import FabricSpec, preset
 from topology.tables import walk
 
@@ -96,3 +104,17 @@ def test_refusals() -> None:
     with pytest.raises(PathError, match="plane 3"):
         path(MID, 0, 4, plane=3, t1=0)
     assert issubclass(PathError, ValueError)
+
+
+@given(st.integers(0, MID.hosts - 1), st.integers(0, MID.hosts - 1), st.integers(0, MID.planes - 1),
+       st.lists(st.integers(0, MID.t1 - 1), max_size=8))
+def test_addresses_for_a_plane_are_address_for_each_t1(src: int, dst: int, plane: int,
+                                                       t1s: list[int]) -> None:
+    """The batch form (an RC QP's addresses, one per T1 of its plane) is the one-by-one one."""
+    assert addresses_for(MID, src, dst, plane, t1s) == [address_for(MID, src, dst, plane, t1)
+                                                         for t1 in t1s]
+
+
+def test_addresses_for_refuses_a_t1_outside_the_plan() -> None:
+    with pytest.raises(usid.UsidError):
+        addresses_for(MID, 0, 4, 0, [0, usid.MAX_T1])

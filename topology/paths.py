@@ -8,6 +8,7 @@ because a NIC port is a fault target of its own and names the plane.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,16 @@ def address_for(spec: FabricSpec, src: int, dst: int, plane: int, t1: int) -> in
     if src_t0 == dst_t0:
         return usid.local_address(plane, src_t0, spec.port_of(dst))
     return usid.path_address(plane, src_t0, t1, dst_t0, spec.port_of(dst))
+
+
+def addresses_for(spec: FabricSpec, src: int, dst: int, plane: int,
+                  t1s: Sequence[int]) -> list[int]:
+    """:func:`address_for` of each T1 of ``t1s`` in one plane (hosts under one T0 have one
+    path per plane, whatever the T1)."""
+    src_t0, dst_t0 = spec.t0_of(src), spec.t0_of(dst)
+    if src_t0 == dst_t0:
+        return [usid.local_address(plane, src_t0, spec.port_of(dst))] * len(t1s)
+    return usid.path_addresses(plane, src_t0, t1s, dst_t0, spec.port_of(dst))
 
 
 def ev_address(spec: FabricSpec, src: int, dst: int, ev: int) -> int:

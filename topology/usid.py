@@ -26,6 +26,7 @@ uSIDs left by 16 bits, fills with zero, and looks the new active uSID up in a st
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from mrc import ev as _ev
@@ -150,6 +151,16 @@ def carrier(address: int) -> list[int]:
 def path_address(plane: int, src_t0: int, t1: int, dst_t0: int, dst_port: int) -> int:
     """Host -> T0src -> T1 -> T0dst -> host."""
     return encode(plane, (t0_usid(src_t0), t1_usid(t1), t0_usid(dst_t0), port_usid(dst_port)))
+
+
+def path_addresses(plane: int, src_t0: int, t1s: Iterable[int], dst_t0: int,
+                   dst_port: int) -> list[int]:
+    """:func:`path_address` for each T1 of ``t1s``: the T1 is the carrier's second uSID, so
+    the rest of the address is encoded once (an RC QP takes one address per T1 of its plane,
+    a 1024-host 8-plane fabric half a million)."""
+    base = path_address(plane, src_t0, 0, dst_t0, dst_port)
+    shift = _ACTIVE_SHIFT - _USID_BITS
+    return [base + ((t1_usid(t1) - T1_BASE) << shift) for t1 in t1s]
 
 
 def local_address(plane: int, t0: int, dst_port: int) -> int:

@@ -28,7 +28,7 @@ from mrc.packet import data_bytes
 from mrc.transport.rc.config import RcConfig
 from mrc.transport.rc.qp import RcQp
 from mrc.transport.rc.striping import StripedConnection
-from topology.paths import address_for
+from topology.paths import addresses_for
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 
@@ -72,8 +72,8 @@ def rc_qp_pair(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int,
                 raise ValueError(f"t1 {t1} outside 0..{spec.t1 - 1}")
             order.remove(t1)
             order.insert(0, t1)
-    fwd = {k: address_for(spec, src, dst, plane, k) for k in order}
-    rev = {k: address_for(spec, dst, src, plane, k) for k in order}
+    fwd = dict(zip(order, addresses_for(spec, src, dst, plane, order), strict=True))
+    rev = dict(zip(order, addresses_for(spec, dst, src, plane, order), strict=True))
     return (RcQp(qpn, src, dst, plane, fwd, config=config),
             RcQp(qpn, dst, src, plane, rev, config=config))
 
