@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from mrc.ev import EV_INSTANCE_BITS, EV_PLANE_BITS, EV_T1_BITS
 from mrc.ev.profile import EVENT_MASK_STATES, GENERATED, EvField, EvProfile, EvProfileError
 from topology import usid
-from topology.paths import address_for
+from topology.paths import addresses_for
 from topology.spec import FabricSpec
 
 
@@ -127,16 +127,20 @@ def ev_path_rows(spec: FabricSpec, src: int, dst: int, profile: EvProfile,
         raise EvPathError(str(exc)) from None
     local = spec.t0_of(src) == spec.t0_of(dst)
     known = _hops_of(profile)  # (every pair's EVs come from the same few field values)
-    addresses: dict[tuple[int, int], int] = {}  # several EVs share each path
+    # each plane's address per T1 (check_fits: every EV's T1 is one), made when first named:
+    # several EVs share each path, and one call encodes a plane's T1s together
+    t1s = range(spec.t1)
+    by_plane: dict[int, list[int]] = {}
     out = []
     for ev in evs:
         path = known.get(ev)
         if path is None:
             path = known[ev] = hops(profile, ev)
-        address = addresses.get(path)
-        if address is None:
-            address = addresses[path] = address_for(spec, src, dst, *path)
-        out.append((ev, path[0], None if local else path[1], address))
+        plane, t1 = path
+        row = by_plane.get(plane)
+        if row is None:
+            row = by_plane[plane] = addresses_for(spec, src, dst, plane, t1s)
+        out.append((ev, plane, None if local else t1, row[t1]))
     return out
 
 
