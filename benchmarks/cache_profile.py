@@ -249,15 +249,22 @@ def window(case: str, from_us: float, to_us: float, out: Path) -> None:
                                "events": sim.events_processed - events}))
 
 
-def run(case: str, from_us: float, to_us: float, l2_kb: int, out: Path, top: int) -> int:
+def refusal(script: str) -> str:
+    """Why ``script`` cannot run valgrind on the compiled core here ("" when it can): the
+    valgrind tools of ``benchmarks/`` (this one, ``field_heat.py``) all need both."""
     from mrc import _build
 
     if shutil.which("valgrind") is None:
-        print("cache_profile: valgrind is not on PATH", file=sys.stderr)
-        return 2
+        return f"{script}: valgrind is not on PATH"
     if _build.BUILD != "compiled":
-        print(f"cache_profile: profiles the compiled core; this is {_build.describe()}",
-              file=sys.stderr)
+        return f"{script}: reads the compiled core; this is {_build.describe()}"
+    return ""
+
+
+def run(case: str, from_us: float, to_us: float, l2_kb: int, out: Path, top: int) -> int:
+    why = refusal("cache_profile")
+    if why:
+        print(why, file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:
         counts = Path(tmp) / "window.json"

@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -210,14 +209,11 @@ def report(dhat: dict, structs: dict[str, str], packets: int,
 
 
 def run(case: str, out: Path) -> int:
-    from mrc import _build
+    from cache_profile import refusal  # (benchmarks/, beside this script)
 
-    if shutil.which("valgrind") is None:
-        print("field_heat: valgrind is not on PATH", file=sys.stderr)
-        return 2
-    if _build.BUILD != "compiled":
-        print(f"field_heat: reads the compiled core; this is {_build.describe()}",
-              file=sys.stderr)
+    why = refusal("field_heat")
+    if why:
+        print(why, file=sys.stderr)
         return 2
     if out.exists():
         print(f"field_heat: {out} exists; not overwritten", file=sys.stderr)
