@@ -42,22 +42,23 @@ def test_a_second_call_changes_nothing() -> None:
         assert arena.status().startswith("off (") and arena.region()["size"] == 0
 
 
-def test_off_unless_asked_for() -> None:
-    for value in ("", "0", "yes"):
+def test_off_when_turned_off() -> None:
+    for value in ("0", "yes"):
         on, again, active, status, size, described = _child(STATE, **{arena.ENV: value})
         assert (on, again, active, size) == (False, False, False, 0)
         if _build.BUILD == "compiled":
-            assert status == f"off (not asked for: {arena.ENV}=1)"
-            assert described.endswith(f"huge-page arenas off (not asked for: {arena.ENV}=1)")
+            assert status == f"off ({arena.ENV}={value})"
+            assert described.endswith(f"huge-page arenas off ({arena.ENV}={value})")
         else:
             assert status == "off (pure Python)"
 
 
 @compiled_with_thp
-def test_asked_for_it_is_on() -> None:
-    on, again, active, status, size, described = _child(STATE, **{arena.ENV: "1"})
-    assert (on, again, active) == (True, True, True) and size >= 1 << 30
-    assert status == "on" and described.endswith("huge-page arenas on")
+def test_on_by_default_and_when_asked_for() -> None:
+    for value in ("", "1"):
+        on, again, active, status, size, described = _child(STATE, **{arena.ENV: value})
+        assert (on, again, active) == (True, True, True) and size >= 1 << 30
+        assert status == "on" and described.endswith("huge-page arenas on")
 
 
 def test_pure_python_never_uses_it() -> None:
@@ -71,7 +72,7 @@ def test_pure_python_never_uses_it() -> None:
 # objects made before the switch (old arenas), freed after it; then a few hundred thousand
 # made in the region, freed, and made again from the arenas the region kept
 REGION = """
-import json, re
+import json, re, time
 from mrc.sim import arena as a
 
 def huge_kb():
@@ -93,9 +94,15 @@ freed = a.region()["free_arenas"]
 again = [[i, float(i)] for i in range(300_000)]
 ok = all(x[0] == i and x[1] == i for i, x in enumerate(again))
 r = a.region()
+deadline = time.monotonic() + 5  # the populate thread catches up (at about 1 GB/s)
+while (a.region()["prefaulted"] <= r["used"] < r["size"]
+       and time.monotonic() < deadline):
+    time.sleep(0.01)
+r["prefaulted"] = a.region()["prefaulted"]
 print(json.dumps({"on": on, "kb0": kb0, "kb1": kb1, "used1": used1, "in": n_in,
                   "freed": freed, "used2": r["used"], "in2": inside(again, r),
-                  "free2": r["free_arenas"], "fallbacks": r["fallbacks"], "ok": ok}))
+                  "free2": r["free_arenas"], "fallbacks": r["fallbacks"], "ok": ok,
+                  "prefaulted": r["prefaulted"], "prefaulting": r["prefaulting"]}))
 """
 
 
@@ -110,6 +117,9 @@ def test_objects_live_on_huge_pages_and_arenas_are_reused() -> None:
     # and handed them out again (the second batch needs at most a few more)
     assert got["free2"] < got["freed"] and got["used2"] < 1.1 * got["used1"], got
     assert got["fallbacks"] == 0
+    # the populate thread ran ahead of the arenas handed out, by at most its margin
+    assert got["prefaulting"] == 1
+    assert got["used2"] < got["prefaulted"] <= got["used2"] + (34 << 20), got
 
 
 @compiled_with_thp
@@ -120,3 +130,29 @@ def test_a_used_up_region_falls_back_to_the_previous_allocator() -> None:
     assert got["on"] and got["ok"]
     assert got["used1"] == got["used2"] == 4 << 20, got
     assert 0 < got["in"] < 300_000 and got["fallbacks"] > 0, got
+
+
+# a child made by fork has no populate thread: it makes and frees objects in the region (its
+# own copy) all the same, and its parent's thread goes on
+FORKED = """
+import json, os
+from mrc.sim import arena as a
+on = a.use_huge_page_arenas()
+before = a.region()["prefaulting"]
+pid = os.fork()
+if pid == 0:
+    made = [[i, float(i)] for i in range(300_000)]
+    ok = all(x[0] == i for i, x in enumerate(made)) and a.region()["prefaulting"] == 0
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+made = [[i, float(i)] for i in range(300_000)]
+print(json.dumps({"on": on, "before": before, "child": os.waitstatus_to_exitcode(status),
+                  "after": a.region()["prefaulting"], "used": a.region()["used"]}))
+"""
+
+
+@compiled_with_thp
+def test_a_forked_child_allocates_without_the_populate_thread() -> None:
+    got = _child(FORKED)
+    assert got["on"] and got["before"] == got["after"] == 1, got
+    assert got["child"] == 0 and got["used"] > 0, got

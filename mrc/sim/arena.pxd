@@ -7,11 +7,23 @@
 # an interpreter with its own GIL has its own pymalloc, while the arena allocator is one for
 # the process: a mutex keeps the region's bookkeeping consistent (two uncontended lock
 # operations per arena; nothing per object).
+#
+# A helper thread prefaults the region ahead of the arenas handed out: the kernel clears a
+# fresh 2 MiB page on its first touch, on a VM slowly, and that clearing would otherwise stall
+# the simulation (its setup and its run) once per huge page. The thread keeps the region
+# populated up to MRC_AHEAD bytes past the bump pointer (mrc_fault_in: no byte changes, so
+# pages in use are safe) and sleeps on a futex between. It holds no lock, so a child made by
+# fork (which has no such thread) can only miss the prefaulting, never deadlock.
 cdef extern from *:
     """
     #if defined(__linux__)
     #include <sys/mman.h>
     #include <pthread.h>
+    #include <signal.h>
+    #include <errno.h>
+    #include <unistd.h>
+    #include <sys/syscall.h>
+    #include <linux/futex.h>
     #endif
     #if defined(__linux__) && defined(MADV_HUGEPAGE)
     /* A freed arena of ours, linked through its own first bytes (it is at least a page). */
@@ -22,6 +34,117 @@ cdef extern from *:
     static mrc_free_arena *mrc_free_list = NULL;  /* freed arenas, last freed first */
     static PyObjectArenaAllocator mrc_previous;   /* the allocator we replaced */
     static pthread_mutex_t mrc_arena_lock = PTHREAD_MUTEX_INITIALIZER;
+
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23
+    #endif
+    #define MRC_AHEAD ((size_t)32 << 20)  /* bytes kept populated past the bump pointer */
+    static size_t mrc_page = 0;            /* the huge page size (the region's alignment) */
+    /* futex word: huge pages of the region wanted populated, counted from its start */
+    static unsigned int mrc_want = 0;
+    static size_t mrc_populated = 0;       /* bytes populated so far (the thread's count) */
+    static int mrc_prefaulting = 0;        /* 1 while the thread runs */
+
+    /* Fault in the huge page at `page`, without changing a byte of it. On x86 a locked add
+       of 0 to its first byte: a write fault, taken under the region's own lock, where
+       MADV_POPULATE_WRITE would hold the process's memory-map lock for the whole clearing
+       and stall the main thread's brk and mmap meanwhile (the locked add is safe against
+       the allocator writing that byte at the same time; written in assembly because a
+       compiler may turn an atomic add of 0 into a load, a read fault that maps the zero
+       page). Elsewhere MADV_POPULATE_WRITE (Linux 5.14+). 0, or -1 with errno. */
+    static int mrc_fault_in(char *page) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __asm__ volatile("lock addb $0, %0" : "+m"(*(volatile char *)page) : : "memory");
+        return 0;
+    #else
+        return madvise(page, mrc_page, MADV_POPULATE_WRITE);
+    #endif
+    }
+
+    /* The populate thread: populate huge page after huge page up to mrc_want, then wait for
+       the allocator to raise it. Where the allocator has overtaken it, it goes on past the
+       page in use: the allocator has faulted those pages in itself, and racing it for the
+       page it is filling would clear that page twice. Ends at the region's end or on the
+       first error (ENOMEM: the pages are then faulted in by their first touch, as without
+       the thread). */
+    static void *mrc_populate(void *unused) {
+        size_t done = 0, total = mrc_region_size / mrc_page, inuse;
+        while (done < total) {
+            unsigned int want = __atomic_load_n(&mrc_want, __ATOMIC_ACQUIRE);
+            inuse = __atomic_load_n(&mrc_region_used, __ATOMIC_RELAXED) / mrc_page;
+            if (done <= inuse)
+                done = inuse + 1;
+            if (done >= want) {
+                syscall(SYS_futex, &mrc_want, FUTEX_WAIT_PRIVATE, want, NULL, NULL, 0);
+                continue;
+            }
+            if (mrc_fault_in(mrc_region + done * mrc_page) != 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                    continue;
+                break;
+            }
+            done++;
+            __atomic_store_n(&mrc_populated, done * mrc_page, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&mrc_prefaulting, 0, __ATOMIC_RELEASE);
+        return NULL;
+    }
+
+    /* Under the arena lock, after the bump pointer moved: raise the thread's target to
+       MRC_AHEAD past it (a wake-up at most once per huge page). */
+    static void mrc_want_ahead(void) {
+        size_t want;
+        if (!__atomic_load_n(&mrc_prefaulting, __ATOMIC_ACQUIRE))
+            return;
+        want = (mrc_region_used + MRC_AHEAD + mrc_page - 1) / mrc_page;
+        if (want > mrc_region_size / mrc_page)
+            want = mrc_region_size / mrc_page;
+        if (want > __atomic_load_n(&mrc_want, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&mrc_want, (unsigned int)want, __ATOMIC_RELEASE);
+            syscall(SYS_futex, &mrc_want, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        }
+    }
+
+    /* Whether the populate thread can fault pages in here: on x86 always; elsewhere if the
+       kernel has MADV_POPULATE_WRITE (tried on a scratch page). */
+    static int mrc_can_prefault(void) {
+    #if defined(__x86_64__) || defined(__i386__)
+        return 1;
+    #endif
+        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        int ok;
+        if (p == MAP_FAILED)
+            return 0;
+        ok = madvise(p, 4096, MADV_POPULATE_WRITE) == 0;
+        munmap(p, 4096);
+        return ok;
+    }
+
+    /* A child made by fork has no populate thread. */
+    static void mrc_prefault_forked(void) { mrc_prefaulting = 0; }
+
+    /* Start the populate thread (signals blocked in it: they belong to the main thread). */
+    static int mrc_start_prefault(void) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        sigset_t all, old;
+        int err;
+        if (!mrc_can_prefault())
+            return 0;
+        pthread_atfork(NULL, NULL, mrc_prefault_forked);
+        __atomic_store_n(&mrc_prefaulting, 1, __ATOMIC_RELEASE);
+        mrc_want_ahead();
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        err = pthread_create(&thread, &attr, mrc_populate, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        if (err)
+            __atomic_store_n(&mrc_prefaulting, 0, __ATOMIC_RELEASE);
+        return !err;
+    }
 
     static void *mrc_arena_alloc(void *ctx, size_t size) {
         void *p = NULL;
@@ -39,7 +162,8 @@ cdef extern from *:
         }
         if (!p && size && span >= size && mrc_region_size - mrc_region_used >= span) {
             p = mrc_region + mrc_region_used;
-            mrc_region_used += span;
+            __atomic_store_n(&mrc_region_used, mrc_region_used + span, __ATOMIC_RELAXED);
+            mrc_want_ahead();
         }
         if (!p)
             mrc_fallbacks++;
@@ -65,9 +189,10 @@ cdef extern from *:
     }
 
     /* Reserve `size` bytes of address space aligned to `align` (a power of two: the huge
-       page size), ask for huge pages there and make it pymalloc's arena source.
+       page size), ask for huge pages there and make it pymalloc's arena source; with
+       `prefault`, start the populate thread (if the kernel can).
        0: installed (or already was); -1: mmap refused the size; -2: madvise refused. */
-    static int mrc_arena_install(size_t size, size_t align) {
+    static int mrc_arena_install(size_t size, size_t align, int prefault) {
         if (mrc_region)
             return 0;
         if (!align || (align & (align - 1)) || size < align || size % align)
@@ -88,14 +213,21 @@ cdef extern from *:
         munmap(start + size, (size_t)(raw + align - start));
         mrc_region = start;
         mrc_region_size = size;
+        mrc_page = align;
         PyObject_GetArenaAllocator(&mrc_previous);
         PyObjectArenaAllocator ours = {NULL, mrc_arena_alloc, mrc_arena_free};
         PyObject_SetArenaAllocator(&ours);
+        if (prefault) {
+            pthread_mutex_lock(&mrc_arena_lock);
+            mrc_start_prefault();
+            pthread_mutex_unlock(&mrc_arena_lock);
+        }
         return 0;
     }
 
     /* The region's state, for diagnostics and tests: 0 start, 1 size, 2 bytes handed out
-       (bump pointer), 3 freed arenas kept, 4 arenas the previous allocator had to serve. */
+       (bump pointer), 3 freed arenas kept, 4 arenas the previous allocator had to serve,
+       5 bytes prefaulted, 6 whether the populate thread runs. */
     static size_t mrc_arena_stat(int which) {
         size_t out;
         pthread_mutex_lock(&mrc_arena_lock);
@@ -104,16 +236,20 @@ cdef extern from *:
             case 1: out = mrc_region_size; break;
             case 2: out = mrc_region_used; break;
             case 3: out = mrc_nfree; break;
-            default: out = mrc_fallbacks;
+            case 4: out = mrc_fallbacks; break;
+            case 5: out = __atomic_load_n(&mrc_populated, __ATOMIC_ACQUIRE); break;
+            default: out = (size_t)__atomic_load_n(&mrc_prefaulting, __ATOMIC_ACQUIRE);
         }
         pthread_mutex_unlock(&mrc_arena_lock);
         return out;
     }
     #else
     /* not Linux, or no transparent huge pages in its headers: never installed */
-    static int mrc_arena_install(size_t size, size_t align) { return -1; }
+    static int mrc_arena_install(size_t size, size_t align, int prefault) { return -1; }
     static size_t mrc_arena_stat(int which) { return 0; }
+    static int mrc_can_prefault(void) { return 0; }
     #endif
     """
-    int _install "mrc_arena_install"(size_t size, size_t align)
+    int _install "mrc_arena_install"(size_t size, size_t align, int prefault)
     size_t _stat "mrc_arena_stat"(int which)
+    int _can_prefault "mrc_can_prefault"()

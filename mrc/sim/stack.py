@@ -333,7 +333,7 @@ class SimStack(Stack):
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
                  transport_name: str = "mrc") -> None:
-        use_huge_page_arenas()  # with MRC_HUGE_PAGES=1: the fabric on huge pages
+        use_huge_page_arenas()  # the fabric on huge pages (unless MRC_HUGE_PAGES=0)
         sim = Simulator(seed)
         net = build_network(sim, spec)
         super().__init__(spec, seed, transport_name, sim=sim, net=net,
