@@ -46,12 +46,13 @@ cdef extern from *:
     static int mrc_prefaulting = 0;        /* 1 while the thread runs */
 
     /* Fault in the huge page at `page`, without changing a byte of it. On x86 a locked add
-       of 0 to its first byte: a write fault, taken under the region's own lock, where
-       MADV_POPULATE_WRITE would hold the process's memory-map lock for the whole clearing
-       and stall the main thread's brk and mmap meanwhile (the locked add is safe against
-       the allocator writing that byte at the same time; written in assembly because a
-       compiler may turn an atomic add of 0 into a load, a read fault that maps the zero
-       page). Elsewhere MADV_POPULATE_WRITE (Linux 5.14+). 0, or -1 with errno. */
+       of 0 to its first byte: a write fault, which (Linux 6.4+) locks only the region's own
+       mapping, where MADV_POPULATE_WRITE holds the process's memory-map lock through the
+       whole clearing and stalls the main thread's brk and mmap meanwhile. The locked add is
+       safe against the allocator writing that byte at the same time; it is written in
+       assembly because a compiler may turn an atomic add of 0 into a load, a read fault
+       that maps the zero page. Elsewhere MADV_POPULATE_WRITE (Linux 5.14+). 0, or -1 with
+       errno. */
     static int mrc_fault_in(char *page) {
     #if defined(__x86_64__) || defined(__i386__)
         __asm__ volatile("lock addb $0, %0" : "+m"(*(volatile char *)page) : : "memory");
@@ -110,7 +111,7 @@ cdef extern from *:
     static int mrc_can_prefault(void) {
     #if defined(__x86_64__) || defined(__i386__)
         return 1;
-    #endif
+    #else
         void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         int ok;
         if (p == MAP_FAILED)
@@ -118,6 +119,7 @@ cdef extern from *:
         ok = madvise(p, 4096, MADV_POPULATE_WRITE) == 0;
         munmap(p, 4096);
         return ok;
+    #endif
     }
 
     /* A child made by fork has no populate thread. */
