@@ -191,10 +191,10 @@ cdef extern from *:
     }
 
     /* Reserve `size` bytes of address space aligned to `align` (a power of two: the huge
-       page size), ask for huge pages there and make it pymalloc's arena source; with
-       `prefault`, start the populate thread (if the kernel can).
+       page size), ask for huge pages there, make it pymalloc's arena source and start the
+       populate thread (where it can fault pages in).
        0: installed (or already was); -1: mmap refused the size; -2: madvise refused. */
-    static int mrc_arena_install(size_t size, size_t align, int prefault) {
+    static int mrc_arena_install(size_t size, size_t align) {
         if (mrc_region)
             return 0;
         if (!align || (align & (align - 1)) || size < align || size % align)
@@ -219,11 +219,9 @@ cdef extern from *:
         PyObject_GetArenaAllocator(&mrc_previous);
         PyObjectArenaAllocator ours = {NULL, mrc_arena_alloc, mrc_arena_free};
         PyObject_SetArenaAllocator(&ours);
-        if (prefault) {
-            pthread_mutex_lock(&mrc_arena_lock);
-            mrc_start_prefault();
-            pthread_mutex_unlock(&mrc_arena_lock);
-        }
+        pthread_mutex_lock(&mrc_arena_lock);
+        mrc_start_prefault();
+        pthread_mutex_unlock(&mrc_arena_lock);
         return 0;
     }
 
@@ -247,11 +245,11 @@ cdef extern from *:
     }
     #else
     /* not Linux, or no transparent huge pages in its headers: never installed */
-    static int mrc_arena_install(size_t size, size_t align, int prefault) { return -1; }
+    static int mrc_arena_install(size_t size, size_t align) { return -1; }
     static size_t mrc_arena_stat(int which) { return 0; }
     static int mrc_can_prefault(void) { return 0; }
     #endif
     """
-    int _install "mrc_arena_install"(size_t size, size_t align, int prefault)
+    int _install "mrc_arena_install"(size_t size, size_t align)
     size_t _stat "mrc_arena_stat"(int which)
     int _can_prefault "mrc_can_prefault"()

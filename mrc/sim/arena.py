@@ -49,8 +49,8 @@ except ImportError:  # pure Python without Cython installed
 
 __all__ = ["ENV", "huge_page_arenas_active", "region", "status", "use_huge_page_arenas"]
 
-#: "0" keeps pymalloc's arenas off huge pages, "1" puts them there even where the kernel cannot
-#: prefault them; unset, they go there when it can (see the module docstring).
+#: Unset, pymalloc's arenas go on huge pages where a helper thread can prefault them; "1" puts
+#: them there even where it cannot; any other value ("0") keeps them off (see the docstring).
 ENV = "MRC_HUGE_PAGES"
 _THP = "/sys/kernel/mm/transparent_hugepage"
 #: Sizes of address space tried for the region, largest first (a strict overcommit policy
@@ -58,7 +58,7 @@ _THP = "/sys/kernel/mm/transparent_hugepage"
 _RESERVE = (64 << 30, 16 << 30, 4 << 30, 1 << 30)
 
 if not cython.compiled:  # (the compiled build has them from arena.pxd, in C)
-    def _install(size: int, align: int, prefault: int) -> int:
+    def _install(size: int, align: int) -> int:
         """Pure Python has no arena allocator to replace."""
         return -1
 
@@ -126,7 +126,7 @@ def use_huge_page_arenas() -> bool:
             align = _huge_page_size()
             code = -1
             for size in _RESERVE:
-                code = _install(size, align, 1)
+                code = _install(size, align)
                 if code != -1:  # installed (0), or madvise refused (-2): no smaller try
                     break
             _outcome = "" if code == 0 else ("madvise refused" if code == -2 else
