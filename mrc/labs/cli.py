@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -54,9 +54,7 @@ def _guarded(fn: Callable[[], int | None]) -> None:
         click.echo(f"mrc-lab: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     except KeyboardInterrupt as exc:
-        click.echo("mrc-lab: interrupted; earlier results, if any, are as they were",
-                   err=True)
-        sys.exit(EXIT_SIGTERM if isinstance(exc, _Terminated) else EXIT_SIGINT)
+        _interrupted(exc)
     except BrokenPipeError:
         # the reader went away (`mrc-lab labs | head`): not an error; silence the final flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -64,12 +62,35 @@ def _guarded(fn: Callable[[], int | None]) -> None:
     except (click.exceptions.Exit, click.ClickException, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 (the point is to catch everything else)
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:
+            _interrupted(interrupt)
         traceback.print_exc(file=sys.stderr)
         text = " ".join(str(exc).split())
         click.echo(f"mrc-lab: internal error (a bug, please report it with the traceback "
                    f"above): {type(exc).__name__}: {text}", err=True)
         sys.exit(EXIT_INTERNAL)
     sys.exit(code)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> NoReturn:
+    click.echo("mrc-lab: interrupted; earlier results, if any, are as they were", err=True)
+    sys.exit(EXIT_SIGTERM if isinstance(exc, _Terminated) else EXIT_SIGINT)
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (or SIGTERM) that caused ``exc``, if one did. A signal that lands while a C
+    extension initialises its module (pandas, imported late, when the tables are written)
+    comes out as an ImportError or SystemError whose cause or context is the interrupt: that
+    is an interrupt, not an internal error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _capture_options(path: str | None, point: str, snaplen: str | None, every: str | None,
