@@ -25,19 +25,20 @@ import json
 import statistics
 import sys
 import time
+from typing import Any
 
 from mrc import _build, bench  # the installed mrc (or PYTHONPATH's): its build is measured
 
 CASES = ("perm128", "perm1024")
 
 
-def _spread(values: list[float]) -> dict[str, object]:
+def _spread(values: list[float]) -> dict[str, Any]:
     return {"min": round(min(values), 3), "median": round(statistics.median(values), 3),
             "max": round(max(values), 3), "all": [round(v, 3) for v in values]}
 
 
-def measure(repeat: int) -> dict[str, object]:
-    out: dict[str, object] = {"build": _build.describe(), "repeat": repeat}
+def measure(repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"build": _build.describe(), "repeat": repeat}
     runs: dict[str, list[bench.CaseResult]] = {case: [] for case in CASES}
     process_s: dict[str, list[float]] = {case: [] for case in CASES}
     for _ in range(repeat):
@@ -65,18 +66,16 @@ def measure(repeat: int) -> dict[str, object]:
         }
     small, large = out["perm128"], out["perm1024"]
     out["growth_128_to_1024"] = round(
-        large["us_per_packet_best"] / small["us_per_packet_best"], 3)  # type: ignore[index]
+        large["us_per_packet_best"] / small["us_per_packet_best"], 3)
     out["process_growth_128_to_1024"] = round(
-        large["process_us_per_packet_best"]  # type: ignore[index]
-        / small["process_us_per_packet_best"], 3)  # type: ignore[index]
+        large["process_us_per_packet_best"] / small["process_us_per_packet_best"], 3)
     # each round's ratio: both cases ran on the same machine, minutes apart at most
     out["growth_per_round"] = _spread(
-        [b / a for a, b in zip(small["us_per_packet_all"],  # type: ignore[index]
-                               large["us_per_packet_all"], strict=True)])  # type: ignore[index]
-    out["process_growth_per_round"] = _spread(
-        [b / a for a, b in zip(small["process_us_per_packet_all"],  # type: ignore[index]
-                               large["process_us_per_packet_all"],  # type: ignore[index]
+        [b / a for a, b in zip(small["us_per_packet_all"], large["us_per_packet_all"],
                                strict=True)])
+    out["process_growth_per_round"] = _spread(
+        [b / a for a, b in zip(small["process_us_per_packet_all"],
+                               large["process_us_per_packet_all"], strict=True)])
     return out
 
 
@@ -94,17 +93,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{'setup s':>7} {'events/pkt':>10} {'packets':>9} {'rss MB':>7}")
     for case in CASES:
         r = doc[case]
-        print(f"{case:<10} {r['us_per_packet_best']:>11.2f} "  # type: ignore[index]
-              f"{r['us_per_packet_median']:>7.2f} "  # type: ignore[index]
-              f"{r['process_us_per_packet_best']:>14.2f} "  # type: ignore[index]
-              f"{r['process_us_per_packet_median']:>7.2f} "  # type: ignore[index]
-              f"{r['setup_s_median']:>7.3f} {r['events_per_packet']:>10.3f} "  # type: ignore[index]
-              f"{r['packets']:>9d} {r['peak_rss_mb']:>7.0f}")  # type: ignore[index]
+        print(f"{case:<10} {r['us_per_packet_best']:>11.2f} {r['us_per_packet_median']:>7.2f} "
+              f"{r['process_us_per_packet_best']:>14.2f} "
+              f"{r['process_us_per_packet_median']:>7.2f} {r['setup_s_median']:>7.3f} {r['events_per_packet']:>10.3f} "
+              f"{r['packets']:>9d} {r['peak_rss_mb']:>7.0f}")
     for label, key in (("event loop", "growth_per_round"),
                        ("whole process", "process_growth_per_round")):
         g = doc[key]
-        print(f"growth perm128 -> perm1024, {label}: x{g['min']:.2f}-{g['max']:.2f} "  # type: ignore[index]
-              f"per round, median x{g['median']:.2f}")  # type: ignore[index]
+        print(f"growth perm128 -> perm1024, {label}: x{g['min']:.2f}-{g['max']:.2f} "
+              f"per round, median x{g['median']:.2f}")
     return 0
 
 

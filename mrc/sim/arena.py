@@ -72,16 +72,11 @@ if not cython.compiled:  # (the compiled build has them from arena.pxd, in C)
 _outcome: str | None = None
 
 
-def _asked() -> str:
-    """``MRC_HUGE_PAGES`` as given: "1" (on), "0" (off), "" (the default) or another value."""
-    return os.environ.get(ENV, "").strip()
-
-
 def _refusal() -> str:
     """Why this process should not use huge-page arenas ("" when it may)."""
     if not cython.compiled:
         return "pure Python"
-    asked = _asked()
+    asked = os.environ.get(ENV, "").strip()  # "" (the default), "1" (on) or anything (off)
     if asked not in ("", "1"):
         return f"{ENV}={asked}"
     if not sys.platform.startswith("linux"):
