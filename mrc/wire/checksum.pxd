@@ -1,2 +1,44 @@
-# checksum.py is compiled for the compiled build (mrc/_build.py) as plain Python: no C
-# declarations yet (its per-datagram code runs as compiled Python functions).
+# C layout of mrc/wire/checksum.py for the compiled build (see mrc/_build.py). The .py is the
+# source; this declares the one piece it has in C.
+
+cimport cython
+
+# le_words: the sum of the little-endian 32-bit words of buf[start:start + m] (m a multiple
+# of 4, within the buffer: the callers say so), what the pure build asks numpy for. bytes are
+# read in place; anything else through the buffer protocol. Four sums run side by side, so
+# the compiler can keep several words in flight; a buffer under 8 GB cannot overflow them.
+cdef extern from *:
+    """
+    static CYTHON_INLINE unsigned long long mrc_le32(const unsigned char *p) {
+        return (unsigned long long)p[0] | ((unsigned long long)p[1] << 8)
+            | ((unsigned long long)p[2] << 16) | ((unsigned long long)p[3] << 24);
+    }
+    static long long mrc_le_words(PyObject *buf, Py_ssize_t start, Py_ssize_t m) {
+        Py_buffer view;
+        const unsigned char *p;
+        int held = 0;
+        if (PyBytes_CheckExact(buf)) {
+            p = (const unsigned char *)PyBytes_AS_STRING(buf);
+        } else {
+            if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0) return -1;
+            p = (const unsigned char *)view.buf;
+            held = 1;
+        }
+        p += start;
+        unsigned long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        Py_ssize_t i = 0;
+        for (; i + 16 <= m; i += 16) {
+            s0 += mrc_le32(p + i);
+            s1 += mrc_le32(p + i + 4);
+            s2 += mrc_le32(p + i + 8);
+            s3 += mrc_le32(p + i + 12);
+        }
+        for (; i < m; i += 4) s0 += mrc_le32(p + i);
+        if (held) PyBuffer_Release(&view);
+        return (long long)(s0 + s1 + s2 + s3);
+    }
+    """
+    long long le_words "mrc_le_words"(object buf, Py_ssize_t start, Py_ssize_t m) except? -1
+
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t)
+cpdef object sum16(object buf, Py_ssize_t start=*)

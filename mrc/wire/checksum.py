@@ -6,7 +6,8 @@ copy of inner IPv6 + UDP + BTH (``ICRC_MASK``) and the rest of the packet. The U
 a one's-complement sum of 16-bit words: because 2**16 == 1 (mod 0xFFFF), it is the value of the
 bytes as one big-endian integer modulo 0xFFFF, which Python computes in C; large buffers go
 through numpy instead (:func:`sum16`), a whole burst through one numpy call
-(:func:`sum16_many`).
+(:func:`sum16_many`). The compiled build sums large buffers with a C loop (``le_words``,
+``checksum.pxd``) that gives numpy's value, one buffer at a time.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 from mrc.packet import ENVELOPE_BYTES
 from mrc.wire.layout import OFF_EXT, OFF_INNER
@@ -43,6 +49,12 @@ _add_reduceat = np.add.reduceat
 _PADS: Final = (b"", b"\0\0\0", b"\0\0", b"\0")  # zeros up to the next multiple of 4
 _from_bytes = int.from_bytes
 
+if not cython.compiled:  # (the compiled build has it from checksum.pxd: a C loop)
+    def le_words(buf: bytes | bytearray | memoryview, start: int, m: int) -> int:
+        """The sum of the little-endian 32-bit words of ``buf[start:start + m]`` (``m`` a
+        multiple of 4 that the buffer holds)."""
+        return int(_add_reduce(_frombuffer(buf, _U4, m >> 2, start), 0, _U64))
+
 
 def sum16(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
     """An integer congruent (mod 0xFFFF) to the big-endian 16-bit word sum of ``buf[start:]``,
@@ -58,7 +70,7 @@ def sum16(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
         v = _from_bytes(buf[start:] if start else buf, "big")
         return v << 8 if n & 1 else v
     m = n & ~3
-    s = int(_add_reduce(_frombuffer(buf, _U4, m >> 2, start), 0, _U64)) << 8
+    s = le_words(buf, start, m) << 8
     if m == n:
         return s
     v = _from_bytes(buf[start + m:], "big")
@@ -72,7 +84,16 @@ def sum16_many(bufs: Sequence[object], start: int) -> list[int | None]:
     Each buffer is padded with zeros to a multiple of 4 bytes, so every one (and its
     ``start``, a multiple of 4) begins on a 32-bit word; ``reduceat`` then sums the words
     from each ``start`` to the buffer's end (and, unused, each buffer's first ``start``
-    bytes)."""
+    bytes).
+
+    Compiled, each buffer is summed on its own in C (``le_words``): no concatenation, and no
+    numpy call to pay for."""
+    if cython.compiled:
+        sums: list[int | None] = [None] * len(bufs)
+        for i, buf in enumerate(bufs):
+            if type(buf) is bytes and len(buf) >= ENVELOPE_BYTES:
+                sums[i] = sum16(buf, start)
+        return sums
     parts: list[bytes] = []
     bounds: list[int] = []
     which: list[int] = []

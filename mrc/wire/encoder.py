@@ -2,7 +2,7 @@
 
 ``encode`` writes every header, the ICRC and the UDP checksum in one pass over a precompiled
 layout (:mod:`mrc.wire.layout`); ``encode_many`` does the same for a sender's burst with the
-payload sums taken in one numpy call. The 32-bit EV is striped over the entropy fields as
+payload sums taken together (``sum16_many``). The 32-bit EV is striped over the entropy fields as
 the public description of MRC has it: its low 20 bits (plane and T1 in the default format)
 are the IPv6 flow label, its high 12 bits the low bits of the UDP source port; the MRC
 extension header repeats it and the decoder checks that the two agree. Simulated segments
@@ -16,8 +16,6 @@ import struct
 import zlib
 from collections.abc import Sequence
 from typing import Final
-
-import numpy as np
 
 from mrc.packet import (
     ACK,
@@ -38,7 +36,7 @@ from mrc.packet import (
     TRIM_DSCP,
     Packet,
 )
-from mrc.wire.checksum import CRC_LRH, ICRC_MASK, MASKED_BYTES, NP_MIN, sum16, sum16_many
+from mrc.wire.checksum import CRC_LRH, ICRC_MASK, MASKED_BYTES, sum16, sum16_many
 from mrc.wire.layout import (
     DATA_HDR_BYTES,
     DATA_IMM_HDR_BYTES,
@@ -74,14 +72,9 @@ from mrc.wire.outer import cut_lengths
 
 _U16 = struct.Struct(">H")
 _ICRC = struct.Struct("<I")
-# Helpers bound once: one global lookup each per packet. The numpy pair serves _encode's inlined
-# copy of sum16's branch for full-size payloads. The struct methods are bound here because
-# CPython (3.11+) compiles ``name.method(...)``, for a name bound by an import, as an attribute
-# load that builds a bound method on every call.
-_U4: Final = np.dtype("<u4")
-_U64: Final = np.uint64
-_frombuffer = np.frombuffer
-_add_reduce = np.add.reduce
+# Helpers bound once: one global lookup each per packet. The struct methods are bound here
+# because CPython (3.11+) compiles ``name.method(...)``, for a name bound by an import, as an
+# attribute load that builds a bound method on every call.
 _crc32 = zlib.crc32
 _from_bytes = int.from_bytes
 _pack_data: Final = HDR_DATA.pack
@@ -123,9 +116,10 @@ def encode(pkt: Packet) -> bytes:
 
 
 def encode_many(pkts: Sequence[Packet]) -> list[bytes]:
-    """``encode`` of each packet, with the UDP checksum sums of the DATA payloads taken in one
-    numpy reduction (``sum16_many``): a numpy call costs about as much as summing 4 KB, so a
-    sender's burst pays it once, as a received burst does in ``decode_many``."""
+    """``encode`` of each packet, with the UDP checksum sums of the DATA payloads taken
+    together (``sum16_many``: pure Python, one numpy reduction, whose fixed cost is about that
+    of summing 4 KB, for the burst, as a received burst in ``decode_many``; compiled, a C loop
+    per payload)."""
     sums = sum16_many([p.payload if p.kind == DATA else None for p in pkts], 0)
     out = []
     for p, payload_sum in zip(pkts, sums, strict=True):
@@ -237,12 +231,7 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     total = _from_bytes(hdr[48:], "big") + iplen + NH_UDP
     if n:
         crc = _crc32(payload, crc)
-        if payload_sum is not None:
-            total += payload_sum
-        elif n & 3 or n < NP_MIN:
-            total += sum16(payload)
-        else:  # full-size payloads: sum16's numpy branch, inlined
-            total += int(_add_reduce(_frombuffer(payload, _U4), 0, _U64)) << 8
+        total += payload_sum if payload_sum is not None else sum16(payload)
     icrc = _ICRC.pack(crc)
     # An odd payload leaves the ICRC on odd offsets: each of its bytes moves up 8 bits.
     total += _from_bytes(icrc, "big") << (n & 1) * 8
