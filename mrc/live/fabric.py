@@ -40,7 +40,17 @@ from typing import Any
 
 from mrc import wire
 from mrc.live.udp import MAX_DATAGRAM
-from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, PROBE, PROBE_REPLY, TRIM_DSCP, Packet
+from mrc.packet import (
+    ACK,
+    DATA,
+    ECN_CE,
+    ECN_ECT0,
+    PROBE,
+    PROBE_REPLY,
+    TRIM_DSCP,
+    Packet,
+    make_packet,
+)
 from mrc.sim import faults as sim_faults
 from mrc.sim.capture import capture_ports
 from mrc.sim.engine import Simulator
@@ -223,9 +233,10 @@ class FabricCore:
         buf = data if isinstance(data, bytearray) else bytearray(data)
         kind = _KIND_OF_OPCODE.get(buf[_OFF_BTH], ACK)
         size = len(buf)
-        pkt = Packet(kind, src, int.from_bytes(buf[76:80], "big"), 0,
-                     size=size, plane=plane)
-        pkt.da_hi, pkt.da_lo = _DA.unpack_from(buf, _OFF_DA)
+        da_hi, da_lo = _DA.unpack_from(buf, _OFF_DA)
+        # (make_packet: compiled, a C call; Packet's keywords would be parsed per datagram)
+        pkt = make_packet(kind, src, int.from_bytes(buf[76:80], "big"), 0, 0, 0, 0, 0, 0, 0,
+                          0, 0, 0, 0, 0, 0, da_hi, da_lo, size, None, 0, plane)
         pkt.hop_limit = buf[_OFF_HLIM]
         ecn = (buf[1] >> 4) & 3
         if ecn != ECN_ECT0:

@@ -40,5 +40,35 @@ cdef extern from *:
     """
     long long le_words "mrc_le_words"(object buf, Py_ssize_t start, Py_ssize_t m) except? -1
 
+# or_bytes: a new bytes of buf[start:start + len(mask)] OR-ed with mask (the caller checked
+# that the buffer holds them).
+cdef extern from *:
+    """
+    static PyObject *mrc_or_bytes(PyObject *buf, Py_ssize_t start, PyObject *mask) {
+        Py_buffer view;
+        const unsigned char *p;
+        int held = 0;
+        Py_ssize_t n = PyBytes_GET_SIZE(mask);
+        const unsigned char *m = (const unsigned char *)PyBytes_AS_STRING(mask);
+        if (PyBytes_CheckExact(buf)) {
+            p = (const unsigned char *)PyBytes_AS_STRING(buf);
+        } else {
+            if (PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) < 0) return NULL;
+            p = (const unsigned char *)view.buf;
+            held = 1;
+        }
+        PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+        if (out != NULL) {
+            unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+            for (Py_ssize_t i = 0; i < n; i++) o[i] = p[start + i] | m[i];
+        }
+        if (held) PyBuffer_Release(&view);
+        return out;
+    }
+    """
+    bytes or_bytes "mrc_or_bytes"(object buf, Py_ssize_t start, bytes mask)
+
+cpdef bytes masked_inner(object buf)
+
 @cython.locals(n=Py_ssize_t, m=Py_ssize_t)
 cpdef object sum16(object buf, Py_ssize_t start=*)

@@ -6,8 +6,9 @@ copy of inner IPv6 + UDP + BTH (``ICRC_MASK``) and the rest of the packet. The U
 a one's-complement sum of 16-bit words: because 2**16 == 1 (mod 0xFFFF), it is the value of the
 bytes as one big-endian integer modulo 0xFFFF, which Python computes in C; large buffers go
 through numpy instead (:func:`sum16`), a whole burst through one numpy call
-(:func:`sum16_many`). The compiled build sums large buffers with a C loop (``le_words``,
-``checksum.pxd``) that gives numpy's value, one buffer at a time.
+(:func:`sum16_many`). The compiled build sums every buffer with a C loop (``le_words``,
+``checksum.pxd``: numpy's value for the whole 32-bit words), and masks the ICRC's header
+bytes in C (:func:`masked_inner`).
 """
 
 from __future__ import annotations
@@ -49,11 +50,27 @@ _add_reduceat = np.add.reduceat
 _PADS: Final = (b"", b"\0\0\0", b"\0\0", b"\0")  # zeros up to the next multiple of 4
 _from_bytes = int.from_bytes
 
-if not cython.compiled:  # (the compiled build has it from checksum.pxd: a C loop)
+_MASK: Final = ICRC_MASK.to_bytes(MASKED_BYTES, "big")
+
+if not cython.compiled:  # (the compiled build has them from checksum.pxd, in C)
     def le_words(buf: bytes | bytearray | memoryview, start: int, m: int) -> int:
         """The sum of the little-endian 32-bit words of ``buf[start:start + m]`` (``m`` a
         multiple of 4 that the buffer holds)."""
         return int(_add_reduce(_frombuffer(buf, _U4, m >> 2, start), 0, _U64))
+
+    def or_bytes(buf: bytes | bytearray | memoryview, start: int, mask: bytes) -> bytes:
+        """``buf[start:start + len(mask)]`` OR-ed with ``mask`` (compiled only)."""
+        raise NotImplementedError
+
+
+def masked_inner(buf: bytes | bytearray | memoryview) -> bytes:
+    """What the ICRC covers of inner IPv6 + UDP + BTH (``buf[OFF_INNER:OFF_EXT]``): the bytes
+    with the fields it does not cover set to ones (``ICRC_MASK``)."""
+    if len(buf) < OFF_EXT:
+        raise ValueError(f"{len(buf)} bytes end before the BTH does")
+    if cython.compiled:
+        return or_bytes(buf, OFF_INNER, _MASK)
+    return (_from_bytes(buf[OFF_INNER:OFF_EXT], "big") | ICRC_MASK).to_bytes(MASKED_BYTES, "big")
 
 
 def sum16(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
@@ -66,7 +83,7 @@ def sum16(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
     32-bit word are added as a big-endian integer. ``start`` is numpy's buffer offset: no
     slice or memoryview is made for it."""
     n = len(buf) - start
-    if n < NP_MIN:
+    if n < NP_MIN and not cython.compiled:  # (compiled: the C loop is cheaper at any length)
         v = _from_bytes(buf[start:] if start else buf, "big")
         return v << 8 if n & 1 else v
     m = n & ~3

@@ -32,8 +32,9 @@ from mrc.packet import (
     ROCE_UDP_PORT,
     TRIM_DSCP,
     Packet,
+    make_packet,
 )
-from mrc.wire.checksum import CRC_LRH, CRC_RESIDUE, ICRC_MASK, MASKED_BYTES, sum16, sum16_many
+from mrc.wire.checksum import CRC_LRH, CRC_RESIDUE, masked_inner, sum16, sum16_many
 from mrc.wire.layout import (
     ACK_FULL_BYTES,
     CNP_FULL_BYTES,
@@ -54,7 +55,6 @@ from mrc.wire.layout import (
     NH_IPV6,
     NH_UDP,
     OFF_EXT,
-    OFF_INNER,
     OP_ACKNOWLEDGE,
     OP_CNP,
     OP_MRC_PROBE,
@@ -157,11 +157,12 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
         return _decode_cut(data, n, opcode, abit, src, dst, qpn_w & M24, psn_w & M24,
                            (da_hi << 64) | da_lo, tc & 3, plane, wire_ev, hlim)
 
-    da = (da_hi << 64) | da_lo
     qpn = qpn_w & M24
     psn = psn_w & M24
     # One branch per kind, each building its Packet with only the fields it carries (the
     # others keep Packet's zero defaults): this runs for every datagram a host receives.
+    # DATA and ACKs, most of them, through make_packet (every field given positionally, the
+    # destination as its two halves: compiled, a C call without keywords to parse).
     if opcode == OP_RDMA_WRITE_ONLY or opcode == OP_RDMA_WRITE_ONLY_IMM:
         if opcode == OP_RDMA_WRITE_ONLY:
             hdr_len = DATA_HDR_BYTES
@@ -182,11 +183,12 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
         end = n - ICRC_BYTES
-        pkt = Packet(DATA, src, dst, qpn, psn, ev=ev, msg_id=msg_id, offset=va, length=dlen,
-                     msg_len=msg_len, flags=flags, ts=ts, imm=imm, da=da, ecn=tc & 3,
-                     trimmed=trimmed, size=n, plane=plane,
-                     payload=data[hdr_len:end] if type(data) is bytes
-                     else bytes(data[hdr_len:end]))
+        pkt = make_packet(DATA, src, dst, qpn, psn, ev, msg_id, va, dlen, msg_len, flags, ts,
+                          imm, 0, 0, 0, da_hi, da_lo, n,
+                          data[hdr_len:end] if type(data) is bytes
+                          else bytes(data[hdr_len:end]), 0, plane)
+        pkt.ecn = tc & 3
+        pkt.trimmed = trimmed
         pkt.hop_limit = hlim
         return pkt
     if opcode == OP_ACKNOWLEDGE:
@@ -198,11 +200,13 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
             raise DecodeError("MRC-AETH EV disagrees with the flow label and source port")
         _verify(data, n, iplen, udp_sum)
         _check_tail(flags, abit, csum)
-        pkt = Packet(kind, src, dst, qpn, psn, ev=ev, msg_id=aeth & M24, flags=flags, ts=ts,
-                     echo_psn=echo_psn, sack_base=sack_base, sack=sack, da=da, ecn=tc & 3,
-                     trimmed=trimmed, size=n, plane=plane)
+        pkt = make_packet(kind, src, dst, qpn, psn, ev, aeth & M24, 0, 0, 0, flags, ts, 0,
+                          echo_psn, sack_base, sack, da_hi, da_lo, n, None, 0, plane)
+        pkt.ecn = tc & 3
+        pkt.trimmed = trimmed
         pkt.hop_limit = hlim
         return pkt
+    da = (da_hi << 64) | da_lo
     if opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
         if n != PROBE_FULL_BYTES:
             raise DecodeError("probe of the wrong length")
@@ -252,9 +256,7 @@ def _verify(data: bytes | bytearray | memoryview, n: int, iplen: int,
     The ICRC check runs the CRC on through the stored ICRC itself: CRC-32 over a message
     followed by its own CRC (least-significant byte first) always leaves ``CRC_RESIDUE``,
     and no other 4 bytes do, so this is the same test as comparing the two values."""
-    masked = (_from_bytes(data[OFF_INNER:OFF_EXT], "big") | ICRC_MASK).to_bytes(
-        MASKED_BYTES, "big")
-    if _crc32(memoryview(data)[OFF_EXT:n], _crc32(masked, CRC_LRH)) != CRC_RESIDUE:
+    if _crc32(memoryview(data)[OFF_EXT:n], _crc32(masked_inner(data), CRC_LRH)) != CRC_RESIDUE:
         raise DecodeError("ICRC mismatch")
     # Pseudo-header addresses (inner source and destination) + UDP length and next header,
     # then UDP + BTH + ... + ICRC: one sum from offset 48 (the checksum field included).

@@ -36,7 +36,7 @@ from mrc.packet import (
     TRIM_DSCP,
     Packet,
 )
-from mrc.wire.checksum import CRC_LRH, ICRC_MASK, MASKED_BYTES, sum16, sum16_many
+from mrc.wire.checksum import CRC_LRH, masked_inner, sum16, sum16_many
 from mrc.wire.layout import (
     DATA_HDR_BYTES,
     DATA_IMM_HDR_BYTES,
@@ -54,7 +54,6 @@ from mrc.wire.layout import (
     NH_UDP,
     OFF_BTH,
     OFF_EXT,
-    OFF_INNER,
     OFF_UDP_CSUM,
     OP_ACKNOWLEDGE,
     OP_CNP,
@@ -225,10 +224,9 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     # ICRC: masked inner IPv6 + UDP + BTH, then the rest of the header and the payload.
     # (Slices of the small ``bytes`` header: cheaper than memoryviews, and int.from_bytes
     # would copy a memoryview into bytes anyway.)
-    crc = _crc32(hdr[OFF_EXT:], _crc32((_from_bytes(hdr[OFF_INNER:OFF_EXT], "big")
-                                        | ICRC_MASK).to_bytes(MASKED_BYTES, "big"), CRC_LRH))
+    crc = _crc32(hdr[OFF_EXT:], _crc32(masked_inner(hdr), CRC_LRH))
     # UDP checksum: pseudo-header (src, dst, length, next header) + UDP + BTH + ... + ICRC.
-    total = _from_bytes(hdr[48:], "big") + iplen + NH_UDP
+    total = sum16(hdr, 48) + iplen + NH_UDP
     if n:
         crc = _crc32(payload, crc)
         total += payload_sum if payload_sum is not None else sum16(payload)
