@@ -23,12 +23,12 @@ the line rate and no packet enters the fabric before its modelled time.
 
 Batching, for the per-datagram cost: the DATA packets one port kick pulls leave in one
 ``sendmsg`` with Linux UDP GSO (``UDP_SEGMENT``), encoded together by ``wire.encode_many``
-(one numpy sum for their payload checksums): the kernel cuts the buffer into the very same
+(their payload checksums summed together): the kernel cuts the buffer into the very same
 datagrams, in order, at a fraction of the per-datagram syscall cost. Any other send first
 flushes what is held, so the order on the wire is unchanged; where GSO is unavailable (not
 Linux, or a route whose MTU is below the segment) every datagram goes out on its own. What
 waits on the socket is read as one burst (the reads back to back), decoded with
-``wire.decode_many`` (one numpy sum for all the UDP checksums) and handled datagram by
+``wire.decode_many`` (all the UDP checksums summed together) and handled datagram by
 datagram in arrival order, all at the instant it was read: one sync, the ACKs it provokes
 held for one GSO send, and each port its QPs kicked filled once after it.
 
@@ -468,7 +468,7 @@ class LiveHost(NicDriver):
 
     def receive_burst(self, datagrams: list[bytes]) -> None:
         """Datagrams from the fabric, read together: ``wire.decode_many`` checks their UDP
-        checksums in one numpy sum; they are handled in the order they came, all at the
+        checksums together; they are handled in the order they came, all at the
         modelled time the burst was read (the due events run once, before it), then each
         port their QPs kicked is filled once: the ports fill in one pass and their DATA
         leaves in one GSO send."""

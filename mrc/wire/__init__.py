@@ -52,7 +52,8 @@ One module per concern; this package's namespace is the public API (``wire.encod
 * :mod:`mrc.wire.layout`: protocol constants, byte offsets and the precompiled ``struct``
   layouts every other module packs or unpacks with.
 * :mod:`mrc.wire.checksum`: the ICRC constants and the one's-complement sums behind the UDP
-  checksum (one numpy reduction per burst).
+  checksum (pure Python: one numpy reduction per burst; compiled: a C loop), and the
+  ICRC's masked header bytes.
 * :mod:`mrc.wire.encoder`: ``encode``/``encode_many`` and the EV striping of flow label and
   UDP source port.
 * :mod:`mrc.wire.decoder`: ``decode``/``decode_many`` (full and trimmed packets) and the
