@@ -15,9 +15,9 @@ asyncio UDP relay on the same loopback, in one run.
     asyncio-dgram (``await recv()``) and plain ``sendto``;
   - *batched relay* (a stricter yardstick): the same, but exactly as efficient as the fabric
     path's plumbing: the relay, like the fabric, and the receiver, like the hosts, read what
-    else waits on the socket after each wake-up (the same bounded ``recvfrom`` drain), and
-    the sender and the relay send equal-size runs with UDP GSO (``mrc.live.gso``) as the
-    hosts and the fabric do.
+    else waits on the socket after each wake-up (the same bounded drain, with UDP GRO where
+    the kernel has it: ``mrc.live.udp``), and the sender and the relay send equal-size runs
+    with UDP GSO (``mrc.live.gso``) as the hosts and the fabric do.
     Against it, the ratio is what the fabric model, the codec and the QPs cost on their own.
 * **fabric forwarding only**: the relay's endpoints blasting pre-encoded MRC DATA packets
   through the live fabric (what the four hops cost, without the QPs).
@@ -67,7 +67,13 @@ from mrc.live.clock import Clock  # noqa: E402
 from mrc.live.fabric import FabricCore  # noqa: E402
 from mrc.live.fabric_server import FabricServer  # noqa: E402
 from mrc.live.stack import LiveSim, LiveStack  # noqa: E402
-from mrc.live.udp import MAX_DATAGRAM, RX_BATCH  # noqa: E402
+from mrc.live.udp import (  # noqa: E402
+    MAX_DATAGRAM,
+    RX_BATCH,
+    read_more,
+    release_reads,
+    take_reads,
+)
 from mrc.packet import DATA, Packet, data_bytes  # noqa: E402
 from topology import usid  # noqa: E402
 from topology.paths import address_for  # noqa: E402
@@ -122,12 +128,12 @@ def _relay_child(target: tuple[str, int], drain: int, conn: Connection) -> None:
     loop = _child_loop()
     try:
         sock = _udp()
-        transport, relay = loop.run_until_complete(
+        _, relay = loop.run_until_complete(
             loop.create_datagram_endpoint(lambda: _Relay(drain), sock=sock))
-        relay.target, relay.sock = target, sock
+        relay.start(loop, target, sock)
         conn.send(sock.getsockname())
         _serve_pipe(loop, conn, lambda: (relay.count, relay.count, 0))
-        transport.close()
+        relay.close(loop)
         loop.run_until_complete(asyncio.sleep(0))
     finally:
         loop.close()
@@ -238,28 +244,49 @@ class _Relay(asyncio.DatagramProtocol):
         self.sock: socket.socket | None = None
         self.count = 0
         self.drain = drain
+        self.reader: socket.socket | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
+    def start(self, loop: asyncio.AbstractEventLoop, target: tuple[str, int],
+              sock: socket.socket) -> None:
+        """Forward to ``target``; the batched relay reads as the fabric does (with UDP GRO
+        where the kernel has it: one read per GSO run)."""
+        self.target, self.sock = target, sock
+        if self.drain and self.transport is not None:
+            self.reader = take_reads(sock, loop, self._readable, self.transport)
+
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
         transport, target, sock = self.transport, self.target, self.sock
         assert transport is not None and target is not None and sock is not None
-        self.count += 1
         if not self.drain:
+            self.count += 1
             transport.sendto(data, target)
             return
         # read what else waits, as the fabric does, and forward it as the fabric sends what
         # one run delivers: equal-size runs in one GSO send each
-        batch = [data]
-        for _ in range(self.drain):
-            try:
-                data, addr = sock.recvfrom(MAX_DATAGRAM)
-            except (BlockingIOError, InterruptedError):
-                break
-            self.count += 1
-            batch.append(data)
-        _send_batch(sock, batch, target, lambda d: transport.sendto(d, target))
+        burst = [(data, addr)]
+        read_more(sock, burst, False, self.drain)
+        self._forward(burst)
+
+    def _readable(self, reader: socket.socket) -> None:
+        burst: list[tuple[bytes, Any]] = []
+        read_more(reader, burst, True, self.drain + 1)
+        self._forward(burst)
+
+    def _forward(self, burst: list[tuple[bytes, Any]]) -> None:
+        transport, target, sock = self.transport, self.target, self.sock
+        assert transport is not None and target is not None and sock is not None
+        self.count += len(burst)
+        _send_batch(sock, [data for data, _ in burst], target,
+                    lambda d: transport.sendto(d, target))
+
+    def close(self, loop: asyncio.AbstractEventLoop) -> None:
+        release_reads(loop, self.reader)
+        self.reader = None
+        if self.transport is not None:
+            self.transport.close()
 
 
 def _send_batch(sock: socket.socket, batch: list[bytes], target: tuple[str, int],
@@ -294,7 +321,7 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
     send_sock, recv_sock = _udp(), _udp()
     receiver = await asyncio_dgram.from_socket(recv_sock)
     fabric: FabricServer | None = None
-    transport = None
+    relay: _Relay | None = None
     child: _Child | None = None
     if through_fabric:
         spec = FabricSpec(planes=4, hosts=4, hosts_per_t0=2, t1_per_plane=2,
@@ -319,9 +346,9 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
             target = child.address
         else:
             relay_sock = _udp()
-            transport, relay = await loop.create_datagram_endpoint(lambda: _Relay(drain),
-                                                                   sock=relay_sock)
-            relay.target, relay.sock = recv_sock.getsockname(), relay_sock
+            _, relay = await loop.create_datagram_endpoint(lambda: _Relay(drain),
+                                                           sock=relay_sock)
+            relay.start(loop, recv_sock.getsockname(), relay_sock)
             target = relay_sock.getsockname()
         payloads = [bytes(DATAGRAM)]
     state = {"inflight": 0, "received": 0, "sent": 0, "stop": False}
@@ -375,7 +402,16 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
     def child_cpu() -> float:
         return child.stats()[-1] if child is not None else 0.0
 
-    task = loop.create_task(receive())
+    def readable(sock: socket.socket) -> None:
+        burst: list[tuple[bytes, Any]] = []
+        read_more(sock, burst, True, drain + 1)
+        for _ in burst:
+            got()
+
+    # the batched receiver reads as the hosts do (with UDP GRO where the kernel has it)
+    transport = getattr(receiver, "_transport", None)  # (asyncio-dgram's)
+    reader = take_reads(recv_sock, loop, readable, transport) if drain and transport else None
+    task = loop.create_task(receive()) if reader is None else None
     try:
         fill()
         await asyncio.sleep(0.5)
@@ -385,15 +421,17 @@ async def _relay(seconds: float, window: int, through_fabric: bool,
         received = state["received"] - r0
     finally:
         state["stop"] = True
-        task.cancel()
-        try:
-            await task
-        except (asyncio.CancelledError, asyncio_dgram.TransportClosed):
-            pass
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, asyncio_dgram.TransportClosed):
+                pass
+        release_reads(loop, reader)
         receiver.close()
         send_sock.close()
-        if transport is not None:
-            transport.close()
+        if relay is not None:
+            relay.close(loop)
         if fabric is not None:
             await fabric.close()
         if child is not None:

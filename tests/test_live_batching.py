@@ -1,21 +1,26 @@
 """The live host's batched send (UDP GSO) and burst receive (wire.decode_many): exactly the
 datagrams of one send per packet, in order, whatever the burst (one by one where the kernel
-refuses GSO), and the same packets and counters as taking the datagrams in one by one."""
+refuses GSO), and the same packets and counters as taking the datagrams in one by one; a GSO
+run read in one read (UDP GRO) is cut back into the very same datagrams."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import socket
 from collections import deque
 from typing import Any
 
 import pytest
+from udp_support import kernel_has_gro
 
 from mrc import wire
+from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.live.gso import MAX_BYTES as GSO_MAX_BYTES
 from mrc.live.gso import UDP_SEGMENT
 from mrc.live.host import LiveHost
+from mrc.live.udp import read_more, release_reads, take_reads
 from mrc.packet import ACK, DATA, Packet
 from mrc.transport.qp_base import QpBase
 from topology import usid
@@ -211,3 +216,53 @@ def test_a_bursts_acks_leave_together_in_order() -> None:
     acks = sent["burst"].datagrams()
     assert acks == sent["single"].datagrams() and len(acks) == 20
     assert [wire.decode(a).sack_base for a in acks] == list(range(20))
+
+
+@pytest.mark.skipif(not kernel_has_gro(), reason="no UDP GRO here (Linux 5.0+)")
+def test_a_gso_run_arrives_in_one_read_and_is_cut_back_into_its_datagrams() -> None:
+    rng = random.Random(3)
+    run = [rng.randbytes(4240) for _ in range(10)]
+    single = rng.randbytes(999)
+
+    async def exchange() -> tuple[list[tuple[int, int, int]], list[bytes], list[bytes]]:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.setblocking(False)
+        transport, _ = await loop.create_datagram_endpoint(asyncio.DatagramProtocol,
+                                                           sock=sock)
+        woken = asyncio.Event()
+        reader = take_reads(sock, loop, lambda r: woken.set(), transport)
+        assert reader is not None
+        sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sender.bind(("127.0.0.1", 0))
+        target = sock.getsockname()
+        try:
+            # what the kernel does: the run in one read, its segment size beside it
+            assert gso.send_run(sender, run, 4240, target)
+            await asyncio.wait_for(woken.wait(), 2)
+            data, ancillary, _, _ = reader.recvmsg(65_535, socket.CMSG_SPACE(4))
+            raw = [(level, kind, len(data)) for level, kind, _ in ancillary]
+            assert data == b"".join(run)
+            # what read_more makes of it: the datagrams again, in order; a lone one as it is
+            assert gso.send_run(sender, run, 4240, target)
+            sender.sendto(single, target)
+            burst: list[tuple[bytes, object]] = []
+            for _ in range(100):
+                read_more(reader, burst, True)
+                if len(burst) >= len(run) + 1:
+                    break
+                await asyncio.sleep(0.01)
+            addrs = {addr for _, addr in burst}
+            assert addrs == {sender.getsockname()}
+            return raw, [d for d, _ in burst[:len(run)]], [d for d, _ in burst[len(run):]]
+        finally:
+            release_reads(loop, reader)
+            transport.close()
+            sender.close()
+            await asyncio.sleep(0)
+
+    raw, cut, rest = asyncio.run(exchange())
+    assert raw == [(socket.IPPROTO_UDP, 104, 4240 * 10)]
+    assert cut == run
+    assert rest == [single]

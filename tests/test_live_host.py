@@ -12,6 +12,7 @@ import socket
 
 import psutil
 import pytest
+from udp_support import kernel_has_gro
 
 from mrc import wire
 from mrc.labs.live_run import auto_dilation
@@ -30,6 +31,9 @@ from topology.paths import address_for
 from topology.spec import FabricSpec
 
 SPEC = FabricSpec(planes=4, hosts=4, hosts_per_t0=2, t1_per_plane=2)
+
+
+GRO_ON_THIS_KERNEL = kernel_has_gro()
 
 
 def udp_sockets() -> int:
@@ -72,12 +76,12 @@ def test_binding_is_loopback_only_unless_allowed() -> None:
         LiveStack(SPEC, bind_host="192.0.2.7")
 
 
-async def _exchange() -> dict[str, object]:
+async def _exchange(gro: bool = True) -> dict[str, object]:
     loop = asyncio.get_running_loop()
     clock = Clock(2000, time_fn=loop.time)
     hosts: list[LiveHost] = []
     core = FabricCore(SPEC, nic_link=lambda h, p, up, bps: hosts[h].set_link(p, up, bps))
-    fab = FabricServer(core, clock)
+    fab = FabricServer(core, clock, gro=gro)
     fabric_addr = await fab.start()
     done: list[tuple[int, bytes]] = []
 
@@ -86,7 +90,7 @@ async def _exchange() -> dict[str, object]:
             done.append((event.detail["msg_id"], event.detail["data"]))  # type: ignore[attr-defined]
 
     for h in range(SPEC.hosts):
-        host = LiveHost(h, SPEC, clock, on_event=on_event)
+        host = LiveHost(h, SPEC, clock, on_event=on_event, gro=gro)
         fab.register_host(h, await host.start(fabric_addr))
         hosts.append(host)
     cfg = transport_params.mrc_config(SPEC, {}, "transport.mrc")
@@ -125,7 +129,8 @@ async def _exchange() -> dict[str, object]:
     await asyncio.sleep(0.2)
     stranger.close()
     out = {"done": done, "payloads": payloads, "fabric": fab.stats(),
-           "hosts": [h.stats() for h in hosts], "sender": sender, "receiver": receiver}
+           "hosts": [h.stats() for h in hosts], "sender": sender, "receiver": receiver,
+           "gro": [fab.gro] + [h.gro for h in hosts]}
     for host in hosts:
         await host.close()
     await fab.close()
@@ -134,10 +139,14 @@ async def _exchange() -> dict[str, object]:
     return out
 
 
-def test_hosts_move_real_bytes_through_the_fabric_and_refuse_garbage() -> None:
+@pytest.mark.parametrize("gro", [True, False], ids=["gro", "no-gro"])
+def test_hosts_move_real_bytes_through_the_fabric_and_refuse_garbage(gro: bool) -> None:
+    """Both ways of reading a socket: a GSO run in one read (UDP GRO, Linux) and asyncio's
+    reads of one datagram each (everywhere else, and when turned off)."""
     base = udp_sockets()
-    out = run(_exchange())
+    out = run(_exchange(gro))
     assert isinstance(out, dict)
+    assert out["gro"] == [gro and GRO_ON_THIS_KERNEL] * 5
     done = dict(out["done"])
     assert set(done) == set(out["payloads"])
     for m, data in out["payloads"].items():

@@ -17,7 +17,14 @@ from typing import Any
 from mrc.live import gso
 from mrc.live.clock import Clock
 from mrc.live.fabric import FabricCore
-from mrc.live.udp import check_bind_address, read_more, udp_kernel_drops
+from mrc.live.udp import (
+    RX_BATCH,
+    check_bind_address,
+    read_more,
+    release_reads,
+    take_reads,
+    udp_kernel_drops,
+)
 from mrc.live.wall_engine import WallEngine
 
 
@@ -31,7 +38,7 @@ class FabricServer(asyncio.DatagramProtocol):
 
     def __init__(self, core: FabricCore, clock: Clock, *, host: str = "127.0.0.1",
                  port: int = 0, allow_non_loopback: bool = False,
-                 rcvbuf_bytes: int = 4 << 20) -> None:
+                 rcvbuf_bytes: int = 4 << 20, gro: bool = True) -> None:
         check_bind_address(host, allow_non_loopback)
         self.core = core
         self.clock = clock
@@ -50,6 +57,12 @@ class FabricServer(asyncio.DatagramProtocol):
         #: per run of equal-size datagrams to a host; each host's order is kept).
         self._outbox: list[tuple[tuple[str, int], bytearray]] = []
         self.gso = False
+        #: Whether the socket reads a host's GSO run in one read (``udp.take_reads``; asked
+        #: for by ``gro``, had where the kernel has UDP GRO), and the descriptor it reads
+        #: through then.
+        self._want_gro = gro
+        self.gro = False
+        self._reader: socket.socket | None = None
         core.deliver = self._deliver
 
     async def start(self) -> tuple[str, int]:
@@ -68,6 +81,9 @@ class FabricServer(asyncio.DatagramProtocol):
             raise
         self.transport = transport  # type: ignore[assignment]
         self._sock = sock
+        if self._want_gro:
+            self._reader = take_reads(sock, loop, self._readable, transport)
+        self.gro = self._reader is not None
         self.address = sock.getsockname()[:2]
         self.gso = gso.supported(sock)
         self.engine.attach(loop)
@@ -87,6 +103,14 @@ class FabricServer(asyncio.DatagramProtocol):
             self.send_errors += read_more(sock, burst)  # (ICMP errors queued on the socket)
         self._ingest(burst)
         self.engine.arm()
+
+    def _readable(self, reader: socket.socket) -> None:
+        """The socket has datagrams (UDP GRO on: asyncio's reads are stopped)."""
+        burst: list[tuple[bytes, tuple[str, int]]] = []
+        self.send_errors += read_more(reader, burst, True, RX_BATCH + 1)
+        if burst:
+            self._ingest(burst)
+            self.engine.arm()
 
     def _ingest(self, burst: list[tuple[bytes, tuple[str, int]]]) -> None:
         """A burst read at one instant enters at one modelled time, in the order it came,
@@ -180,6 +204,9 @@ class FabricServer(asyncio.DatagramProtocol):
         transport = self.transport
         self.transport = None
         self._sock = None
+        if self._reader is not None:
+            release_reads(asyncio.get_running_loop(), self._reader)
+            self._reader = None
         if transport is not None:
             transport.close()
             await asyncio.sleep(0)  # let connection_lost run

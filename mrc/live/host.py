@@ -57,7 +57,14 @@ import asyncio_dgram
 from mrc import wire
 from mrc.live import gso
 from mrc.live.clock import Clock
-from mrc.live.udp import check_bind_address, read_more, udp_kernel_drops
+from mrc.live.udp import (
+    RX_BATCH,
+    check_bind_address,
+    read_more,
+    release_reads,
+    take_reads,
+    udp_kernel_drops,
+)
 from mrc.packet import DATA, Packet
 from mrc.sim.nic_driver import COUNTERS as DRIVER_COUNTERS
 from mrc.sim.nic_driver import CountSink, EventSink, NicDriver, PlacedSink
@@ -164,7 +171,8 @@ class LiveHost(NicDriver):
                  on_event: EventSink | None = None, on_placed: PlacedSink | None = None,
                  on_count: CountSink | None = None, burst_ps: int | None = None,
                  lead_ps: int | None = None, sync: Callable[[int], None] | None = None,
-                 buffer_bytes: int = 4 << 20, trace: int = 0, gso: bool = True) -> None:
+                 buffer_bytes: int = 4 << 20, trace: int = 0, gso: bool = True,
+                 gro: bool = True) -> None:
         check_bind_address(bind_host, allow_non_loopback)
         super().__init__(_Timers(self), [_Port(self, p, spec.link_bps)
                                          for p in range(spec.planes)],
@@ -186,6 +194,12 @@ class LiveHost(NicDriver):
         self.buffer_bytes = buffer_bytes
         #: Send a kick's DATA datagrams with one GSO ``sendmsg`` (if the socket supports it).
         self.gso = gso
+        #: Whether the socket reads a GSO run from the fabric in one read (``udp.take_reads``;
+        #: asked for by ``gro``, had where the kernel has UDP GRO: ``start`` says), and the
+        #: descriptor it reads through then.
+        self._want_gro = gro
+        self.gro = False
+        self._reader: socket.socket | None = None
         #: Datagrams of one size waiting for _flush, in order: encoded, or DATA packets to
         #: encode then (``_held_packets``).
         self._held: list[bytes | Packet] = []
@@ -231,8 +245,14 @@ class LiveHost(NicDriver):
         self.address = sock.getsockname()[:2]
         if self.gso and not gso.supported(sock):  # not Linux (>= 4.18): one per send
             self.gso = False
-        self._rx_task = asyncio.get_running_loop().create_task(
-            self._rx_loop(), name=f"mrc-live-h{self.index}-rx")
+        # A GSO run from the fabric in one read (udp.take_reads), else asyncio-dgram's reads.
+        transport = getattr(self._stream, "_transport", None)
+        if transport is not None and self._want_gro:
+            self._reader = take_reads(sock, self._loop, self._readable, transport)
+        self.gro = self._reader is not None
+        if not self.gro:
+            self._rx_task = self._loop.create_task(self._rx_loop(),
+                                                   name=f"mrc-live-h{self.index}-rx")
         return self.address
 
     async def close(self) -> None:
@@ -254,6 +274,9 @@ class LiveHost(NicDriver):
                 await task
             except (asyncio.CancelledError, asyncio_dgram.TransportClosed):
                 pass
+        if self._reader is not None and self._loop is not None:
+            release_reads(self._loop, self._reader)
+            self._reader = None
         if self._stream is not None:
             self._stream.close()
             self._stream = None
@@ -446,6 +469,14 @@ class LiveHost(NicDriver):
             else:
                 self.receive(data, addr)
 
+    def _readable(self, reader: socket.socket) -> None:
+        """The socket has datagrams (UDP GRO on, asyncio-dgram's reads stopped): read what
+        waits now and take it in, as :meth:`_drain` does."""
+        burst: list[tuple[bytes, Any]] = []
+        read_more(reader, burst, True, RX_BATCH + 1)  # (ICMP errors queued on it are skipped)
+        if burst:
+            self._take_burst(burst)
+
     def _drain(self, burst: list[tuple[bytes, Any]]) -> None:
         """Read what else is waiting on the socket now and take the whole burst in: one loop
         iteration per datagram is what costs most in asyncio, and the reads run faster back
@@ -454,6 +485,9 @@ class LiveHost(NicDriver):
         sock = self._sock
         if sock is not None:
             read_more(sock, burst)  # (an ICMP error queued on the socket is skipped)
+        self._take_burst(burst)
+
+    def _take_burst(self, burst: list[tuple[bytes, Any]]) -> None:
         counters = self.counters
         counters["rx_datagrams"] += len(burst)
         fabric = self.fabric_addr
