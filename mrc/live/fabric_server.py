@@ -82,7 +82,7 @@ class FabricServer(asyncio.DatagramProtocol):
         self.transport = transport  # type: ignore[assignment]
         self._sock = sock
         if self._want_gro:
-            self._reader = take_reads(sock, loop, self._readable, transport)
+            self._reader = take_reads(sock, loop, self._read_run, transport)
         self.gro = self._reader is not None
         self.address = sock.getsockname()[:2]
         self.gso = gso.supported(sock)
@@ -104,7 +104,7 @@ class FabricServer(asyncio.DatagramProtocol):
         self._ingest(burst)
         self.engine.arm()
 
-    def _readable(self, reader: socket.socket) -> None:
+    def _read_run(self, reader: socket.socket) -> None:
         """The socket has datagrams (UDP GRO on: asyncio's reads are stopped)."""
         burst: list[tuple[bytes, tuple[str, int]]] = []
         self.send_errors += read_more(reader, burst, True, RX_BATCH + 1)

@@ -248,7 +248,7 @@ class LiveHost(NicDriver):
         # A GSO run from the fabric in one read (udp.take_reads), else asyncio-dgram's reads.
         transport = getattr(self._stream, "_transport", None)
         if transport is not None and self._want_gro:
-            self._reader = take_reads(sock, self._loop, self._readable, transport)
+            self._reader = take_reads(sock, self._loop, self._read_run, transport)
         self.gro = self._reader is not None
         if not self.gro:
             self._rx_task = self._loop.create_task(self._rx_loop(),
@@ -469,7 +469,7 @@ class LiveHost(NicDriver):
             else:
                 self.receive(data, addr)
 
-    def _readable(self, reader: socket.socket) -> None:
+    def _read_run(self, reader: socket.socket) -> None:
         """The socket has datagrams (UDP GRO on, asyncio-dgram's reads stopped): read what
         waits now and take it in, as :meth:`_drain` does."""
         burst: list[tuple[bytes, Any]] = []
