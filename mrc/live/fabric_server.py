@@ -57,13 +57,16 @@ class FabricServer(asyncio.DatagramProtocol):
         #: per run of equal-size datagrams to a host; each host's order is kept).
         self._outbox: list[tuple[tuple[str, int], bytearray]] = []
         self.gso = False
-        #: Whether the socket reads a host's GSO run in one read (``udp.take_reads``; asked
-        #: for by ``gro``, had where the kernel has UDP GRO), and the descriptor it reads
-        #: through then.
+        #: Ask for UDP GRO at ``start`` (``udp.take_reads``), and the descriptor the socket is
+        #: read through once the kernel granted it (None: asyncio's reads; see ``gro``).
         self._want_gro = gro
-        self.gro = False
         self._reader: socket.socket | None = None
         core.deliver = self._deliver
+
+    @property
+    def gro(self) -> bool:
+        """Whether the socket reads a GSO run in one read (``udp.take_reads``)."""
+        return self._reader is not None
 
     async def start(self) -> tuple[str, int]:
         """Bind the socket; returns the address hosts send to."""
@@ -83,7 +86,6 @@ class FabricServer(asyncio.DatagramProtocol):
         self._sock = sock
         if self._want_gro:
             self._reader = take_reads(sock, loop, self._read_run, transport)
-        self.gro = self._reader is not None
         self.address = sock.getsockname()[:2]
         self.gso = gso.supported(sock)
         self.engine.attach(loop)

@@ -194,11 +194,9 @@ class LiveHost(NicDriver):
         self.buffer_bytes = buffer_bytes
         #: Send a kick's DATA datagrams with one GSO ``sendmsg`` (if the socket supports it).
         self.gso = gso
-        #: Whether the socket reads a GSO run from the fabric in one read (``udp.take_reads``;
-        #: asked for by ``gro``, had where the kernel has UDP GRO: ``start`` says), and the
-        #: descriptor it reads through then.
+        #: Ask for UDP GRO at ``start`` (``udp.take_reads``), and the descriptor the socket is
+        #: read through once the kernel granted it (None: asyncio's reads; see ``gro``).
         self._want_gro = gro
-        self.gro = False
         self._reader: socket.socket | None = None
         #: Datagrams of one size waiting for _flush, in order: encoded, or DATA packets to
         #: encode then (``_held_packets``).
@@ -225,6 +223,11 @@ class LiveHost(NicDriver):
         #: Datagrams the kernel dropped on this host's socket (read when it closes).
         self.kernel_drops: int | None = None
 
+    @property
+    def gro(self) -> bool:
+        """Whether the socket reads a GSO run in one read (``udp.take_reads``)."""
+        return self._reader is not None
+
     # ----------------------------------------------------------------- lifecycle
     async def start(self, fabric_addr: tuple[str, int]) -> tuple[str, int]:
         """Bind the host's socket on the loopback (or the allowed address); returns it."""
@@ -249,8 +252,7 @@ class LiveHost(NicDriver):
         transport = getattr(self._stream, "_transport", None)
         if transport is not None and self._want_gro:
             self._reader = take_reads(sock, self._loop, self._read_run, transport)
-        self.gro = self._reader is not None
-        if not self.gro:
+        if self._reader is None:
             self._rx_task = self._loop.create_task(self._rx_loop(),
                                                    name=f"mrc-live-h{self.index}-rx")
         return self.address
