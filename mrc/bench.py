@@ -145,19 +145,21 @@ def peak_rss_mb() -> float:
 # ====================================================================== permutation
 def open_permutation(spec: FabricSpec, kind: str, size: int = FLOW_BYTES, seed: int = 1,
                      completion: Callable[[int], Callable[[int, bool], None]] | None = None,
-                     ) -> SimStack:
-    """The permutation's fabric and connections: every host posts a write of ``size`` bytes
-    to its image under a seeded derangement at t=0 (``completion(src)``, when given, is the
+                     every: int = 1) -> SimStack:
+    """The permutation's fabric and connections: every host (``every``: every n-th host,
+    the others idle) posts a write of ``size`` bytes to its image under a seeded
+    derangement of the writing hosts at t=0 (``completion(src)``, when given, is the
     callback of host ``src``'s write). Built with the cycle collector paused (``collector.py``
     says why); nothing has run yet."""
     from mrc.labs.workloads import derangement
     from mrc.sim.collector import collection_paused
     from mrc.sim.stack import SimStack
 
+    writers = range(0, spec.hosts, every)
     with collection_paused(building=True):
         stack = SimStack(spec, seed=seed, bin_ps=10 * PS_PER_US, transport_name=kind)
-        peers = derangement(list(range(spec.hosts)), seed)
-        conns = [(src, stack.open(kind, src, peers[src], {})) for src in range(spec.hosts)]
+        peers = derangement(list(writers), seed)
+        conns = [(src, stack.open(kind, src, peers[src], {})) for src in writers]
         for src, conn in conns:
             conn.write(0, size, completion(src) if completion else _ignore_completion)
     return stack
@@ -168,9 +170,11 @@ def _ignore_completion(now: int, good: bool) -> None:
 
 
 def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYTES,
-                    seed: int = 1, deadline_us: float = DEADLINE_US) -> CaseResult:
-    """Every host writes ``size`` bytes to its image under a seeded derangement at t=0; the
-    run stops when the last write completes (or at ``deadline_us``)."""
+                    seed: int = 1, deadline_us: float = DEADLINE_US,
+                    every: int = 1) -> CaseResult:
+    """Every host (``every``: every n-th host) writes ``size`` bytes to its image under a
+    seeded derangement at t=0; the run stops when the last write completes (or at
+    ``deadline_us``)."""
     # imported before the clock starts: setup_s is the building, not the imports
     import mrc.labs.workloads  # noqa: F401
     import mrc.sim.stack  # noqa: F401
@@ -178,7 +182,8 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     wall0 = time.perf_counter()
     done: list[int | None] = [None] * spec.hosts
     ok = [False] * spec.hosts
-    remaining = [spec.hosts]
+    flows = len(range(0, spec.hosts, every))
+    remaining = [flows]
 
     def completion(src: int) -> Callable[[int, bool], None]:
         def complete(now: int, good: bool) -> None:
@@ -189,7 +194,7 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
                 sim.stop()
         return complete
 
-    stack = open_permutation(spec, kind, size, seed, completion)
+    stack = open_permutation(spec, kind, size, seed, completion, every)
     sim = stack.net.sim  # the engine itself (events_processed)
     wall1 = time.perf_counter()
     cpu1 = time.process_time()
@@ -200,12 +205,12 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     ideal = size * 8 / (spec.nic_gbps * 1e3) + spec.base_rtt_ps() / PS_PER_US
     p50 = percentile(fcts, 50) if fcts else None
     totals = stack.totals()
-    last = max(fcts) if fcts and len(fcts) == spec.hosts else sim.now / PS_PER_US
+    last = max(fcts) if fcts and len(fcts) == flows else sim.now / PS_PER_US
     return CaseResult(
         case=case, kind=kind, hosts=spec.hosts, planes=spec.planes,
         setup_s=wall1 - wall0, wall_s=wall_s, cpu_s=cpu_s, sim_us=sim.now / PS_PER_US,
         packets=stack.recorder.packets_delivered, events=sim.events_processed,
-        peak_rss_mb=peak_rss_mb(), flows=spec.hosts, flows_ok=sum(ok),
+        peak_rss_mb=peak_rss_mb(), flows=flows, flows_ok=sum(ok),
         fct_p50_us=p50, fct_p99_us=percentile(fcts, 99) if fcts else None,
         fct_max_us=max(fcts) if fcts else None, ideal_us=ideal,
         p50_vs_ideal=None if p50 is None else p50 / ideal,

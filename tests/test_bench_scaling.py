@@ -1,0 +1,52 @@
+"""benchmarks/bench_scaling.py: the points alternate round by round, every point's best and
+median come from its own runs, and a point with every n-th host writing runs exactly those
+flows on the whole fabric."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("bench_scaling",
+                                                  ROOT / "benchmarks/bench_scaling.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_points_alternate_and_keep_their_own_runs() -> None:
+    scaling = _load()
+    points = (scaling.Point("fabric", 128, 8, 8), scaling.Point("busy", 1024, 32, 32, every=8))
+    order: list[str] = []
+
+    def fake(point: Any) -> dict[str, Any]:
+        order.append(point.label)
+        cost = {"fabric": 2.0, "busy": 1.5}[point.series] * (1 + len(order) // 2)
+        return {"us_per_packet": cost, "events_per_packet": 7.0, "packets": 100,
+                "flows": point.flows, "flows_ok": point.flows, "peak_rss_mb": 80.0}
+
+    doc = scaling.measure(3, points, fake)
+    assert order == ["fabric:128h/128f", "busy:1024h/128f"] * 3
+    fabric, busy = doc["points"]
+    assert fabric["us_per_packet_all"] == [2.0, 4.0, 6.0]
+    assert (fabric["us_per_packet_best"], fabric["us_per_packet_median"]) == (2.0, 4.0)
+    assert busy["us_per_packet_all"] == [3.0, 4.5, 6.0]
+    assert (busy["hosts"], busy["flows"]) == (1024, 128)
+
+
+def test_a_sparse_point_runs_every_nth_host_on_the_whole_fabric() -> None:
+    scaling = _load()
+    point = scaling.Point("busy", 16, 4, 4, every=4)
+    row = scaling.run_point(point, size=40_000)
+    assert row["flows"] == row["flows_ok"] == 4
+    # 40,000 bytes in 4,096-byte MTUs: 10 data packets per flow, each delivered once
+    assert row["packets"] == 4 * 10
+    assert 6.0 <= row["events_per_packet"] <= 12.0
