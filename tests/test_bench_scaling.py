@@ -5,6 +5,8 @@ flows on the whole fabric."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,3 +67,14 @@ def test_separate_fabrics_stepped_in_turn_deliver_what_each_would_alone() -> Non
     # each is its own simulation, whichever order they run in: the same work, give or take
     # the events of the last window after the last write completed
     assert stepped["events_per_packet"] == pytest.approx(alone["events_per_packet"], rel=0.05)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_the_memory_latency_probe_compiles_cleanly(tmp_path: Path) -> None:
+    """benchmarks/memory_latency.c, which docs/performance.md's latency table comes from."""
+    out = tmp_path / "memory_latency"
+    proc = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
+                           str(ROOT / "benchmarks/memory_latency.c")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists()
