@@ -61,8 +61,13 @@ class Point:
     window_us: float = 0.0
 
     @property
+    def writers(self) -> int:
+        """Hosts writing in each copy of the fabric."""
+        return len(range(0, self.hosts, self.every))
+
+    @property
     def flows(self) -> int:
-        return self.copies * len(range(0, self.hosts, self.every))
+        return self.copies * self.writers
 
     @property
     def label(self) -> str:
@@ -103,8 +108,7 @@ def _run_apart(point: Point, spec: FabricSpec, size: int) -> dict[str, Any]:
     """``point.copies`` permutations of ``spec`` (seeds 1, 2, ...), stepped in turn."""
     from mrc.sim.collector import collection_paused
 
-    writers = len(range(0, point.hosts, point.every))
-    remaining = [writers] * point.copies
+    remaining = [point.writers] * point.copies
     ok = [0] * point.copies
 
     def completion(copy: int) -> Callable[[int], Callable[[int, bool], None]]:
