@@ -11,7 +11,7 @@ x 8 hosts, 8 T1, 100 Gb/s links of 1 us, no switch latency, 4 KB MTU; every host
 lab runner with its ``[[fault]]`` list replaced by K ``degrade`` faults: every link of T1s
 0..K-1 at 25% of its rate from t = 0, both directions. ``--matrix`` runs an htsim
 connection-matrix file instead of the derangement (the lab's ``connection_matrix``
-workload). The ideal is :mod:`mrc.labs.ideal`'s: the healthy ideal (171.8 us) divided by the
+workload). The ideal is :mod:`mrc.labs.report.ideal`'s: the healthy ideal (171.8 us) divided by the
 capacity left (7.25/8 for one slow T1, 5/8 for four).
 
 A benchmark, not a test: it prints a table (and ``--json`` one document) and checks nothing.
@@ -31,8 +31,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
 from mrc.labs.errors import LabError  # noqa: E402
-from mrc.labs.keys import parse_assignment  # noqa: E402
-from mrc.labs.runner import run_lab, sim_stack_factory  # noqa: E402
+from mrc.labs.run.runner import run_lab, sim_stack_factory  # noqa: E402
+from mrc.labs.schema.keys import parse_assignment  # noqa: E402
 
 LAB = "degraded-t1s"
 DEFAULT_K = (0, 1, 2, 4)

@@ -47,7 +47,7 @@ def lab(workload: str, nics: int) -> dict[str, Any]:
 
 
 def one(workload: str, nics: int) -> dict[str, Any]:
-    from mrc.labs.flowrun import run_flow_lab
+    from mrc.labs.run.flow import run_flow_lab
 
     t0 = time.perf_counter()
     result = run_flow_lab(lab(workload, nics))

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 from mrc.kernel.fabric import KernelFabric  # noqa: E402
 from mrc.kernel.faults import KernelFaults  # noqa: E402
 from mrc.kernel.shaping import Shaping  # noqa: E402
-from mrc.labs.kernel_run import unavailable  # noqa: E402
+from mrc.labs.run.kernel import unavailable  # noqa: E402
 from topology.spec import preset  # noqa: E402
 
 

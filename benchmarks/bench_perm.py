@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc import _build, bench  # the installed mrc (or PYTHONPATH's): its build is measured
-from mrc.labs.workloads import derangement
+from mrc.labs.run.workloads import derangement
 
 CASES = ("perm128", "perm1024")
 

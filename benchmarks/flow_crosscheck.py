@@ -1,5 +1,5 @@
 """Flow model versus packet model on every bundled fault lab with a healthy stretch before its
-first fault (``mrc.labs.crosscheck.comparable``): steady goodput levels.
+first fault (``mrc.labs.run.crosscheck.comparable``): steady goodput levels.
 
     python benchmarks/flow_crosscheck.py            # runs both models, prints the table
     python benchmarks/flow_crosscheck.py --write    # also refreshes tests/data/flow_crosscheck.json
@@ -29,11 +29,11 @@ a fault lands is a draw too. Measured for allreduce-t1-reboot, MRC (reboot at 56
 ``mrc.flow.detection``); during-window gap 0.5-19.4% of healthy, mean 7.5% (2.5% at 600, the
 bundled time; 4.4% is the healthy gap: the flow model's iterations are 4% shorter).
 
-The JSON holds the packet model's steady levels (``mrc.labs.crosscheck.steady_levels``) so
+The JSON holds the packet model's steady levels (``mrc.labs.run.crosscheck.steady_levels``) so
 ``tests/test_flow_crosscheck.py`` can hold the flow model to them in seconds, without
 rerunning the packet simulator (about 30 s for all labs). Rerun with ``--write`` whenever the
 packet model's results change (``results/regenerate.py`` says when). A transport the flow
-model refuses for a lab (``mrc.labs.flowrun.check_flow``) is printed with its reason.
+model refuses for a lab (``mrc.labs.run.flow.check_flow``) is printed with its reason.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mrc.labs.crosscheck import comparable, compare, flow_levels, steady_levels
-from mrc.labs.files import bundled_names
-from mrc.labs.flowrun import run_flow_lab
-from mrc.labs.keys import materialize
-from mrc.labs.lab_file import load_lab
-from mrc.labs.runner import run_lab
+from mrc.labs.run.crosscheck import comparable, compare, flow_levels, steady_levels
+from mrc.labs.run.flow import run_flow_lab
+from mrc.labs.run.runner import run_lab
+from mrc.labs.schema.files import bundled_names
+from mrc.labs.schema.keys import materialize
+from mrc.labs.schema.lab_file import load_lab
 from mrc.sim.qpn import first_qpn
 from mrc.sim.rc_connection import ecmp_t1
 

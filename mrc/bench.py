@@ -151,7 +151,7 @@ def open_permutation(spec: FabricSpec, kind: str, size: int = FLOW_BYTES, seed: 
     derangement of the writing hosts at t=0 (``completion(src)``, when given, is the
     callback of host ``src``'s write). Built with the cycle collector paused (``collector.py``
     says why); nothing has run yet."""
-    from mrc.labs.workloads import derangement
+    from mrc.labs.run.workloads import derangement
     from mrc.sim.collector import collection_paused
     from mrc.sim.stack import SimStack
 
@@ -176,7 +176,7 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     seeded derangement at t=0; the run stops when the last write completes (or at
     ``deadline_us``)."""
     # imported before the clock starts: setup_s is the building, not the imports
-    import mrc.labs.workloads  # noqa: F401
+    import mrc.labs.run.workloads  # noqa: F401
     import mrc.sim.stack  # noqa: F401
 
     wall0 = time.perf_counter()
@@ -226,7 +226,7 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
 def run_bundled_lab(name: str, kind: str) -> CaseResult:
     """One bundled lab with one of its transports, timed end to end through ``run_lab``
     (validation, simulation, tables and summary; no files written)."""
-    from mrc.labs.runner import run_lab, sim_stack_factory
+    from mrc.labs.run.runner import run_lab, sim_stack_factory
 
     stacks: list[Any] = []
 
@@ -254,7 +254,7 @@ def run_bundled_lab(name: str, kind: str) -> CaseResult:
 
 # ====================================================================== cases
 def lab_names() -> list[str]:
-    from mrc.labs.files import bundled_names
+    from mrc.labs.schema.files import bundled_names
 
     return bundled_names()
 

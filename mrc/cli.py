@@ -16,9 +16,10 @@ def main() -> None:
 
 def _register() -> None:
     from mrc.bench import bench_command
-    from mrc.labs.cli import labs, run
-    from mrc.labs.fleet.cli import fleet
-    from mrc.labs.sweep_cli import sweep
+    from mrc.labs.cli.fleet import fleet
+    from mrc.labs.cli.labs import labs
+    from mrc.labs.cli.run import run
+    from mrc.labs.cli.sweep import sweep
     from topology.cli import fabric
 
     for command in (fabric, labs, run, sweep, fleet, bench_command):

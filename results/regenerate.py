@@ -24,8 +24,8 @@ from pathlib import Path
 if "--installed" not in sys.argv:  # else the installed mrc (e.g. its compiled core)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's mrc
 
-from mrc.labs.files import bundled_names
-from mrc.labs.runner import run_lab
+from mrc.labs.run.runner import run_lab
+from mrc.labs.schema.files import bundled_names
 
 HERE = Path(__file__).resolve().parent
 KEEP = ("summary.json", "bandwidth.png", "collective.csv", "busbw.png")

@@ -39,11 +39,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mrc.labs.cli import run
+from mrc.labs.cli.run import run
 from mrc.labs.errors import LabError
-from mrc.labs.faults import install
-from mrc.labs.runner import prepare, select_transports, sim_stack_factory
-from mrc.labs.workloads import make_job
+from mrc.labs.run.faults import install
+from mrc.labs.run.runner import prepare, select_transports, sim_stack_factory
+from mrc.labs.run.workloads import make_job
 from mrc.sim.engine import us
 
 BASE = """\

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mrc import wire
-from mrc.labs.runner import run_lab
+from mrc.labs.run.runner import run_lab
 from mrc.packet import DEFAULT_HOP_LIMIT, TRIM_DSCP
 from mrc.pcap import CaptureOptions, datagram_kind, read_pcapng
 

@@ -1,4 +1,4 @@
-"""How ``mrc-lab`` exits when a run is interrupted (``mrc.labs.cli._guarded``): Ctrl-C and
+"""How ``mrc-lab`` exits when a run is interrupted (``mrc.labs.cli.exits.guarded``): Ctrl-C and
 SIGTERM give 130 and 143 with one line, also when the interrupt surfaced as another exception
 (a signal landing while a C extension initialises its module, pandas's say, comes out as an
 ImportError or SystemError caused by it); every other exception is an internal error."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mrc.labs import cli
+from mrc.labs.cli import exits as cli
 
 
 def _exit_code(exc: BaseException, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -15,7 +15,7 @@ def _exit_code(exc: BaseException, capsys: pytest.CaptureFixture[str]) -> tuple[
         raise exc
 
     with pytest.raises(SystemExit) as done:
-        cli._guarded(fn)
+        cli.guarded(fn)
     return int(done.value.code), capsys.readouterr().err  # type: ignore[arg-type]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from mrc import _build
-from mrc.labs.runner import run_lab
+from mrc.labs.run.runner import run_lab
 from mrc.sim.engine import us
 from mrc.sim.evset import build_ev_set
 from mrc.sim.stack import MrcConnection, SimStack

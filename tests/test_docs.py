@@ -12,14 +12,14 @@ import click
 from click.testing import CliRunner
 
 from mrc.cli import main
-from mrc.labs import fault_section
-from mrc.labs.fields import Field
-from mrc.labs.files import bundled_names, bundled_sweep_names
-from mrc.labs.lab_file import field_tables
-from mrc.labs.outdir import MANIFEST
-from mrc.labs.reference import _title, reference
-from mrc.labs.runner import run_lab
-from mrc.labs.summary_fields import TOP_FIELDS, TRANSPORT_FIELDS
+from mrc.labs.output.manifest import MANIFEST
+from mrc.labs.report.summary_fields import TOP_FIELDS, TRANSPORT_FIELDS
+from mrc.labs.run.runner import run_lab
+from mrc.labs.schema import faults as fault_section
+from mrc.labs.schema.fields import Field
+from mrc.labs.schema.files import bundled_names, bundled_sweep_names
+from mrc.labs.schema.lab_file import field_tables
+from mrc.labs.schema.reference import _title, reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
 """Faults a run cannot meet, and the outputs saying so: faults on no path of the workload
-(mrc.labs.fault_reach), found for every element kind, never claimed for a fault the traffic
+(mrc.labs.report.fault_reach), found for every element kind, never claimed for a fault the traffic
 crosses, and, end to end, leaving the run exactly as it was without them; and faults after
 the run ended (recovery ``ended first``), not read as a failure to recover."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from mrc.labs.fault_reach import off_path_faults
-from mrc.labs.runner import prepare, run_lab
-from mrc.labs.summary import recovery
+from mrc.labs.report.fault_reach import off_path_faults
+from mrc.labs.report.summary import recovery
+from mrc.labs.run.runner import prepare, run_lab
 
 # lab-small: 4 planes, 8 hosts, 2 under each T0 (h0 h1 | h2 h3 | h4 h5 | h6 h7), 4 T1s
 SAME_T0 = [["h0", "h1"]]

@@ -16,12 +16,12 @@ from click.testing import CliRunner
 
 from mrc.cli import main
 from mrc.labs.errors import LabError
-from mrc.labs.files import bundled_names
 from mrc.labs.fleet import load_fleet, run_fleet
 from mrc.labs.fleet.impact import footprint
 from mrc.labs.fleet.schema import bundled_dir
-from mrc.labs.sweep_exec import run_sweep
-from mrc.labs.sweep_file import load_sweep
+from mrc.labs.schema.files import bundled_names
+from mrc.labs.sweep.execute import run_sweep
+from mrc.labs.sweep.file import load_sweep
 
 DEFAULT = bundled_dir() / "default.toml"
 

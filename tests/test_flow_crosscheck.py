@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mrc.labs.crosscheck import comparable, compare, flow_levels, steady_levels
+from mrc.labs.run.crosscheck import comparable, compare, flow_levels, steady_levels
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "flow_crosscheck.json"
 TOLERANCE = 0.05
@@ -66,8 +66,8 @@ def test_every_exception_is_still_needed() -> None:
 
 
 def test_the_reference_covers_every_bundled_fault_lab() -> None:
-    from mrc.labs.files import bundled_names
-    from mrc.labs.lab_file import load_lab
+    from mrc.labs.schema.files import bundled_names
+    from mrc.labs.schema.lab_file import load_lab
 
     assert sorted(reference()) == sorted(n for n in bundled_names() if comparable(load_lab(n)))
 
@@ -75,7 +75,7 @@ def test_the_reference_covers_every_bundled_fault_lab() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("lab", sorted(reference()))
 def test_reference_matches_the_packet_model_now(lab: str) -> None:
-    from mrc.labs.runner import run_lab
+    from mrc.labs.run.runner import run_lab
 
     packet = steady_levels(run_lab(lab, progress=False))
     stored = reference()[lab]

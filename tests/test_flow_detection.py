@@ -11,7 +11,7 @@ import pytest
 from mrc.flow.detection import MID_BURST, Detection, DetectParams, evidence_ps
 from mrc.flow.paths import Entries, Groups
 from mrc.flow.workload import step_latency_ps
-from mrc.labs.flowrun import run_flow_lab
+from mrc.labs.run.flow import run_flow_lab
 from topology.spec import preset
 
 US = 1_000_000

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 import mrc.flow.workload as flow_workload
 from mrc.cli import main
-from mrc.labs.crosscheck import steady_levels
 from mrc.labs.errors import LabError
-from mrc.labs.flowrun import run_flow_lab
-from mrc.labs.runner import run_lab
+from mrc.labs.run.crosscheck import steady_levels
+from mrc.labs.run.flow import run_flow_lab
+from mrc.labs.run.runner import run_lab
 from mrc.sim.qpn import first_qpn
 from mrc.sim.rc_connection import ecmp_t1
 from topology.spec import preset
@@ -244,7 +244,7 @@ def test_gray_loss_slows_only_the_connection_whose_qp_crosses_the_link() -> None
 def test_sweep_refuses_a_flow_point_too_large_before_any_run(monkeypatch: pytest.MonkeyPatch,
                                                              tmp_path: Path) -> None:
     from mrc.flow import model as flow_model
-    from mrc.labs.sweep_file import load_sweep
+    from mrc.labs.sweep.file import load_sweep
 
     monkeypatch.setattr(flow_model, "_BYTES_PER_ENTRY", 10**12)
     with pytest.raises(LabError, match="the flow model needs about"):
@@ -254,7 +254,7 @@ def test_sweep_refuses_a_flow_point_too_large_before_any_run(monkeypatch: pytest
 
 def test_a_slow_switch_is_slow_not_down() -> None:
     """``degrade`` on a switch slows every link of it (issue 18's slow T1s): MRC's flows share
-    what is left (the capacity share of mrc.labs.ideal), RC's QPs through it crawl, nobody
+    what is left (the capacity share of mrc.labs.report.ideal), RC's QPs through it crawl, nobody
     fails."""
     healthy = t(run_flow_lab("degraded-t1s", overrides={"fault": []}), "mrc")["flows"]
     slow = run_flow_lab("degraded-t1s")

@@ -270,7 +270,7 @@ _BUILD_AND_WAIT = textwrap.dedent("""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from mrc.kernel.fabric import KernelFabric
     from mrc.kernel.shaping import Shaping
-    from mrc.labs.kernel_run import _signals_interrupt
+    from mrc.labs.run.kernel import _signals_interrupt
     from topology.spec import FabricSpec
     spec = FabricSpec(planes=2, hosts=4, hosts_per_t0=2, t1_per_plane=2)
     with _signals_interrupt():

@@ -21,9 +21,9 @@ from kernel_support import needs_kernel, no_leftovers  # noqa: F401 (fixture)
 
 from mrc import pcap, wire
 from mrc.kernel import netns
-from mrc.labs.cli import run as run_command
+from mrc.labs.cli.run import run as run_command
 from mrc.labs.errors import LabError
-from mrc.labs.runner import run_kernel, run_lab
+from mrc.labs.run.runner import run_kernel, run_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 #: t0-switch-down on a 4-plane fabric, shortened: the T0 above h0 in plane 3 dies at 120 us.

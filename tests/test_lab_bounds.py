@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from mrc.labs.errors import LabError
-from mrc.labs.fields import Field
-from mrc.labs.lab_file import field_tables
-from mrc.labs.runner import prepare, run_lab
-from mrc.labs.transport_section import ANY_VALUE
+from mrc.labs.run.runner import prepare, run_lab
+from mrc.labs.schema.fields import Field
+from mrc.labs.schema.lab_file import field_tables
+from mrc.labs.schema.transport import ANY_VALUE
 
 BASE: dict[str, Any] = {
     "fabric": {"preset": "lab-small"},

@@ -1,4 +1,4 @@
-"""The lab keys as data (mrc.labs.fields): every table is well formed, the transport tables
+"""The lab keys as data (mrc.labs.schema.fields): every table is well formed, the transport tables
 cover exactly the keys the transport configs accept, and the lab layer's restated ranges
 agree with the configs' own checks, so a bad transport value is refused on its own key
 before any config is built (the configs' checks stay invariants that never fire first)."""
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from mrc.labs import transport_section
 from mrc.labs.errors import LabError
-from mrc.labs.fault_section import FAULT_KINDS
-from mrc.labs.fault_section import FIELDS as FAULT_FIELDS
-from mrc.labs.fields import TYPES, Derived, Field, Rule, field_map
-from mrc.labs.lab_file import field_tables, validate
+from mrc.labs.schema import transport as transport_section
+from mrc.labs.schema.faults import FAULT_KINDS
+from mrc.labs.schema.faults import FIELDS as FAULT_FIELDS
+from mrc.labs.schema.fields import TYPES, Derived, Field, Rule, field_map
+from mrc.labs.schema.lab_file import field_tables, validate
 from mrc.sim import transport_params as tparams
 from topology.spec import preset
 

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mrc.labs import collective as coll
-from mrc.labs.connection_matrix import parse_connection_matrix
 from mrc.labs.errors import LabError
-from mrc.labs.keys import get_key, key_paths, parse_assignment, set_key, set_keys
-from mrc.labs.lab_file import load_lab, validate
-from mrc.labs.workloads import derangement
+from mrc.labs.report import collective as coll
+from mrc.labs.run.workloads import derangement
+from mrc.labs.schema.connection_matrix import parse_connection_matrix
+from mrc.labs.schema.keys import get_key, key_paths, parse_assignment, set_key, set_keys
+from mrc.labs.schema.lab_file import load_lab, validate
 
 LAB = {
     "fabric": {"preset": "lab-8plane"},
@@ -216,7 +216,7 @@ def test_collective_table_numbers() -> None:
 def test_bandwidth_png_from_synthetic_tables(tmp_path: Path) -> None:
     from PIL import Image
 
-    from mrc.labs.plot import close, plot_bandwidth
+    from mrc.labs.report.plot import close, plot_bandwidth
 
     rows = []
     for t in np.arange(0, 1000, 10.0):
@@ -249,7 +249,7 @@ def test_connection_matrix_triggers_start_flows_when_they_fire() -> None:
     """htsim's triggers at run time: a barrier of two flows starts flow 3 when the second is
     done; a oneshot on flow 3's completion starts flow 4; a multishot starts its flows one per
     activation, in file order."""
-    from mrc.labs.runner import run_lab
+    from mrc.labs.run.runner import run_lab
 
     text = ("Nodes 8\nConnections 6\nTriggers 3\n"
             "0->4 id 1 start 0 size 100000 send_done_trigger 10\n"

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from mrc.labs.cli import labs, run
-from mrc.labs.files import bundled_names, find_bundled, read_lab_text
-from mrc.labs.lab_file import load_lab
-from mrc.labs.runner import LabResult, run_lab
+from mrc.labs import run_lab
+from mrc.labs.cli.labs import labs
+from mrc.labs.cli.run import run
+from mrc.labs.run.results import LabResult
+from mrc.labs.schema.files import bundled_names, find_bundled, read_lab_text
+from mrc.labs.schema.lab_file import load_lab
 from mrc.sim.rc_connection import bdp_packets
 from topology.spec import preset
 
@@ -271,7 +273,7 @@ def test_cli_run_writes_outputs_exit_0_and_is_deterministic(tmp_path: Path) -> N
 
 
 def test_internal_error_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mrc.labs.runner as runner
+    import mrc.labs.run.runner as runner
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("simulated bug")

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mrc.labs.cli import run
+from mrc.labs.cli.run import run
 from mrc.labs.errors import LabError
-from mrc.labs.lab_file import load_lab, validate
-from mrc.labs.model import Collective, WriteBw
-from mrc.labs.run_section import nice_bin_us
-from mrc.labs.schedule import fault_windows, schedule
-from mrc.labs.workload_section import size_series
+from mrc.labs.schema.lab import Collective, WriteBw
+from mrc.labs.schema.lab_file import load_lab, validate
+from mrc.labs.schema.run import nice_bin_us
+from mrc.labs.schema.schedule import fault_windows, schedule
+from mrc.labs.schema.workload import size_series
 
 BASE = """\
 [fabric]

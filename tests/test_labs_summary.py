@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from mrc.labs import summary as s
+from mrc.labs.report import summary as s
 
 BIN = 10.0
 

@@ -15,7 +15,7 @@ import pytest
 from udp_support import kernel_has_gro
 
 from mrc import wire
-from mrc.labs.live_run import auto_dilation
+from mrc.labs.run.live import auto_dilation
 from mrc.live.clock import Clock
 from mrc.live.fabric import FabricCore
 from mrc.live.fabric_server import FabricServer
@@ -191,7 +191,7 @@ def test_stack_schedules_in_model_time_stops_and_closes_cleanly() -> None:
 
 
 def test_auto_dilation_follows_the_offered_load() -> None:
-    from mrc.labs.lab_file import load_lab
+    from mrc.labs.schema.lab_file import load_lab
 
     def lab(pairs: list[list[str]], planes: int) -> object:
         return load_lab({"fabric": {"planes": planes, "hosts": 8, "hosts_per_t0": 2,

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrc import pcap, wire
-from mrc.labs.runner import run_live
+from mrc.labs.run.runner import run_live
 from mrc.live.stack import LiveStack
 from mrc.packet import DATA, PROBE
 from mrc.pcap import CaptureOptions
@@ -200,7 +200,7 @@ def test_outputs_and_capture(live_run: dict[str, object]) -> None:
 
 
 def test_cli_runs_a_lab_live(tmp_path: Path) -> None:
-    from mrc.labs.cli import run
+    from mrc.labs.cli.run import run
 
     lab = tmp_path / "quick.toml"
     lab.write_text("\n".join([

@@ -1,4 +1,4 @@
-"""Judging a live or kernel run's pace (mrc.labs.live_pace): each sign of a run that fell
+"""Judging a live or kernel run's pace (mrc.labs.run.pace): each sign of a run that fell
 behind its modelled clock is caught on its own, and a run that kept up is not flagged."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mrc.labs.live_pace import MAX_LAG_RTT_SHARE, MAX_LOST_PCT, judge_pace
-from mrc.labs.model import Permutation
+from mrc.labs.run.pace import MAX_LAG_RTT_SHARE, MAX_LOST_PCT, judge_pace
+from mrc.labs.schema.lab import Permutation
 from topology.spec import preset
 
 SPEC = preset("lab-small")  # 8 hosts, 4 planes: 32 sending ports; 7.82 us round trip

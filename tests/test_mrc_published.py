@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from mrc.ev import EV_STATE_ASSUMED_BAD, EV_STATE_GOOD, make_ev
 from mrc.ev.profile import EvDeny, EvField, EvProfile, EvProfileError, denied_by, deposit, extract
-from mrc.labs import nccl_env
 from mrc.labs.errors import LabError
-from mrc.labs.lab_file import validate
-from mrc.labs.runner import run_lab
-from mrc.labs.workloads import WriteBwJob
+from mrc.labs.run.runner import run_lab
+from mrc.labs.run.workloads import WriteBwJob
+from mrc.labs.schema import nccl_env
+from mrc.labs.schema.lab_file import validate
 from mrc.sim.stack import SimStack
 from mrc.transport.base import ASSUMED_BAD, GOOD, PathChoice
 from mrc.transport.mrc import MrcQueuePair

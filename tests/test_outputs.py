@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from mrc.labs.errors import LabError
-from mrc.labs.outdir import MANIFEST, OutputFolder, verify_result_set
+from mrc.labs.output.folder import OutputFolder
+from mrc.labs.output.manifest import MANIFEST, verify_result_set
 
 TINY = """\
 name = "tiny"

@@ -14,8 +14,9 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.patches import Polygon, Rectangle
 
-from mrc.labs import plot
-from mrc.labs.plot import close, plot_bandwidth, plot_busbw, plot_sweep
+from mrc.labs.report.plot import close, plot_bandwidth, plot_busbw
+from mrc.labs.sweep import plot as sweep_plot
+from mrc.labs.sweep.plot import plot_sweep
 
 BIN = 10.0
 
@@ -154,8 +155,8 @@ def test_busbw_by_size_on_a_log_axis_with_time_in_its_own_panel() -> None:
 def test_sweep_over_sizes_uses_a_log_axis(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     drawn = []
-    real = plot._figure
-    monkeypatch.setattr(plot, "_figure", lambda **kw: drawn.append(real(**kw)) or drawn[-1])
+    real = sweep_plot.figure
+    monkeypatch.setattr(sweep_plot, "figure", lambda **kw: drawn.append(real(**kw)) or drawn[-1])
     rows = [{"run_id": f"r{i}", "status": "ok", "transport": "mrc", "run.seed": 1,
              "workload.message_bytes": size, "goodput_gbps_before": 100.0 + i}
             for i, size in enumerate([4096, 65536, 1048576])]

@@ -242,7 +242,7 @@ def test_rc_incast_8_to_1_loses_nothing_and_completes() -> None:
 
 
 def test_rc_permutation_8_planes_x_64_hosts_loses_nothing_and_completes() -> None:
-    from mrc.labs.workloads import derangement
+    from mrc.labs.run.workloads import derangement
 
     spec = FabricSpec(planes=8, hosts=64, hosts_per_t0=8, t1_per_plane=8, name="8x64")
     peers = derangement(list(range(64)), 1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mrc.labs.runner import run_lab
+from mrc.labs.run.runner import run_lab
 
 #: The lab of the issue's report: it used to end "running" with flow h6->h1 waiting for its
 #: 4.3 s local ACK timeout after ECN cuts left 4 unacknowledged packets in flight.

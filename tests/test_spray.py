@@ -1,5 +1,5 @@
 """Path-aware spraying (mrc.transport.mrc.spray): which deliveries recycle their EV, and a
-small version of the slow-T1 scenario (issue 18) against the ideal (mrc.labs.ideal)."""
+small version of the slow-T1 scenario (issue 18) against the ideal (mrc.labs.report.ideal)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from mrc.labs.ideal import capacity_share, flow_ideal_us, healthy_fct_us
-from mrc.labs.lab_file import load_lab, validate
-from mrc.labs.model import ConnectionMatrix, Flow
-from mrc.labs.runner import run_lab
-from mrc.labs.sweep_file import load_sweep
+from mrc.labs.report.ideal import capacity_share, flow_ideal_us, healthy_fct_us
+from mrc.labs.run.runner import run_lab
+from mrc.labs.schema.lab import ConnectionMatrix, Flow
+from mrc.labs.schema.lab_file import load_lab, validate
+from mrc.labs.sweep.file import load_sweep
 from mrc.sim import faults
 from mrc.sim.stack import SimStack
 from mrc.transport.base import PathChoice

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from mrc.cli import main
 from mrc.labs.errors import LabError
-from mrc.labs.model import Lab
-from mrc.labs.plot import plot_sweep
-from mrc.labs.sweep_exec import run_sweep
-from mrc.labs.sweep_file import load_sweep, run_id
+from mrc.labs.schema.lab import Lab
+from mrc.labs.sweep.execute import run_sweep
+from mrc.labs.sweep.file import load_sweep, run_id
+from mrc.labs.sweep.plot import plot_sweep
 
 LAB = """\
 name = "base"
@@ -285,7 +285,7 @@ def test_process_pool_gives_the_same_table(folder: Path) -> None:
 
 
 def test_cli_runs_resumes_and_plots(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mrc.labs.sweep_run.lab_runner", fake_runner)
+    monkeypatch.setattr("mrc.labs.sweep.point.lab_runner", fake_runner)
     out = folder / "o"
     args = ["sweep", str(folder / "s.toml"), "--out", str(out), "-j", "1"]
     result = CliRunner().invoke(main, args)
@@ -306,7 +306,7 @@ def test_cli_runs_resumes_and_plots(folder: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_cli_exit_1_when_a_run_errors(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mrc.labs.sweep_run.lab_runner", fake_runner)
+    monkeypatch.setattr("mrc.labs.sweep.point.lab_runner", fake_runner)
     write(folder, 'lab = "base.toml"\n[grid]\n"fault.0.target" = ["p0.t1.0", "p0.t1.3"]\n')
     result = CliRunner().invoke(main, ["sweep", str(folder / "s.toml"), "--out",
                                        str(folder / "o"), "-j", "1", "-q"])

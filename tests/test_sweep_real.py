@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from mrc.cli import main
-from mrc.labs.sweep_exec import run_sweep
+from mrc.labs.sweep.execute import run_sweep
 
 TINY_LAB = """\
 name = "tiny-reboot"

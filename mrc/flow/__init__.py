@@ -38,7 +38,7 @@ What is modelled
       ACKs as priority load on every reverse path.
     * ``nic_stall``: the stuck host's connections stop (it drops what it receives). On a PFC
       fabric RC's lossless traffic would instead spread pause frames (a PFC storm): refused
-      for RC there, with the reason (``mrc.labs.flowrun.check_flow``).
+      for RC there, with the reason (``mrc.labs.run.flow.check_flow``).
 
 What is not
     Packets, queues, trimming, ECN and the congestion controls' dynamics beyond DCQCN's
@@ -72,7 +72,7 @@ Layering: this package sits directly above the simulator (``mrc.sim < mrc.flow <
 mrc.labs``): it imports ``topology``, ``mrc.units``, ``mrc.ev``, ``mrc.packet`` and the
 transports' definitions (``mrc.sim.evset``, ``mrc.sim.rc_connection``, ``mrc.sim.qpn``,
 ``mrc.sim.transport_params``; ``DcqcnRp`` from ``mrc.transport.rc.dcqcn``), never
-``mrc.sim``'s engine and never the labs layer; ``mrc.labs.flowrun`` adapts a lab to it. The layers contract in
+``mrc.sim``'s engine and never the labs layer; ``mrc.labs.run.flow`` adapts a lab to it. The layers contract in
 ``pyproject.toml`` places it beside ``mrc.live`` (above ``mrc.sim``, below ``mrc.kernel``
 and ``mrc.labs``).
 """

@@ -1,6 +1,6 @@
 """Fault schedules as the flow model sees them: timed changes of a set of active conditions.
 
-A lab's ``[[fault]]`` entries expand (``mrc.labs.schedule.schedule``) into timed primitives
+A lab's ``[[fault]]`` entries expand (``mrc.labs.schema.schedule.schedule``) into timed primitives
 (``link_down``, ``switch_up``, ``loss_start``...). Here they become *conditions*, keyed by
 (family, element): ``("down", "p0.t1.3")``, ``("loss", link) -> p``, ``("degrade", link) ->
 fraction``, ``("drain", t1)``, ``("stall", host)`` (``nic_stall``: a stuck NIC drops what

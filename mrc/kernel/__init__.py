@@ -20,7 +20,7 @@ faults done to real interfaces. The unchanged sans-IO QPs run in the hosts. Need
 * :mod:`mrc.kernel.capture`: ``--pcap`` from packet sockets on chosen links.
 * :mod:`mrc.kernel.stack`: ``KernelStack``, the shared stack built from these parts, with the
   live runtime's clockwork (``LiveSim`` on an engine of its own) for the lab's schedule; the
-  labs layer runs it (``mrc.labs.kernel_run``).
+  labs layer runs it (``mrc.labs.run.kernel``).
 
 The layer sits between ``mrc.live`` (whose host, clock, clockwork and connections it reuses)
 and ``mrc.labs`` (which runs labs on it); ``lint-imports`` holds it there.

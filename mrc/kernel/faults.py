@@ -1,6 +1,6 @@
 """Faults on the kernel fabric: the simulator's primitives, done to real interfaces, on time.
 
-The lab's fault schedule is the same data as in simulation (``mrc.labs.schedule.schedule``
+The lab's fault schedule is the same data as in simulation (``mrc.labs.schema.schedule.schedule``
 expands it into timed primitives); :class:`KernelFaults` implements the primitives of
 :mod:`mrc.sim.faults` by name, with the same semantics, on a :class:`~mrc.kernel.fabric.
 KernelFabric`:

@@ -129,7 +129,7 @@ class _Timers:
     ``sync`` hook ran the fabric's due events); a wake-up asyncio fires a hair early is due
     all the same, so the host's time is moved to it first. Each wake-up counts how late it
     came (``wakes``, ``wake_late_ps``, in modelled time): a host whose loop cannot keep up
-    runs its QPs' timers late, which ``mrc.labs.live_pace`` judges."""
+    runs its QPs' timers late, which ``mrc.labs.run.pace`` judges."""
 
     __slots__ = ("host",)
 

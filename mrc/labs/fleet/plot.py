@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from mrc.labs.plot import TRANSPORT_COLORS
+from mrc.labs.report.plot import TRANSPORT_COLORS
 
 
 def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,

@@ -27,8 +27,8 @@ from mrc.labs.errors import LabError
 from mrc.labs.fleet.impact import JobImpacts, job_impacts
 from mrc.labs.fleet.montecarlo import RcTimers, simulate
 from mrc.labs.fleet.schema import Fleet, load_fleet
-from mrc.labs.outdir import OutputFolder
-from mrc.labs.summary import write_csv
+from mrc.labs.output.folder import OutputFolder
+from mrc.labs.report.summary import write_csv
 
 #: The interval fleet.csv gives around each mean (over trials).
 QUANTILES = (0.05, 0.95)
@@ -49,7 +49,7 @@ class FleetResult:
 
     def write(self, out: str | Path | OutputFolder) -> list[Path]:
         """Write the result set into ``out`` safely, as a lab result is written
-        (:mod:`mrc.labs.outdir`: a new, empty or mrc-lab folder, filled as a whole, with a
+        (:mod:`mrc.labs.output.folder`: a new, empty or mrc-lab folder, filled as a whole, with a
         manifest). Returns the files written."""
         folder = out if isinstance(out, OutputFolder) else OutputFolder(out)
         with folder:
@@ -61,7 +61,7 @@ class FleetResult:
 
     def write_files(self, out_dir: str | Path) -> list[Path]:
         """Every output file into ``out_dir`` as it is (no checks, no manifest)."""
-        from mrc.labs.plot import close
+        from mrc.labs.report.plot import close
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

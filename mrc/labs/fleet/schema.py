@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mrc.labs.checks import (
+from mrc.labs.errors import LabError
+from mrc.labs.schema.checks import (
     NAME_RE,
     check_bool,
     check_float,
@@ -50,11 +51,10 @@ from mrc.labs.checks import (
     check_str,
     check_table,
 )
-from mrc.labs.errors import LabError
-from mrc.labs.fabric_section import fabric as _fabric
-from mrc.labs.files import parse_toml, read_lab_text
-from mrc.labs.model import TransportSpec
-from mrc.labs.transport_section import check_transport
+from mrc.labs.schema.fabric import fabric as _fabric
+from mrc.labs.schema.files import parse_toml, read_lab_text
+from mrc.labs.schema.lab import TransportSpec
+from mrc.labs.schema.transport import check_transport
 from topology.spec import FabricSpec
 
 KIND = "fleet"

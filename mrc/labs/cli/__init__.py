@@ -1,0 +1,1 @@
+"""``mrc-lab``'s lab commands: ``run``, ``labs``, ``sweep`` and ``fleet``, and how each exits."""

@@ -1,0 +1,494 @@
+"""``[transport.NAME]``: one table per transport compared, its keys the transport's config.
+
+``NAME`` is unique; ``kind = "mrc"`` or ``"rc"`` unless NAME is itself a kind. The keys are
+the fields of the transport's config (``MrcConfig`` with its nested ``cc`` table, or
+``RcConfig``; types and defaults read from the configs, so they cannot drift), with
+microseconds where the config stores picoseconds (``probe_interval_us`` sets
+``probe_interval_ps``) and the fabric filling in what it knows (MTU, line rate, base RTT,
+RC's window).
+
+``env`` takes the NCCL plugin's variables verbatim (:mod:`mrc.labs.schema.nccl_env`): they become
+the keys they set, and the ones that do not apply are kept as ``TransportSpec.ignored_env``.
+Every key says whether it is published (OCP mrc.h / the NCCL plugin) or mrc-lab's own model.
+
+A table is checked in two passes, as the configs themselves would check it: first every
+key and value type in file order, then the ranges and rules in table order, which is the
+configs' own order (so a table with several problems reports the one the config would),
+except that RC's ``ack_every`` comes before the window rules: RC's default window is derived
+from it. The ranges are the configs' range checks restated here with their wording, so a
+bad value is refused on its own dotted key before any config is built; building the
+configs last (:mod:`mrc.sim.transport_params`) keeps their ``__post_init__`` checks as
+invariants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from mrc.ev import DEFAULT_FIELD_WIDTHS, EV_MAX_INSTANCES
+from mrc.labs.errors import LabError
+from mrc.labs.schema import nccl_env
+from mrc.labs.schema.checks import NAME_RE, check_str, check_table, one_line
+from mrc.labs.schema.fields import (
+    Derived,
+    Field,
+    Range,
+    Rule,
+    Values,
+    check_ranges,
+    check_types,
+    field_map,
+    type_word,
+)
+from mrc.labs.schema.lab import TRANSPORT_KINDS, TransportSpec
+from mrc.packet import PSN_MASK, PSN_MOD
+from mrc.sim import transport_params as tparams
+from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
+from mrc.transport.mrc.config import SPRAY_POLICIES, MrcConfig
+from mrc.transport.rc.config import CC_KINDS, RcConfig
+from mrc.transport.rc.dcqcn import DcqcnConfig
+from mrc.units import PS_PER_US
+from topology.spec import FabricSpec
+
+_UNITS = {"_us": "us", "_bytes": "bytes", "_pkts": "packets", "_gbps": "Gb/s"}
+#: Upper bounds (issue 16: every number has one, or a reason why it needs none). Times: a
+#: timer of more than 1,000 s is longer than any run (run.duration_us has the same bound).
+MAX_TIME_US = 1e9
+#: A NIC rate cc can size a window for: 256 planes of the fastest link (topology.spec).
+MAX_CC_LINE_RATE_GBPS = 256 * 100_000.0
+MAX_PI_GAIN = 1e6  # far beyond any useful gain; 1e300 overflows the window arithmetic
+MAX_QPS_PER_PLANE = 256  # NCCL uses a handful; QPNs of a run stay far inside 24 bits
+#: What a number without a stated maximum says: the code runs with any value (the slow
+#: test in tests/test_lab_bounds.py runs every such key at 2**62 and 1e300).
+ANY_VALUE = "none needed: any value runs"
+
+
+def _field(config: type, name: str, doc: str, *, range: Range | None = None,
+           default: Any = None, report_on_table: bool = False,
+           unit: str | None = None, maximum: float | None = None,
+           limit: str | None = None) -> Field:
+    """The lab key of config field ``name``: its type and default read from the config, its
+    unit from its name; a ``*_ps`` field is written in microseconds as ``*_us`` (a time,
+    so never negative), and a time is at most :data:`MAX_TIME_US`."""
+    spec = {f.name: f for f in dataclasses.fields(config)}[name]
+    hint = typing.get_type_hints(config)[name]
+    if default is None:  # the config's own default; None there means "derived"
+        if spec.default is None:
+            raise TypeError(f"{config.__name__}.{name}: say how its None default is derived")
+        default = spec.default
+        if name.endswith("_ps"):
+            default = default / PS_PER_US
+    if name.endswith("_ps"):
+        return Field(name[:-3] + "_us", "number", doc, default=default, unit="us", minimum=0,
+                     maximum=MAX_TIME_US, range=range, config_name=name, scale=PS_PER_US)
+    if unit is None:
+        unit = next((u for suffix, u in _UNITS.items() if name.endswith(suffix)), None)
+    word = type_word(hint)
+    if maximum is None and name.endswith("_us"):
+        maximum = MAX_TIME_US
+    bounded = maximum is not None or (range is not None and (
+        range.maximum is not None or range.lt is not None or range.choices is not None))
+    return Field(name, word, doc, default=default, unit=unit, range=range,
+                 report_on_table=report_on_table, maximum=maximum,
+                 limit=limit or (None if bounded or word not in ("integer", "number")
+                                 else ANY_VALUE))
+
+
+def _mrc(name: str, doc: str, **kwargs: Any) -> Field:
+    return _field(MrcConfig, name, doc, **kwargs)
+
+
+def _cc(name: str, doc: str, **kwargs: Any) -> Field:
+    return _field(CcConfig, name, doc, **kwargs)
+
+
+def _at_least_one(name: str) -> Range:
+    return Range(f"{name} must be >= 1", minimum=1)
+
+
+def _positive(name: str, *, show: bool = False) -> Range:
+    return Range(f"{name} must be positive" + (", got {value!r}" if show else ""), gt=0)
+
+
+def _rc(name: str, doc: str, problem: str, **bounds: Any) -> Field:
+    """An RcConfig key with a range; ``problem`` is RcConfig's own wording of it."""
+    return _field(RcConfig, name, doc, range=Range(f"RcConfig: {problem}", **bounds))
+
+
+def _dcqcn(name: str, unit: str | None, doc: str, problem: str | None = None,
+           **bounds: Any) -> Field:
+    """A DCQCN knob (NVIDIA's name and unit) with DcqcnConfig's own range wording."""
+    rng = Range(f"DcqcnConfig: {problem}", **bounds) if problem else None
+    return _field(DcqcnConfig, name, doc, range=rng, unit=unit)
+
+
+#: DCQCN's knobs in the [transport.NAME] table of an RC transport (cc = "dcqcn")
+DCQCN_FIELDS: tuple[Field, ...] = (
+    _dcqcn("rpg_time_reset", "us", "time between timer-driven rate increases",
+           "rpg_time_reset must be positive", gt=0),
+    _dcqcn("rpg_byte_reset", "bytes", "bytes sent between byte-counter rate increases",
+           "rpg_byte_reset must be at least 1", minimum=1),
+    _dcqcn("rpg_threshold", None, "increase events of a counter spent in fast recovery",
+           "rpg_threshold must be at least 1", minimum=1),
+    _dcqcn("rpg_ai_rate", "Mb/s", "additive increase of the target rate",
+           "rpg_ai_rate must not be negative", minimum=0),
+    _dcqcn("rpg_hai_rate", "Mb/s", "hyper increase of the target rate",
+           "rpg_hai_rate must not be negative", minimum=0),
+    _dcqcn("rpg_gd", None, "rate cut = alpha x 2^(10 - rpg_gd) of the rate (11: alpha/2)",
+           "rpg_gd must be 10 or 11", minimum=10, maximum=11),
+    _dcqcn("rpg_min_dec_fac", "%", "one cut keeps at least this share of the rate",
+           "rpg_min_dec_fac must be in 0..100", minimum=0, maximum=100),
+    _dcqcn("rpg_min_rate", "Mb/s", "the rate never goes below this",
+           "rpg_min_rate must be positive", gt=0),
+    _dcqcn("rpg_max_rate", "Mb/s", "the rate never goes above this; 0: the line rate",
+           "rpg_max_rate must not be negative", minimum=0),
+    _dcqcn("rate_to_set_on_first_cnp", "Mb/s", "both rates on a flow's first CNP; 0: cut "
+           "from the line rate as usual", "rate_to_set_on_first_cnp must not be negative",
+           minimum=0),
+    _dcqcn("rate_reduce_monitor_period", "us", "least time between two rate cuts",
+           "rate_reduce_monitor_period must not be negative", minimum=0),
+    _dcqcn("clamp_tgt_rate", None, "every cut sets the target rate to the current rate"),
+    _dcqcn("clamp_tgt_rate_after_time_inc", None, "a cut sets the target rate to the current "
+           "rate if the timer raised the rate since the last cut"),
+    _dcqcn("dce_tcp_g", "1/1024", "alpha's weight g: alpha = g x alpha (+ 1 - g after a CNP)",
+           "dce_tcp_g must be in 0..1023", minimum=0, maximum=1023),
+    _dcqcn("dce_tcp_rtt", "us", "alpha update period", "dce_tcp_rtt must be positive", gt=0),
+    _dcqcn("initial_alpha_value", "1/1024", "alpha on a flow's first CNP",
+           "initial_alpha_value must be in 0..1023", minimum=0, maximum=1023),
+    _dcqcn("min_time_between_cnps", "us", "notification point: least time between two CNPs "
+           "of one QP", "min_time_between_cnps must not be negative", minimum=0),
+)
+
+
+# ---------------------------------------------------------------------- MRC's cc table
+def _nscc(name: str, doc: str, unit: str | None = None, **kwargs: Any) -> Field:
+    """A field of mrc_ctl.h's mrc_ctl_cc_nscc_cfg, in the header's unit."""
+    f = _cc(name, "uet-1.0-nscc (mrc_ctl_cc_nscc_cfg): " + doc, **kwargs)
+    return dataclasses.replace(f, unit=unit) if unit else f
+
+
+CC_FIELDS: tuple[Field | Rule, ...] = (
+    _cc("algorithm", "the CC profile's algorithm: uet-1.0-nscc (mrc_ctl.h's one common "
+        "name), nscc (the same), or fixed (a constant window, mrc-lab's baseline)",
+        range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
+                    choices=ALGORITHMS), report_on_table=True),
+    _cc("line_rate_gbps", "own: the NIC rate the window is sized for",
+        default=Derived("the fabric's NIC rate (planes x link_gbps)"),
+        maximum=MAX_CC_LINE_RATE_GBPS),
+    _nscc("base_rtt", "unloaded round trip the window is sized for", "ns",
+          default=Derived("the fabric's base RTT")),
+    Rule(("line_rate_gbps", "base_rtt"), "line rate and base RTT are positive",
+         lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt"] > 0,
+         lambda v, spec: "line_rate_gbps and base_rtt must be positive"),
+    _cc("min_window_bytes", "own: smallest window (UEC: one MTU)",
+        range=_positive("min_window_bytes")),
+    _nscc("gamma", "multiplicative decrease = gamma x (delay - target) / delay",
+          range=Range("gamma must be in (0, 1]", gt=0, maximum=1)),
+    _nscc("max_md_jump", "one decrease never takes the window below this factor",
+          range=Range("max_md_jump must be in (0, 1)", gt=0, lt=1)),
+    _cc("loss_md_factor", "own: window x this on a silent loss (1.0: loss is not "
+        "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
+                                   minimum=0.5, maximum=1)),
+    _nscc("target_delay", "queueing delay aimed at", "ns",
+          range=_positive("target_delay", show=True), default=Derived("3/4 of base_rtt")),
+    _nscc("qa_threshold", "queueing delay that arms quick adapt", "ns",
+          range=_positive("qa_threshold", show=True), default=Derived("4 x target_delay")),
+    _nscc("qa_gate", "quick adapt only when an interval delivered < max_cwnd >> qa_gate",
+          range=Range("qa_gate must be in 0..16", minimum=0, maximum=16)),
+    _nscc("disable_qa", "quick adapt off"),
+    _nscc("max_cwnd", "largest window", "bytes", range=_positive("max_cwnd", show=True),
+          default=Derived("1.5 bandwidth-delay products")),
+    _nscc("fi", "fair increase per RTT while the delay is above target", "bytes",
+          range=Range("fi must not be negative, got {value!r}", minimum=0),
+          default=Derived("5 x MTU x BDP / 150000 (UEC)")),
+    _nscc("fi_scale", "fast increase per acked byte while the delay stays ~0 for a window",
+          range=Range("fi_scale must not be negative, got {value!r}", minimum=0),
+          default=Derived("0.25 x BDP / 150000 (UEC)")),
+    _nscc("eta", "added at each adjustment while the delay is below target", "bytes",
+          range=Range("eta must not be negative, got {value!r}", minimum=0),
+          default=Derived("0.15 x MTU x BDP / 150000 (UEC)")),
+    _nscc("adjust_bytes_threshold", "increases apply after this many acked bytes", "bytes",
+          range=Range("adjust_bytes_threshold must not be negative, got {value!r}",
+                      minimum=0), default=Derived("8 x MTU (UEC)")),
+    _nscc("adjust_period_threshold", "... or after this long", "ns",
+          range=_positive("adjust_period_threshold", show=True),
+          default=Derived("base_rtt (UEC)")),
+    _cc("init_rate_mbps", "rate hint NCCL_MRC_CC_INIT_RATE (unit not published; Mb/s): the "
+        "initial window is rate x base RTT (0: none)",
+        range=Range("init_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("min_rate_mbps", "rate hint NCCL_MRC_CC_MIN_RATE: the smallest window (0: none)",
+        range=Range("min_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("max_rate_mbps", "rate hint NCCL_MRC_CC_MAX_RATE: the largest window (0: none)",
+        range=Range("max_rate_mbps must not be negative, got {value!r}", minimum=0)),
+    _cc("init_window_bytes", "own: initial window", range=_positive("init_window_bytes",
+                                                                     show=True),
+        default=Derived("one bandwidth-delay product (or the init rate hint)")),
+    _cc("fixed_window_bytes", "own: the window of algorithm = \"fixed\"",
+        range=_positive("fixed_window_bytes", show=True),
+        default=Derived("one bandwidth-delay product")),
+    _cc("pi_gain", "own: proportional increase per acked byte at zero queueing delay (UEC's "
+        "alpha is not a header field)", maximum=MAX_PI_GAIN),
+    _cc("learn_base_rtt", "own: lower the base RTT to the smallest sample seen"),
+)
+
+# ---------------------------------------------------------------------- [transport.mrc]
+def _mrc_header(name: str, doc: str, lo: int, hi: int, note: str = "") -> Field:
+    """A published mrc_qp_attr field, with MrcConfig's own wording of its range."""
+    return _mrc(name, doc, range=Range(f"{name} must be in {lo}..{hi}{note}, got {{value}}",
+                                       minimum=lo, maximum=hi))
+
+
+EV_PROFILE_FIELDS: tuple[Field | Rule, ...] = (
+    Field("mode", "string", "generated (the NIC enumerates the field ranges) or explicit (a "
+          "list of EVs)", default="generated", choices=("generated", "explicit")),
+    Field("field_widths", "array", "EV field widths in bits, field 0 (the plane) lowest, "
+          "then the T1", default=list(DEFAULT_FIELD_WIDTHS)),
+    Field("min_vals", "array", "generated mode: each field's smallest value",
+          default=Derived("0 for every field")),
+    Field("max_vals", "array", "generated mode: each field's largest value",
+          default=Derived("planes - 1, T1 per plane - 1, then as many as the EVs need")),
+    Field("masks", "array", "generated mode: which bits of each field are generated (the "
+          "rest keep 0)", default=Derived("every bit of the field")),
+    Field("evs", "array", "explicit mode: the EV values (their count is the QP's EVs)",
+          default=Derived("none: generated mode")),
+    Field("event_mask", "array", "which new EV states raise EV events (GOOD, ASSUMED_BAD)",
+          default=["GOOD", "ASSUMED_BAD"]),
+)
+
+MRC_FIELDS: tuple[Field | Rule, ...] = (
+    Rule(("ev_count",), "EVs that can be told apart: 4096 entropy values per path",
+         lambda v, spec: v["ev_count"] <= EV_MAX_INSTANCES * spec.planes * spec.t1,
+         lambda v, spec: f"{v['ev_count']} EVs cannot be told apart on {spec.planes} "
+                         f"plane(s) x {spec.t1} T1(s): at most "
+                         f"{EV_MAX_INSTANCES * spec.planes * spec.t1} (4096 per path)"),
+    Field("cc", "table", "congestion control: the uet-1.0-nscc profile (the keys of "
+          "[transport.NAME.cc])", default={}, fields=CC_FIELDS),
+    Field("ev_profile", "table", "the EV profile (the keys of [transport.NAME.ev_profile])",
+          default=Derived("generated: ev_count EVs spread over planes and T1s"),
+          fields=EV_PROFILE_FIELDS),
+    Field("env", "table", "NCCL plugin variables verbatim (NCCL_MRC_*, NCCL_IB_*; see "
+          "docs/nccl-env.md)", default={}),
+    _mrc("spray", "own model: how packets pick an EV: round_robin or reps (recycle EVs "
+         "that delivered)", range=Range(f"unknown spray policy {{value!r}}; known: "
+                                         f"{SPRAY_POLICIES}", choices=SPRAY_POLICIES)),
+    _mrc_header("timeout", "published (NCCL_MRC_TIMEOUT): local ACK timeout 1.024 us x "
+                "2^timeout, the retry clock", 0, 24),
+    _mrc_header("retry_linear_cnt", "published (NCCL_MRC_RETRY_CNT_LINEAR): retries at a "
+                "fixed interval of one timeout", 0, 7),
+    _mrc_header("retry_exp_cnt", "published (NCCL_MRC_RETRY_CNT_EXP): retries with "
+                "exponential backoff after the linear ones; 25 = retry forever", 0, 25,
+                " (25 = infinite)"),
+    _mrc_header("mpr", "published: PSN range the requester may have outstanding, units of "
+                "128 PSNs", 1, 255),
+    _mrc_header("mpr_dest", "published: PSN range the responder tracks, units of 128 PSNs",
+                1, 255),
+    _mrc_header("max_wimm", "published: WRITEs with immediate outstanding as requester", 1,
+                65535),
+    _mrc_header("max_wimm_dest", "published: WRITEs with immediate outstanding as responder",
+                1, 65535),
+    _mrc("ev_count", "published (max_ev_per_qp / the EV profile's ev_count): EVs per QP, "
+         "the 'EVs per QP' shorthand for a generated profile",
+         range=_at_least_one("ev_count")),
+    _mrc("ev_min_active", "published (ev_min_active / min_active_ev_per_qp): the NIC marks no "
+         "EV ASSUMED_BAD below this many GOOD ones",
+         range=Range("ev_min_active must be in 0..ev_count", minimum=0),
+         default=Derived("ev_count / 4, as the OCP examples")),
+    Rule(("ev_min_active", "ev_count"), "the EV floor is not above the EV count",
+         lambda v, spec: v["ev_min_active"] is None or v["ev_min_active"] <= v["ev_count"],
+         lambda v, spec: f"ev_min_active must be in 0..ev_count ({v['ev_count']})"),
+    Field("qps_per_connection", "integer", "QPs per connection (NCCL_IB_QPS_PER_CONNECTION)",
+          default=1, range=Range("expected an integer >= 1, got {value!r}", minimum=1),
+          maximum=MAX_QPS_PER_PLANE),
+    Field("split_data_on_qps", "boolean", "split each message over the connection's QPs "
+          "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or send it whole on the next one", default=True),
+    _mrc("reps_explore_every", "own model: REPS: every n-th packet of a plane explores "
+         "(round robin)", range=_at_least_one("reps_explore_every")),
+    _mrc("path_aware", "own model: path-aware spraying: REPS recycles an EV only when its "
+         "packet came back without a CE mark and not slower than the QP's usual delivery "
+         "time plus slow_margin_rtts; a CE mark on a slow packet steers the spray, not the "
+         "window"),
+    _mrc("slow_margin_rtts", "own model: path-aware spraying: a packet is slow when it took "
+         "this many unloaded RTTs longer than the QP's usual (its running median)",
+         range=Range("slow_margin_rtts must be in 0..1000", minimum=0, maximum=1000)),
+    _mrc("ack_every", "own model: one ACK per this many new packets",
+         range=_at_least_one("ack_every")),
+    _mrc("probes_to_reintegrate", "own model: answered probes in a row that bring a bad EV "
+         "back", range=_at_least_one("probes_to_reintegrate")),
+    _mrc("reorder_hold_rtts", "own model: the RTT spread is the largest over about this many "
+         "RTTs", range=_at_least_one("reorder_hold_rtts")),
+    _mrc("overdue_strikes", "own model: overdue losses with no delivery between that make an "
+         "EV bad", range=_at_least_one("overdue_strikes")),
+    _mrc("ack_delay_ps", "own model: delayed ACK for a message's tail",
+         range=_positive("ack_delay_ps")),
+    _mrc("probe_interval_ps", "own model: probes of a bad EV are this far apart",
+         range=_positive("probe_interval_ps")),
+    _mrc("ev_timeout_ps", "own model: per-EV path timer (an EV whose oldest packet waits this "
+         "long is assumed bad)", range=_positive("ev_timeout_ps")),
+    _mrc("loss_grace_ps", "own model: a suspected loss waits this long for a trim NACK",
+         range=Range("loss_grace_ps must not be negative", minimum=0)),
+    _mrc("probe_timeout_ps", "own model: a probe unanswered this long breaks the run of "
+         "answers", range=_positive("probe_timeout_ps"), default=Derived("ev_timeout_us")),
+    _mrc("reorder_window_ps", "own model: how long a gap may be reordering before it is loss",
+         range=_positive("reorder_window_ps"),
+         default=Derived("adaptive: margin x min RTT + gain x RTT spread, at most the EV "
+                         "timer")),
+    _mrc("reorder_margin_rtts", "own model: adaptive reorder window: min RTTs of margin"),
+    _mrc("reorder_spread_gain", "own model: adaptive reorder window: weight of the RTT "
+         "spread"),
+    Rule(("reorder_margin_rtts", "reorder_spread_gain"), "the reorder gains are not negative",
+         lambda v, spec: v["reorder_spread_gain"] >= 0 and v["reorder_margin_rtts"] >= 0,
+         lambda v, spec: "reorder_margin_rtts and reorder_spread_gain must not be negative"),
+    _mrc("overdue_loss", "own model: time-based loss evidence from packets sent later on "
+         "other EVs"),
+    _mrc("ack_req_on_last", "own model: ask for an immediate ACK on a message's last packet"),
+    _mrc("sender_completions", "raise a send completion (the sender's CQE) when a WRITE is "
+         "fully acknowledged"),
+)
+
+# ---------------------------------------------------------------------- [transport.rc]
+RC_FIELDS: tuple[Field | Rule, ...] = (
+    Field("qps_per_plane", "integer", "QPs per plane of one connection (NCCL_IB_QPS_PER_"
+          "CONNECTION: NCCL drives each NIC port as a device)", default=1, maximum=MAX_QPS_PER_PLANE,
+          range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
+    Field("split_data_on_qps", "boolean", "stripe each message over every QP "
+          "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or over the next QP of each plane", default=True),
+    Field("env", "table", "NCCL plugin variables verbatim (NCCL_IB_*; see docs/nccl-env.md)",
+          default={}),
+    Field("pfc", "boolean", "DATA on the fabric's lossless priority (PFC); false: best "
+          "effort, where buffer overflow loses it", default=Derived("the fabric's pfc")),
+    Rule(("pfc",), "a lossless RC needs a fabric with PFC",
+         lambda v, spec: not v["pfc"] or spec.pfc,
+         lambda v, spec: "the fabric has no lossless class (fabric.pfc = false); turn PFC on "
+                         "in [fabric] or run RC lossy (pfc = false)"),
+    _field(RcConfig, "cc", "congestion control: dcqcn (rate limiter driven by CNPs, as "
+           "deployed) or window (AIMD of the window on ECN echoes)",
+           range=Range(f"RcConfig: cc must be one of {', '.join(CC_KINDS)}, got {{value!r}}",
+                       choices=CC_KINDS)),
+    _rc("ack_every", "responder ACK coalescing: one ACK per this many packets",
+        "ack_every must be at least 1", minimum=1),
+    _field(RcConfig, "ack_timer_us", "responder ACK coalescing timer: an accepted packet "
+           "waits at most this long for its ACK",
+           range=Range("RcConfig: ack_timer_us must be positive or None", gt=0)),
+    Rule(("min_window_pkts", "window_pkts"), "the smallest window fits in the window",
+         lambda v, spec: 1 <= v["min_window_pkts"] <= v["window_pkts"],
+         lambda v, spec: "RcConfig: need 1 <= min_window_pkts <= window_pkts"),
+    _field(RcConfig, "window_pkts", "packets in flight at most",
+           range=Range("RcConfig: window_pkts must stay far below 2^24 PSNs", lt=PSN_MOD // 4),
+           default=Derived("cc = window: one bandwidth-delay product + ack_every + 2; "
+                           "cc = dcqcn: 1024 (a cap; the rate limits)")),
+    _rc("timeout_exp", "local ACK timeout 4.096 us x 2^n (NCCL_IB_TIMEOUT); 0: never",
+        "timeout_exp is a 5-bit verbs field (0..31)", minimum=0, maximum=31),
+    _rc("retry_cnt", "timeouts before the QP errors (NCCL_IB_RETRY_CNT)",
+        "retry_cnt is a 3-bit verbs field (0..7)", minimum=0, maximum=7),
+    _field(RcConfig, "reroute_after_us", "dynamic-routing model: move a stalled QP to "
+           "another path after this long",
+           range=Range("RcConfig: reroute_after_us must be positive or None", gt=0),
+           default=Derived("never: static SRv6 routing")),
+    _rc("ecn_decrease", "window multiplier on an ECN echo", "ecn_decrease must be in (0, 1]",
+        gt=0, maximum=1),
+    _rc("additive_increase_pkts", "window growth per window acknowledged",
+        "additive_increase_pkts must not be negative", minimum=0),
+    _rc("cnp_interval_us", "least time between immediate CE-triggered ACKs",
+        "cnp_interval_us must not be negative", minimum=0),
+    _rc("initial_psn", "first packet sequence number", "initial_psn must be a 24-bit PSN",
+        minimum=0, maximum=PSN_MASK),
+    _field(RcConfig, "min_window_pkts", "smallest window"),
+    _field(RcConfig, "key_seed", "seed of the verifiable-payload keys"),
+    *DCQCN_FIELDS,
+)
+
+#: kind -> its table, in the order its ranges and rules are checked.
+FIELDS: dict[str, tuple[Field | Rule, ...]] = {"mrc": MRC_FIELDS, "rc": RC_FIELDS}
+
+
+def _config_defaults(config: type, fields: tuple[Field | Rule, ...]) -> dict[str, Any]:
+    """Lab key -> the config's default value, in the config's units."""
+    by_name = {f.name: f for f in dataclasses.fields(config)}
+    out: dict[str, Any] = {}
+    for f in field_map(fields).values():
+        spec = by_name.get(f.config_name or f.key)
+        if spec is not None and spec.default is not dataclasses.MISSING:
+            out[f.key] = spec.default
+    return out
+
+
+_DEFAULTS = {"mrc": _config_defaults(MrcConfig, MRC_FIELDS),
+             "cc": _config_defaults(CcConfig, CC_FIELDS),
+             "rc": {**_config_defaults(RcConfig, RC_FIELDS),
+                    **_config_defaults(DcqcnConfig, DCQCN_FIELDS)}}
+
+
+def transports(table: Any, spec: FabricSpec) -> dict[str, TransportSpec]:
+    """Every ``[transport.NAME]`` table, checked (default: mrc and rc, with defaults)."""
+    if table is None:
+        return {k: TransportSpec(k, k, {}) for k in TRANSPORT_KINDS}
+    table = check_table(table, "transport")
+    if not table:
+        raise LabError("no transports: add a [transport.mrc] and/or [transport.rc] table",
+                       "transport")
+    return {tname: check_transport(tname, body, spec) for tname, body in table.items()}
+
+
+def check_transport(tname: str, body: Any, spec: FabricSpec) -> TransportSpec:
+    """One ``[transport.NAME]`` table: its kind, then its keys (see the module docstring)."""
+    prefix = f"transport.{tname}"
+    if not NAME_RE.fullmatch(tname):
+        raise LabError("a transport name is letters, digits, '-' or '_'", prefix)
+    body = check_table(body, prefix)
+    if "kind" in body:
+        kind = check_str(body["kind"], f"{prefix}.kind", TRANSPORT_KINDS)
+        if tname in TRANSPORT_KINDS and kind != tname:
+            raise LabError(f"{kind!r} contradicts the table name {tname!r}", f"{prefix}.kind")
+    elif tname in TRANSPORT_KINDS:
+        kind = tname
+    else:
+        raise LabError(f"missing required key (kind = \"mrc\" or \"rc\"; {tname!r} is not a kind)",
+                       f"{prefix}.kind")
+    table = FIELDS[kind]
+    checked = check_types(table, {k: v for k, v in body.items() if k != "kind"}, prefix)
+    env = nccl_env.translate(checked.pop("env", {}), kind, f"{prefix}.env", spec.planes)
+    for key, value in env.keys.items():
+        top, _, sub = key.partition(".")
+        if (sub and sub in checked.get(top, {})) or (not sub and key in checked):
+            raise LabError(f"set twice: by {key} and by env (give one)", f"{prefix}.{key}")
+        if sub:
+            checked.setdefault(top, {})[sub] = value
+        else:
+            checked[key] = value
+    defaults: dict[str, Any] = dict(_DEFAULTS[kind])
+    if kind == "rc":
+        defaults["window_pkts"] = lambda: _rc_window(spec, checked, prefix)
+        defaults["pfc"] = spec.pfc
+    check_ranges(table, checked, prefix, _values(table, checked, defaults), spec,
+                 sub_values=lambda f, sub: _values(f.fields or (), sub, _DEFAULTS["cc"]))
+    _build(kind, spec, checked, prefix)
+    return TransportSpec(tname, kind, checked, ignored_env=env.ignored)
+
+
+def _values(table: tuple[Field | Rule, ...], given: Mapping[str, Any],
+            defaults: Mapping[str, Any]) -> Values:
+    fields = field_map(table)
+    return Values({k: fields[k].config_value(v) for k, v in given.items()
+                   if fields[k].fields is None}, defaults)
+
+
+def _rc_window(spec: FabricSpec, checked: Mapping[str, Any], prefix: str) -> int:
+    """RC's default window, as the transport derives it from the fabric (ack_every, cc)."""
+    given = {k: checked[k] for k in ("ack_every", "cc") if k in checked}
+    return _build("rc", spec, given, prefix)[0].window_pkts  # type: ignore[no-any-return]
+
+
+def _build(kind: str, spec: FabricSpec, params: dict[str, Any], prefix: str) -> Any:
+    """The transport's config for these checked params: its own checks run as invariants.
+    A :class:`~mrc.sim.transport_params.ParamError` names its key path itself (we pass ours)."""
+    try:
+        if kind == "mrc":
+            return tparams.mrc_config(spec, params, prefix)
+        return tparams.rc_config(spec, params, prefix)
+    except tparams.ParamError as exc:
+        raise LabError(one_line(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise LabError(one_line(exc), prefix) from None
