@@ -9,10 +9,11 @@ Bounds come in two kinds:
 
 * generic bounds (``minimum``, ``gt``...) are checked together with the type and worded by
   :mod:`mrc.labs.schema.checks` ("must not be negative, got -1");
-* a :class:`Range` is a transport config's own range check stated in the lab layer, with the
-  config's wording, on the value the config will hold (picoseconds for a ``*_us`` key). The
-  configs keep their ``__post_init__`` checks as invariants, but a lab is refused here first,
-  on the exact key, before any config object is built.
+* a :class:`Range` is a transport config's own range check, with the config's wording, on
+  the value the config will hold (picoseconds for a ``*_us`` key): read from the config
+  field's knob (:mod:`mrc.knobs`) where it has one. The configs keep their
+  ``__post_init__`` checks as invariants, but a lab is refused here first, on the exact
+  key, before any config object is built.
 
 Conditions on several keys, or on a key and the fabric, are :class:`Rule` entries of a
 table; a table is checked in its order, so it also fixes which problem is reported first.
@@ -73,7 +74,7 @@ class Derived:
 
 @dataclass(frozen=True)
 class Range:
-    """A transport config's own range check, restated in the lab layer with its wording.
+    """A transport config's own range check in the lab layer, with the config's wording.
 
     ``problem`` is formatted with ``value``, the value as the config would hold it.
     """

@@ -2,23 +2,26 @@
 
 ``NAME`` is unique; ``kind = "mrc"`` or ``"rc"`` unless NAME is itself a kind. The keys are
 the fields of the transport's config (``MrcConfig`` with its nested ``cc`` table, or
-``RcConfig``; types and defaults read from the configs, so they cannot drift), with
-microseconds where the config stores picoseconds (``probe_interval_us`` sets
-``probe_interval_ps``) and the fabric filling in what it knows (MTU, line rate, base RTT,
-RC's window).
+``RcConfig``), with microseconds where the config stores picoseconds (``probe_interval_us``
+sets ``probe_interval_ps``) and the fabric filling in what it knows (MTU, line rate, base
+RTT, RC's window). A config field declared as a knob (:mod:`mrc.knobs`) is a lab key with
+everything read from it: type and default from the field, documentation, unit, range and
+the words that refuse a value from its knob, so a new knob needs nothing here. The nested
+``cc`` table and DCQCN's keys (``CcConfig``, ``DcqcnConfig``: no knobs yet) still state
+their documentation and ranges here, with their config's wording.
 
-``env`` takes the NCCL plugin's variables verbatim (:mod:`mrc.labs.schema.nccl_env`): they become
-the keys they set, and the ones that do not apply are kept as ``TransportSpec.ignored_env``.
-Every key says whether it is published (OCP mrc.h / the NCCL plugin) or mrc-lab's own model.
+``env`` takes the NCCL plugin's variables verbatim (:mod:`mrc.labs.schema.nccl_env`): they
+become the keys they set, and the ones that do not apply are kept as
+``TransportSpec.ignored_env``. Every key says whether it is published (OCP mrc.h / the NCCL
+plugin) or mrc-lab's own model.
 
 A table is checked in two passes, as the configs themselves would check it: first every
-key and value type in file order, then the ranges and rules in table order, which is the
-configs' own order (so a table with several problems reports the one the config would),
-except that RC's ``ack_every`` comes before the window rules: RC's default window is derived
-from it. The ranges are the configs' range checks restated here with their wording, so a
-bad value is refused on its own dotted key before any config is built; building the
-configs last (:mod:`mrc.sim.transport_params`) keeps their ``__post_init__`` checks as
-invariants.
+key and value type in file order, then the ranges and rules in table order, which for the
+knobs is the config's field order, the order the config checks them in (so a table with
+several problems reports the one the config would). RC's ``cc`` and ``ack_every`` come
+before its window, whose default is derived from them. A bad value is refused on its own
+dotted key before any config is built; building the configs last
+(:mod:`mrc.sim.transport_params`) keeps their ``__post_init__`` checks as invariants.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrc.ev import DEFAULT_FIELD_WIDTHS, EV_MAX_INSTANCES
+from mrc.knobs import knob_problem, knobs
 from mrc.labs.errors import LabError
 from mrc.labs.schema import nccl_env
 from mrc.labs.schema.checks import NAME_RE, check_str, check_table, one_line
@@ -44,11 +48,10 @@ from mrc.labs.schema.fields import (
     type_word,
 )
 from mrc.labs.schema.lab import TRANSPORT_KINDS, TransportSpec
-from mrc.packet import PSN_MASK, PSN_MOD
 from mrc.sim import transport_params as tparams
 from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
-from mrc.transport.mrc.config import SPRAY_POLICIES, MrcConfig
-from mrc.transport.rc.config import CC_KINDS, RcConfig
+from mrc.transport.mrc.config import MrcConfig
+from mrc.transport.rc.config import RcConfig
 from mrc.transport.rc.dcqcn import DcqcnConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
@@ -97,25 +100,47 @@ def _field(config: type, name: str, doc: str, *, range: Range | None = None,
                                  else ANY_VALUE))
 
 
-def _mrc(name: str, doc: str, **kwargs: Any) -> Field:
-    return _field(MrcConfig, name, doc, **kwargs)
-
-
 def _cc(name: str, doc: str, **kwargs: Any) -> Field:
     return _field(CcConfig, name, doc, **kwargs)
-
-
-def _at_least_one(name: str) -> Range:
-    return Range(f"{name} must be >= 1", minimum=1)
 
 
 def _positive(name: str, *, show: bool = False) -> Range:
     return Range(f"{name} must be positive" + (", got {value!r}" if show else ""), gt=0)
 
 
-def _rc(name: str, doc: str, problem: str, **bounds: Any) -> Field:
-    """An RcConfig key with a range; ``problem`` is RcConfig's own wording of it."""
-    return _field(RcConfig, name, doc, range=Range(f"RcConfig: {problem}", **bounds))
+def _knob(config: type, name: str, **lab: Any) -> Field:
+    """The lab key of a config knob (:mod:`mrc.knobs`): its documentation, unit, range (in
+    the config's words) and what a None default stands for, all from the knob; ``lab``:
+    what the lab adds (a default the fabric derives)."""
+    k = knobs(config)[name]
+    rng = None
+    if k.bounded:
+        rng = Range(knob_problem(config, name), minimum=k.minimum, maximum=k.maximum, gt=k.gt,
+                    lt=k.lt, choices=k.choices)
+    if "default" not in lab and k.none is not None:
+        lab["default"] = Derived(k.none)
+    return _field(config, name, k.doc, range=rng, unit=k.unit, **lab)
+
+
+def _knob_table(config: type, *, first: tuple[Field | Rule, ...] = (),
+                before: Mapping[str, tuple[Field | Rule, ...]] | None = None,
+                after: Mapping[str, tuple[Field | Rule, ...]] | None = None,
+                last: tuple[Field | Rule, ...] = (),
+                lab: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Field | Rule, ...]:
+    """The table of a config's knobs in its field order, which is the order their ranges are
+    checked in (the config's own), with the lab's own keys and rules placed ``first``,
+    ``before`` or ``after`` a knob, or ``last``; ``lab``: per knob, what the lab adds."""
+    before, after, lab = before or {}, after or {}, lab or {}
+    names = knobs(config)
+    stray = (set(before) | set(after) | set(lab)) - set(names)
+    if stray:
+        raise TypeError(f"{config.__name__}: not knobs: {sorted(stray)}")
+    out = list(first)
+    for name in names:
+        out += before.get(name, ())
+        out.append(_knob(config, name, **lab.get(name, {})))
+        out += after.get(name, ())
+    return (*out, *last)
 
 
 def _dcqcn(name: str, unit: str | None, doc: str, problem: str | None = None,
@@ -235,12 +260,6 @@ CC_FIELDS: tuple[Field | Rule, ...] = (
 )
 
 # ---------------------------------------------------------------------- [transport.mrc]
-def _mrc_header(name: str, doc: str, lo: int, hi: int, note: str = "") -> Field:
-    """A published mrc_qp_attr field, with MrcConfig's own wording of its range."""
-    return _mrc(name, doc, range=Range(f"{name} must be in {lo}..{hi}{note}, got {{value}}",
-                                       minimum=lo, maximum=hi))
-
-
 EV_PROFILE_FIELDS: tuple[Field | Rule, ...] = (
     Field("mode", "string", "generated (the NIC enumerates the field ranges) or explicit (a "
           "list of EVs)", default="generated", choices=("generated", "explicit")),
@@ -258,7 +277,10 @@ EV_PROFILE_FIELDS: tuple[Field | Rule, ...] = (
           default=["GOOD", "ASSUMED_BAD"]),
 )
 
-MRC_FIELDS: tuple[Field | Rule, ...] = (
+#: MrcConfig's knobs (their keys, documentation and ranges are the config's: mrc.knobs), and
+#: what only a lab has: the nested tables, the NCCL variables, the connection's QPs and the
+#: rules on several keys or on the fabric.
+MRC_FIELDS: tuple[Field | Rule, ...] = _knob_table(MrcConfig, first=(
     Rule(("ev_count",), "EVs that can be told apart: 4096 entropy values per path",
          lambda v, spec: v["ev_count"] <= EV_MAX_INSTANCES * spec.planes * spec.t1,
          lambda v, spec: f"{v['ev_count']} EVs cannot be told apart on {spec.planes} "
@@ -271,85 +293,30 @@ MRC_FIELDS: tuple[Field | Rule, ...] = (
           fields=EV_PROFILE_FIELDS),
     Field("env", "table", "NCCL plugin variables verbatim (NCCL_MRC_*, NCCL_IB_*; see "
           "docs/nccl-env.md)", default={}),
-    _mrc("spray", "own model: how packets pick an EV: round_robin or reps (recycle EVs "
-         "that delivered)", range=Range(f"unknown spray policy {{value!r}}; known: "
-                                         f"{SPRAY_POLICIES}", choices=SPRAY_POLICIES)),
-    _mrc_header("timeout", "published (NCCL_MRC_TIMEOUT): local ACK timeout 1.024 us x "
-                "2^timeout, the retry clock", 0, 24),
-    _mrc_header("retry_linear_cnt", "published (NCCL_MRC_RETRY_CNT_LINEAR): retries at a "
-                "fixed interval of one timeout", 0, 7),
-    _mrc_header("retry_exp_cnt", "published (NCCL_MRC_RETRY_CNT_EXP): retries with "
-                "exponential backoff after the linear ones; 25 = retry forever", 0, 25,
-                " (25 = infinite)"),
-    _mrc_header("mpr", "published: PSN range the requester may have outstanding, units of "
-                "128 PSNs", 1, 255),
-    _mrc_header("mpr_dest", "published: PSN range the responder tracks, units of 128 PSNs",
-                1, 255),
-    _mrc_header("max_wimm", "published: WRITEs with immediate outstanding as requester", 1,
-                65535),
-    _mrc_header("max_wimm_dest", "published: WRITEs with immediate outstanding as responder",
-                1, 65535),
-    _mrc("ev_count", "published (max_ev_per_qp / the EV profile's ev_count): EVs per QP, "
-         "the 'EVs per QP' shorthand for a generated profile",
-         range=_at_least_one("ev_count")),
-    _mrc("ev_min_active", "published (ev_min_active / min_active_ev_per_qp): the NIC marks no "
-         "EV ASSUMED_BAD below this many GOOD ones",
-         range=Range("ev_min_active must be in 0..ev_count", minimum=0),
-         default=Derived("ev_count / 4, as the OCP examples")),
-    Rule(("ev_min_active", "ev_count"), "the EV floor is not above the EV count",
-         lambda v, spec: v["ev_min_active"] is None or v["ev_min_active"] <= v["ev_count"],
-         lambda v, spec: f"ev_min_active must be in 0..ev_count ({v['ev_count']})"),
-    Field("qps_per_connection", "integer", "QPs per connection (NCCL_IB_QPS_PER_CONNECTION)",
-          default=1, range=Range("expected an integer >= 1, got {value!r}", minimum=1),
-          maximum=MAX_QPS_PER_PLANE),
-    Field("split_data_on_qps", "boolean", "split each message over the connection's QPs "
-          "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or send it whole on the next one", default=True),
-    _mrc("reps_explore_every", "own model: REPS: every n-th packet of a plane explores "
-         "(round robin)", range=_at_least_one("reps_explore_every")),
-    _mrc("path_aware", "own model: path-aware spraying: REPS recycles an EV only when its "
-         "packet came back without a CE mark and not slower than the QP's usual delivery "
-         "time plus slow_margin_rtts; a CE mark on a slow packet steers the spray, not the "
-         "window"),
-    _mrc("slow_margin_rtts", "own model: path-aware spraying: a packet is slow when it took "
-         "this many unloaded RTTs longer than the QP's usual (its running median)",
-         range=Range("slow_margin_rtts must be in 0..1000", minimum=0, maximum=1000)),
-    _mrc("ack_every", "own model: one ACK per this many new packets",
-         range=_at_least_one("ack_every")),
-    _mrc("probes_to_reintegrate", "own model: answered probes in a row that bring a bad EV "
-         "back", range=_at_least_one("probes_to_reintegrate")),
-    _mrc("reorder_hold_rtts", "own model: the RTT spread is the largest over about this many "
-         "RTTs", range=_at_least_one("reorder_hold_rtts")),
-    _mrc("overdue_strikes", "own model: overdue losses with no delivery between that make an "
-         "EV bad", range=_at_least_one("overdue_strikes")),
-    _mrc("ack_delay_ps", "own model: delayed ACK for a message's tail",
-         range=_positive("ack_delay_ps")),
-    _mrc("probe_interval_ps", "own model: probes of a bad EV are this far apart",
-         range=_positive("probe_interval_ps")),
-    _mrc("ev_timeout_ps", "own model: per-EV path timer (an EV whose oldest packet waits this "
-         "long is assumed bad)", range=_positive("ev_timeout_ps")),
-    _mrc("loss_grace_ps", "own model: a suspected loss waits this long for a trim NACK",
-         range=Range("loss_grace_ps must not be negative", minimum=0)),
-    _mrc("probe_timeout_ps", "own model: a probe unanswered this long breaks the run of "
-         "answers", range=_positive("probe_timeout_ps"), default=Derived("ev_timeout_us")),
-    _mrc("reorder_window_ps", "own model: how long a gap may be reordering before it is loss",
-         range=_positive("reorder_window_ps"),
-         default=Derived("adaptive: margin x min RTT + gain x RTT spread, at most the EV "
-                         "timer")),
-    _mrc("reorder_margin_rtts", "own model: adaptive reorder window: min RTTs of margin"),
-    _mrc("reorder_spread_gain", "own model: adaptive reorder window: weight of the RTT "
-         "spread"),
-    Rule(("reorder_margin_rtts", "reorder_spread_gain"), "the reorder gains are not negative",
-         lambda v, spec: v["reorder_spread_gain"] >= 0 and v["reorder_margin_rtts"] >= 0,
-         lambda v, spec: "reorder_margin_rtts and reorder_spread_gain must not be negative"),
-    _mrc("overdue_loss", "own model: time-based loss evidence from packets sent later on "
-         "other EVs"),
-    _mrc("ack_req_on_last", "own model: ask for an immediate ACK on a message's last packet"),
-    _mrc("sender_completions", "raise a send completion (the sender's CQE) when a WRITE is "
-         "fully acknowledged"),
-)
+), after={
+    "ev_min_active": (
+        Rule(("ev_min_active", "ev_count"), "the EV floor is not above the EV count",
+             lambda v, spec: v["ev_min_active"] is None or v["ev_min_active"] <= v["ev_count"],
+             lambda v, spec: f"ev_min_active must be in 0..ev_count ({v['ev_count']})"),
+        Field("qps_per_connection", "integer", "QPs per connection "
+              "(NCCL_IB_QPS_PER_CONNECTION)", default=1,
+              range=Range("expected an integer >= 1, got {value!r}", minimum=1),
+              maximum=MAX_QPS_PER_PLANE),
+        Field("split_data_on_qps", "boolean", "split each message over the connection's QPs "
+              "(NCCL_IB_SPLIT_DATA_ON_QPS=1) or send it whole on the next one", default=True),
+    ),
+    "reorder_spread_gain": (
+        Rule(("reorder_margin_rtts", "reorder_spread_gain"),
+             "the reorder gains are not negative",
+             lambda v, spec: v["reorder_spread_gain"] >= 0 and v["reorder_margin_rtts"] >= 0,
+             lambda v, spec: "reorder_margin_rtts and reorder_spread_gain must not be "
+                             "negative"),
+    ),
+})
 
 # ---------------------------------------------------------------------- [transport.rc]
-RC_FIELDS: tuple[Field | Rule, ...] = (
+#: RcConfig's knobs (as MRC's), after what only a lab has, and DCQCN's knobs flat at the end.
+RC_FIELDS: tuple[Field | Rule, ...] = _knob_table(RcConfig, first=(
     Field("qps_per_plane", "integer", "QPs per plane of one connection (NCCL_IB_QPS_PER_"
           "CONNECTION: NCCL drives each NIC port as a device)", default=1, maximum=MAX_QPS_PER_PLANE,
           range=Range("expected an integer >= 1, got {value!r}", minimum=1)),
@@ -363,42 +330,17 @@ RC_FIELDS: tuple[Field | Rule, ...] = (
          lambda v, spec: not v["pfc"] or spec.pfc,
          lambda v, spec: "the fabric has no lossless class (fabric.pfc = false); turn PFC on "
                          "in [fabric] or run RC lossy (pfc = false)"),
-    _field(RcConfig, "cc", "congestion control: dcqcn (rate limiter driven by CNPs, as "
-           "deployed) or window (AIMD of the window on ECN echoes)",
-           range=Range(f"RcConfig: cc must be one of {', '.join(CC_KINDS)}, got {{value!r}}",
-                       choices=CC_KINDS)),
-    _rc("ack_every", "responder ACK coalescing: one ACK per this many packets",
-        "ack_every must be at least 1", minimum=1),
-    _field(RcConfig, "ack_timer_us", "responder ACK coalescing timer: an accepted packet "
-           "waits at most this long for its ACK",
-           range=Range("RcConfig: ack_timer_us must be positive or None", gt=0)),
-    Rule(("min_window_pkts", "window_pkts"), "the smallest window fits in the window",
-         lambda v, spec: 1 <= v["min_window_pkts"] <= v["window_pkts"],
-         lambda v, spec: "RcConfig: need 1 <= min_window_pkts <= window_pkts"),
-    _field(RcConfig, "window_pkts", "packets in flight at most",
-           range=Range("RcConfig: window_pkts must stay far below 2^24 PSNs", lt=PSN_MOD // 4),
-           default=Derived("cc = window: one bandwidth-delay product + ack_every + 2; "
-                           "cc = dcqcn: 1024 (a cap; the rate limits)")),
-    _rc("timeout_exp", "local ACK timeout 4.096 us x 2^n (NCCL_IB_TIMEOUT); 0: never",
-        "timeout_exp is a 5-bit verbs field (0..31)", minimum=0, maximum=31),
-    _rc("retry_cnt", "timeouts before the QP errors (NCCL_IB_RETRY_CNT)",
-        "retry_cnt is a 3-bit verbs field (0..7)", minimum=0, maximum=7),
-    _field(RcConfig, "reroute_after_us", "dynamic-routing model: move a stalled QP to "
-           "another path after this long",
-           range=Range("RcConfig: reroute_after_us must be positive or None", gt=0),
-           default=Derived("never: static SRv6 routing")),
-    _rc("ecn_decrease", "window multiplier on an ECN echo", "ecn_decrease must be in (0, 1]",
-        gt=0, maximum=1),
-    _rc("additive_increase_pkts", "window growth per window acknowledged",
-        "additive_increase_pkts must not be negative", minimum=0),
-    _rc("cnp_interval_us", "least time between immediate CE-triggered ACKs",
-        "cnp_interval_us must not be negative", minimum=0),
-    _rc("initial_psn", "first packet sequence number", "initial_psn must be a 24-bit PSN",
-        minimum=0, maximum=PSN_MASK),
-    _field(RcConfig, "min_window_pkts", "smallest window"),
-    _field(RcConfig, "key_seed", "seed of the verifiable-payload keys"),
-    *DCQCN_FIELDS,
-)
+), before={
+    # after cc and ack_every, which RC's default window is derived from (their ranges first)
+    "window_pkts": (
+        Rule(("min_window_pkts", "window_pkts"), "the smallest window fits in the window",
+             lambda v, spec: 1 <= v["min_window_pkts"] <= v["window_pkts"],
+             lambda v, spec: "RcConfig: need 1 <= min_window_pkts <= window_pkts"),
+    ),
+}, lab={
+    "window_pkts": {"default": Derived("cc = window: one bandwidth-delay product + ack_every "
+                                       "+ 2; cc = dcqcn: 1024 (a cap; the rate limits)")},
+}, last=DCQCN_FIELDS)
 
 #: kind -> its table, in the order its ranges and rules are checked.
 FIELDS: dict[str, tuple[Field | Rule, ...]] = {"mrc": MRC_FIELDS, "rc": RC_FIELDS}

@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mrc.knobs import check_knobs, knob
 from mrc.packet import Packet
 from mrc.transport.base import TransportEvent
 from mrc.transport.mrc.cc import CcConfig
@@ -68,73 +69,85 @@ def error_delay_ps(timeout_ps: int, linear: int, exponential: int) -> int | None
 
 @dataclass(frozen=True)
 class MrcConfig:
-    """Every knob of the MRC QP (see the module docstring: published, then own model)."""
+    """Every knob of the MRC QP (see the module docstring: published, then own model). Each
+    field's :func:`~mrc.knobs.knob` says what it is and which values it takes: the config
+    checks them, and a lab's ``[transport.NAME]`` key is derived from them."""
 
     # ---- published (mrc.h mrc_qp_attr; NCCL plugin defaults)
-    timeout: int = 20  # local ACK timeout 1.024 us x 2^timeout (NCCL_MRC_TIMEOUT)
-    retry_linear_cnt: int = 7  # NCCL_MRC_RETRY_CNT_LINEAR
-    retry_exp_cnt: int = 25  # NCCL_MRC_RETRY_CNT_EXP; 25 = infinite
-    mpr: int = 8  # requester PSN range, units of 128 PSNs
-    mpr_dest: int = 8  # responder PSN range, units of 128 PSNs
-    max_wimm: int = 128  # WRITEs with immediate outstanding as requester
-    max_wimm_dest: int = 128  # ... as responder
-    ev_count: int = 128  # EVs per QP (max_ev_per_qp; the EV profile's ev_count)
-    ev_min_active: int | None = None  # None: ev_count // 4 (the OCP examples' choice)
+    timeout: int = knob(20, "published (NCCL_MRC_TIMEOUT): local ACK timeout 1.024 us x "
+                        "2^timeout, the retry clock", minimum=0, maximum=MAX_TIMEOUT)
+    retry_linear_cnt: int = knob(7, "published (NCCL_MRC_RETRY_CNT_LINEAR): retries at a "
+                                 "fixed interval of one timeout", minimum=0,
+                                 maximum=MAX_RETRY_LINEAR)
+    retry_exp_cnt: int = knob(25, "published (NCCL_MRC_RETRY_CNT_EXP): retries with "
+                              "exponential backoff after the linear ones; 25 = retry forever",
+                              minimum=0, maximum=RETRY_INFINITE,
+                              problem=f"retry_exp_cnt must be in 0..{RETRY_INFINITE} "
+                                      f"({RETRY_INFINITE} = infinite), got {{value}}")
+    mpr: int = knob(8, "published: PSN range the requester may have outstanding, units of "
+                    "128 PSNs", minimum=1, maximum=255)
+    mpr_dest: int = knob(8, "published: PSN range the responder tracks, units of 128 PSNs",
+                         minimum=1, maximum=255)
+    max_wimm: int = knob(128, "published: WRITEs with immediate outstanding as requester",
+                         minimum=1, maximum=65535)
+    max_wimm_dest: int = knob(128, "published: WRITEs with immediate outstanding as "
+                              "responder", minimum=1, maximum=65535)
+    ev_count: int = knob(128, "published (max_ev_per_qp / the EV profile's ev_count): EVs per "
+                         "QP, the 'EVs per QP' shorthand for a generated profile", minimum=1)
+    ev_min_active: int | None = knob(
+        None, "published (ev_min_active / min_active_ev_per_qp): the NIC marks no EV "
+        "ASSUMED_BAD below this many GOOD ones", minimum=0,
+        problem="ev_min_active must be in 0..ev_count", none="ev_count / 4, as the OCP examples")
     # ---- mrc-lab's own model
-    ev_timeout_ps: int = 64 * TIMEOUT_UNIT_PS  # per-EV path timer (65.5 us)
-    spray: str = "reps"  # "round_robin" | "reps"
-    reps_explore_every: int = 8  # REPS: every n-th packet of a plane explores (round robin)
-    path_aware: bool = True  # REPS recycles only EVs that delivered in time (see spray.py)
-    slow_margin_rtts: float = 0.3  # slow: delivered this many unloaded RTTs over the QP's usual
-    ack_every: int = 4  # coalesce: one ACK per this many new packets
-    ack_delay_ps: int = 1 * PS_PER_US  # delayed ACK for a tail
-    probe_interval_ps: int = 10 * PS_PER_US
-    probes_to_reintegrate: int = 3  # K consecutive answered probes -> GOOD
-    probe_timeout_ps: int | None = None  # a probe unanswered this long breaks the run; None: ev timer
-    loss_grace_ps: int = 4 * PS_PER_US  # suspected loss waits this long for a trim NACK
-    overdue_loss: bool = True  # time-based loss evidence from packets sent later on other EVs
-    reorder_window_ps: int | None = None  # None: adaptive (see reorder.py); else fixed
-    reorder_margin_rtts: float = 1.0  # window = this x min RTT + gain x RTT spread, <= ev timer
-    reorder_spread_gain: float = 1.0
-    reorder_hold_rtts: int = 8  # the RTT spread is the max over about this many RTTs
-    overdue_strikes: int = 2  # overdue losses with no delivery between that make an EV bad
+    ev_timeout_ps: int = knob(64 * TIMEOUT_UNIT_PS, "own model: per-EV path timer (an EV whose "
+                              "oldest packet waits this long is assumed bad)", gt=0)
+    spray: str = knob("reps", "own model: how packets pick an EV: round_robin or reps "
+                      "(recycle EVs that delivered)", choices=SPRAY_POLICIES,
+                      problem=f"unknown spray policy {{value!r}}; known: {SPRAY_POLICIES}")
+    reps_explore_every: int = knob(8, "own model: REPS: every n-th packet of a plane explores "
+                                   "(round robin)", minimum=1)
+    path_aware: bool = knob(True, "own model: path-aware spraying: REPS recycles an EV only "
+                            "when its packet came back without a CE mark and not slower than "
+                            "the QP's usual delivery time plus slow_margin_rtts; a CE mark on "
+                            "a slow packet steers the spray, not the window")
+    slow_margin_rtts: float = knob(0.3, "own model: path-aware spraying: a packet is slow when "
+                                   "it took this many unloaded RTTs longer than the QP's usual "
+                                   "(its running median)", minimum=0, maximum=1000,
+                                   problem="slow_margin_rtts must be in 0..1000")
+    ack_every: int = knob(4, "own model: one ACK per this many new packets", minimum=1)
+    ack_delay_ps: int = knob(1 * PS_PER_US, "own model: delayed ACK for a message's tail",
+                             gt=0)
+    probe_interval_ps: int = knob(10 * PS_PER_US, "own model: probes of a bad EV are this far "
+                                  "apart", gt=0)
+    probes_to_reintegrate: int = knob(3, "own model: answered probes in a row that bring a bad "
+                                      "EV back", minimum=1)
+    probe_timeout_ps: int | None = knob(None, "own model: a probe unanswered this long breaks "
+                                        "the run of answers", gt=0, none="ev_timeout_us")
+    loss_grace_ps: int = knob(4 * PS_PER_US, "own model: a suspected loss waits this long for "
+                              "a trim NACK", minimum=0)
+    overdue_loss: bool = knob(True, "own model: time-based loss evidence from packets sent "
+                              "later on other EVs")
+    reorder_window_ps: int | None = knob(
+        None, "own model: how long a gap may be reordering before it is loss", gt=0,
+        none="adaptive: margin x min RTT + gain x RTT spread, at most the EV timer")
+    reorder_margin_rtts: float = knob(1.0, "own model: adaptive reorder window: min RTTs of "
+                                      "margin")
+    reorder_spread_gain: float = knob(1.0, "own model: adaptive reorder window: weight of the "
+                                      "RTT spread")
+    reorder_hold_rtts: int = knob(8, "own model: the RTT spread is the largest over about this "
+                                  "many RTTs", minimum=1)
+    overdue_strikes: int = knob(2, "own model: overdue losses with no delivery between that "
+                                "make an EV bad", minimum=1)
     cc: CcConfig = field(default_factory=CcConfig)
-    ack_req_on_last: bool = True  # ask for an immediate ACK on a message's last packet
-    sender_completions: bool = True  # raise EVENT_SEND_COMPLETED when a send is fully acked
+    ack_req_on_last: bool = knob(True, "own model: ask for an immediate ACK on a message's "
+                                 "last packet")
+    sender_completions: bool = knob(True, "raise a send completion (the sender's CQE) when a "
+                                    "WRITE is fully acknowledged")
 
     def __post_init__(self) -> None:
-        if self.spray not in SPRAY_POLICIES:
-            raise ValueError(f"unknown spray policy {self.spray!r}; known: {SPRAY_POLICIES}")
-        if not 0 <= self.timeout <= MAX_TIMEOUT:
-            raise ValueError(f"timeout must be in 0..{MAX_TIMEOUT}, got {self.timeout}")
-        if not 0 <= self.retry_linear_cnt <= MAX_RETRY_LINEAR:
-            raise ValueError(f"retry_linear_cnt must be in 0..{MAX_RETRY_LINEAR}, "
-                             f"got {self.retry_linear_cnt}")
-        if not 0 <= self.retry_exp_cnt <= RETRY_INFINITE:
-            raise ValueError(f"retry_exp_cnt must be in 0..{RETRY_INFINITE} "
-                             f"({RETRY_INFINITE} = infinite), got {self.retry_exp_cnt}")
-        for name in ("mpr", "mpr_dest", "max_wimm", "max_wimm_dest"):
-            value = getattr(self, name)
-            if not 1 <= value <= (255 if name.startswith("mpr") else 65535):
-                raise ValueError(f"{name} must be in 1..{255 if name.startswith('mpr') else 65535}"
-                                 f", got {value}")
-        for name in ("ev_count", "reps_explore_every", "ack_every", "probes_to_reintegrate",
-                     "reorder_hold_rtts", "overdue_strikes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
-        if self.ev_min_active is not None and not 0 <= self.ev_min_active <= self.ev_count:
+        check_knobs(self)  # each knob's range, in field order
+        if self.ev_min_active is not None and self.ev_min_active > self.ev_count:
             raise ValueError(f"ev_min_active must be in 0..ev_count ({self.ev_count})")
-        for name in ("ack_delay_ps", "probe_interval_ps", "ev_timeout_ps"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
-        if not 0 <= self.slow_margin_rtts <= 1000:
-            raise ValueError("slow_margin_rtts must be in 0..1000")
-        if self.loss_grace_ps < 0:
-            raise ValueError("loss_grace_ps must not be negative")
-        if self.probe_timeout_ps is not None and self.probe_timeout_ps <= 0:
-            raise ValueError("probe_timeout_ps must be positive")
-        if self.reorder_window_ps is not None and self.reorder_window_ps <= 0:
-            raise ValueError("reorder_window_ps must be positive")
         if self.reorder_spread_gain < 0 or self.reorder_margin_rtts < 0:
             raise ValueError("reorder_margin_rtts and reorder_spread_gain must not be negative")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mrc.knobs import check_knobs, knob
 from mrc.packet import PSN_MASK, PSN_MOD
 from mrc.transport.rc.dcqcn import DcqcnConfig
 
@@ -16,48 +17,57 @@ CC_KINDS = ("dcqcn", "window")
 
 @dataclass(frozen=True, slots=True)
 class RcConfig:
-    """Lab parameters of an RC QP. Both ends of a QP must use the same config."""
+    """Lab parameters of an RC QP. Both ends of a QP must use the same config. Each knob
+    (:func:`~mrc.knobs.knob`) says what it is and which values it takes: the config checks
+    them, and a lab's ``[transport.NAME]`` key is derived from them; the fields without one
+    are filled in from the fabric."""
+
+    #: how this config's messages start (:func:`mrc.knobs.knob_problem`)
+    KNOB_PREFIX = "RcConfig: "
 
     mtu: int = 4096  # payload bytes per DATA packet
-    window_pkts: int = 64  # max outstanding packets; ~ one BDP (see rc_config_for)
-    min_window_pkts: int = 2
-    ack_every: int = 8  # responder ACK coalescing: one ACK per this many packets...
-    ack_timer_us: float | None = 4.0  # ...or this long after the first unacknowledged one
-    timeout_exp: int = 20  # local ACK timeout 4.096 us x 2^n; NCCL_IB_TIMEOUT default 20
-    retry_cnt: int = 7  # NCCL_IB_RETRY_CNT default 7
-    reroute_after_us: float | None = None  # dynamic-routing model; None = static SRv6 routing
-    cc: str = "dcqcn"  # congestion control (CC_KINDS)
+    cc: str = knob("dcqcn", "congestion control: dcqcn (rate limiter driven by CNPs, as "
+                   "deployed) or window (AIMD of the window on ECN echoes)", choices=CC_KINDS)
     dcqcn: DcqcnConfig = DcqcnConfig()  # cc = "dcqcn": its knobs (mrc.transport.rc.dcqcn)
+    # ACK coalescing comes before the window, whose default (rc_config_for) depends on it
+    ack_every: int = knob(8, "responder ACK coalescing: one ACK per this many packets",
+                          minimum=1, problem="ack_every must be at least 1")
+    ack_timer_us: float | None = knob(4.0, "responder ACK coalescing timer: an accepted "
+                                      "packet waits at most this long for its ACK", gt=0,
+                                      problem="ack_timer_us must be positive or None")
+    window_pkts: int = knob(64, "packets in flight at most", lt=PSN_MOD // 4,  # ~ one BDP
+                            problem="window_pkts must stay far below 2^24 PSNs")
+    min_window_pkts: int = knob(2, "smallest window")
+    timeout_exp: int = knob(20, "local ACK timeout 4.096 us x 2^n (NCCL_IB_TIMEOUT); 0: never",
+                            minimum=0, maximum=31,
+                            problem="timeout_exp is a 5-bit verbs field (0..31)")
+    retry_cnt: int = knob(7, "timeouts before the QP errors (NCCL_IB_RETRY_CNT)", minimum=0,
+                          maximum=7, problem="retry_cnt is a 3-bit verbs field (0..7)")
+    reroute_after_us: float | None = knob(
+        None, "dynamic-routing model: move a stalled QP to another path after this long", gt=0,
+        problem="reroute_after_us must be positive or None", none="never: static SRv6 routing")
     priority: int = 0  # 802.1p priority of the DATA packets (the fabric's lossless one for PFC)
     line_rate_gbps: float = 100.0  # the port's rate: DCQCN's ceiling (the fabric fills it)
     frame_overhead_bytes: int = 38  # wire bytes per packet beyond the IPv6 ones (pacing)
-    ecn_decrease: float = 0.5  # window multiplier on an ECN echo
-    additive_increase_pkts: float = 1.0  # window growth per window acknowledged
-    cnp_interval_us: float = 4.0  # least time between immediate CE-triggered ACKs
-    initial_psn: int = 0
-    key_seed: int = 0  # seed of the verifiable-payload keys (memory.message_key)
+    ecn_decrease: float = knob(0.5, "window multiplier on an ECN echo", gt=0, maximum=1,
+                               problem="ecn_decrease must be in (0, 1]")
+    additive_increase_pkts: float = knob(1.0, "window growth per window acknowledged",
+                                         minimum=0)
+    cnp_interval_us: float = knob(4.0, "least time between immediate CE-triggered ACKs",
+                                  minimum=0)
+    initial_psn: int = knob(0, "first packet sequence number", minimum=0, maximum=PSN_MASK,
+                            problem="initial_psn must be a 24-bit PSN")
+    key_seed: int = knob(0, "seed of the verifiable-payload keys")  # memory.message_key
 
     def __post_init__(self) -> None:
+        check_knobs(self)  # each knob's range, in field order
         checks = (
             (self.mtu > 0, "mtu must be positive"),
             (1 <= self.min_window_pkts <= self.window_pkts,
              "need 1 <= min_window_pkts <= window_pkts"),
-            (self.window_pkts < PSN_MOD // 4, "window_pkts must stay far below 2^24 PSNs"),
-            (self.ack_every >= 1, "ack_every must be at least 1"),
-            (self.cc in CC_KINDS, f"cc must be one of {', '.join(CC_KINDS)}, got {self.cc!r}"),
             (0 <= self.priority <= 7, "priority is an 802.1p priority (0..7)"),
             (self.line_rate_gbps > 0, "line_rate_gbps must be positive"),
             (self.frame_overhead_bytes >= 0, "frame_overhead_bytes must not be negative"),
-            (self.ack_timer_us is None or self.ack_timer_us > 0,
-             "ack_timer_us must be positive or None"),
-            (0 <= self.timeout_exp <= 31, "timeout_exp is a 5-bit verbs field (0..31)"),
-            (0 <= self.retry_cnt <= 7, "retry_cnt is a 3-bit verbs field (0..7)"),
-            (self.reroute_after_us is None or self.reroute_after_us > 0,
-             "reroute_after_us must be positive or None"),
-            (0 < self.ecn_decrease <= 1, "ecn_decrease must be in (0, 1]"),
-            (self.additive_increase_pkts >= 0, "additive_increase_pkts must not be negative"),
-            (self.cnp_interval_us >= 0, "cnp_interval_us must not be negative"),
-            (0 <= self.initial_psn <= PSN_MASK, "initial_psn must be a 24-bit PSN"),
         )
         for ok, why in checks:
             if not ok:
