@@ -9,5 +9,5 @@
 * :mod:`mrc.live.host`: a host driving unchanged QP objects through the simulator's NIC
   driver (``mrc.sim.nic_driver``) on asyncio, one asyncio-dgram socket each.
 * :mod:`mrc.live.stack`: ``LiveStack``, the stack the labs runner drives (the labs layer's
-  ``live_run`` runs a lab live: what ``mrc-lab run LAB --runtime live`` calls).
+  ``mrc.labs.run.live`` runs a lab live: what ``mrc-lab run LAB --runtime live`` calls).
 """

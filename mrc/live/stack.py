@@ -20,7 +20,7 @@ the very same code as in simulation:
   the simulator's own), drains go to the transports, exactly as the lab says.
 
 Running a lab live (dilation, captures, the summary's ``live`` section) is the labs layer's
-business (its ``live_run`` module).
+business (:mod:`mrc.labs.run.live`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``mrc-lab run LAB --runtime kernel`` (``mrc.labs.run.runner.run_lab(..., runtime="kernel")``, or
 ``run_kernel``) runs each transport through the same runner as a simulated run, one at a time
 on a fresh :class:`~mrc.kernel.stack.KernelStack`, so the tables compare line by line with a
-simulated run of the same lab. This module supplies what differs, as ``live_run`` does for
+simulated run of the same lab. This module supplies what differs, as ``run.live`` does for
 the live runtime: the scale factor (chosen from the workload's offered load unless given),
 the refusals before anything runs (privileges, SRv6 support, faults the kernel cannot apply),
 a fresh kernel fabric per transport built from the lab's ``[fabric]`` (namespaces, veth
