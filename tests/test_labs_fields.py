@@ -1,6 +1,6 @@
 """The lab keys as data (mrc.labs.schema.fields): every table is well formed, the transport tables
-cover exactly the keys the transport configs accept, and the lab layer's restated ranges
-agree with the configs' own checks, so a bad transport value is refused on its own key
+cover exactly the keys the transport configs accept, and the lab layer's ranges (read from
+the configs' knobs, or restated for the cc and DCQCN keys) agree with the configs' own checks, so a bad transport value is refused on its own key
 before any config is built (the configs' checks stay invariants that never fire first)."""
 
 from __future__ import annotations
