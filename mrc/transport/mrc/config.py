@@ -100,7 +100,7 @@ class MrcConfig:
     overdue_strikes: int = 2  # overdue losses with no delivery between that make an EV bad
     cc: CcConfig = field(default_factory=CcConfig)
     ack_req_on_last: bool = True  # ask for an immediate ACK on a message's last packet
-    sender_completions: bool = True  # raise EVENT_SEND_COMPLETED when a send is fully acked
+    sender_completions: bool = True  # raise SendCompleted when a send is fully acked
 
     def __post_init__(self) -> None:
         if self.spray not in SPRAY_POLICIES:
