@@ -19,6 +19,7 @@ excluded); drivers diff it to record goodput.
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -86,7 +87,7 @@ class MessageCompleted(TransportEvent):
     src: int | None = None
     src_qpn: int | None = None
     imm: int | None = None
-    data: bytes | None = None
+    data: builtins.bytes | None = None  # (``bytes`` is a field's name here)
 
 
 @dataclass(slots=True)
