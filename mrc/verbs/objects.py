@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from mrc.ev.profile import EvProfile
 from mrc.transport.base import (
+    EvState,
     EvStateChanged,
     MessageCompleted,
     PathChoice,
@@ -239,7 +240,7 @@ class QueuePair:
         self._recvs.append(wr)
 
     # ------------------------------------------------------------------ EV plumbing
-    def transport_ev_states(self) -> dict[int, str]:
+    def transport_ev_states(self) -> dict[int, EvState]:
         return {} if self.transport is None else self.transport.ev_states()
 
     def set_ev_state(self, match: Any, state: str) -> int:
