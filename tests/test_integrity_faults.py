@@ -404,11 +404,11 @@ def _spy(run: PairRun) -> None:
     def on_event(event: Any, qp: Any) -> None:
         if isinstance(conn, MrcConnection):
             if event.kind == EVENT_MESSAGE_COMPLETED and qp is conn.receiver:
-                run.raw_completions[int(event.detail["msg_id"])] += 1  # type: ignore[call-overload]
+                run.raw_completions[int(event.msg_id)] += 1
         elif isinstance(conn, RcConnectionAdapter):
             for ev in conn.conn.events:
                 if ev.kind == EVENT_MESSAGE_COMPLETED:
-                    run.raw_completions[int(ev.detail["msg_id"])] += 1  # type: ignore[call-overload]
+                    run.raw_completions[int(ev.msg_id)] += 1
         inner(event, qp)
 
     conn.on_event = on_event  # type: ignore[method-assign]

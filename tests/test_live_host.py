@@ -87,7 +87,7 @@ async def _exchange(gro: bool = True) -> dict[str, object]:
 
     def on_event(event: object, qp: object) -> None:
         if event.kind == "message_completed":  # type: ignore[attr-defined]
-            done.append((event.detail["msg_id"], event.detail["data"]))  # type: ignore[attr-defined]
+            done.append((event.msg_id, event.data))
 
     for h in range(SPEC.hosts):
         host = LiveHost(h, SPEC, clock, on_event=on_event, gro=gro)

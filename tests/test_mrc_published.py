@@ -313,7 +313,7 @@ def test_ev_state_codes_and_event_fields() -> None:
     a, _, evs = _pair(cfg)
     a.port_down(5, 1)
     events = [e for e in a.events if e.kind == "ev_state"]
-    assert events and all(e.detail["port"] == 2 and e.detail["new"] == ASSUMED_BAD
+    assert events and all(e.port == 2 and e.new == ASSUMED_BAD
                           for e in events)
     assert (EV_STATE_GOOD, EV_STATE_ASSUMED_BAD) == (1, 2)
 

@@ -180,7 +180,7 @@ class Loop:
 
     # ------------------------------------------------------------- views
     def completions(self, host: int, kind: str = EVENT_MESSAGE_COMPLETED) -> list[dict]:
-        return [e.detail for h, e in self.events if h == host and e.kind == kind]
+        return [e.detail() for h, e in self.events if h == host and e.kind == kind]
 
     def ev_events(self, host: int = 0) -> list[TransportEvent]:
         return [e for h, e in self.events if h == host and e.kind == EVENT_EV_STATE]
@@ -258,7 +258,7 @@ def test_any_arrival_order_direct() -> None:
     rng.shuffle(order)
     for t, p in enumerate(order):
         b.receive(t, p)
-    done = [e.detail for e in b.events if e.kind == EVENT_MESSAGE_COMPLETED]
+    done = [e.detail() for e in b.events if e.kind == EVENT_MESSAGE_COMPLETED]
     assert sorted(d["msg_id"] for d in done) == [0, 1, 2]
     for d in done:
         assert d["checksum"] == a.expected_checksum(d["msg_id"], sizes[d["msg_id"]])
@@ -382,9 +382,9 @@ def test_single_loss_marks_only_that_ev_and_retransmits_elsewhere() -> None:
     sizes = [60 * MTU]
     loop.transfer(sizes)
     check_exact(loop, sizes)
-    bad = [e for e in loop.ev_events() if e.detail["new"] == ASSUMED_BAD]
-    assert [e.detail["ev"] for e in bad] == [victim]
-    assert bad[0].detail["reason"].startswith("loss")  # FIFO evidence, not a timer
+    bad = [e for e in loop.ev_events() if e.new == ASSUMED_BAD]
+    assert [e.ev for e in bad] == [victim]
+    assert bad[0].reason.startswith("loss")  # FIFO evidence, not a timer
     assert loop.a.stats.timeouts == 0
     retx = [(t, p) for t, p in loop.data_sent() if p.flags & FLAG_RETX]
     assert [p.psn for _, p in retx] == [state["dropped"]]
@@ -402,9 +402,9 @@ def test_dead_ev_times_out_and_only_it_goes_bad() -> None:
     sizes = [80 * MTU]
     loop.transfer(sizes)
     check_exact(loop, sizes)
-    bad = [e for e in loop.ev_events() if e.detail["new"] == ASSUMED_BAD]
-    assert [e.detail["ev"] for e in bad] == [victim]
-    assert bad[0].detail["reason"].startswith("timeout")
+    bad = [e for e in loop.ev_events() if e.new == ASSUMED_BAD]
+    assert [e.ev for e in bad] == [victim]
+    assert bad[0].reason.startswith("timeout")
     first_send = next(t for t, _ in loop.data_sent(victim))
     assert bad[0].time_ps == first_send + loop.a.rto_ps
     lost = {p.psn for _, p in loop.data_sent(victim)}
@@ -475,7 +475,7 @@ def test_round_robin_spreads_evenly() -> None:
 
 # ====================================================================== overdue evidence
 def bad_events(loop: Loop, host: int = 0) -> list[TransportEvent]:
-    return [e for e in loop.ev_events(host) if e.detail["new"] == ASSUMED_BAD]
+    return [e for e in loop.ev_events(host) if e.new == ASSUMED_BAD]
 
 
 def test_silent_ev_is_found_by_overdue_evidence_well_before_the_rto() -> None:
@@ -488,8 +488,8 @@ def test_silent_ev_is_found_by_overdue_evidence_well_before_the_rto() -> None:
     loop.transfer(sizes)
     check_exact(loop, sizes)
     bad = bad_events(loop)
-    assert [e.detail["ev"] for e in bad] == [victim]  # no other EV suspected
-    assert bad[0].detail["reason"].startswith("overdue")
+    assert [e.ev for e in bad] == [victim]  # no other EV suspected
+    assert bad[0].reason.startswith("overdue")
     assert bad[0].time_ps - fault < loop.a.rto_ps
     stats = loop.a.stats
     assert stats.timeouts == 0 and stats.overdue_losses >= 1
@@ -508,8 +508,8 @@ def test_a_silent_plane_is_caught_by_the_qp_wide_scope() -> None:
     check_exact(loop, sizes)
     bad = bad_events(loop)
     plane1 = {pc.ev for pc in make_evs() if pc.plane == 1}
-    assert {e.detail["ev"] for e in bad} == plane1
-    assert all(e.detail["reason"].startswith("overdue") for e in bad)
+    assert {e.ev for e in bad} == plane1
+    assert all(e.reason.startswith("overdue") for e in bad)
     assert min(e.time_ps for e in bad) - fault < loop.a.rto_ps
     assert loop.a.stats.timeouts == 0  # never the RTO: each EV is found when next used
 
@@ -602,14 +602,14 @@ def test_overdue_strikes_make_an_ev_bad() -> None:
     a, mine = _strike_case(deliver_until=6 * US)  # overdue: sent before 5 us
     assert a.stats.overdue_losses == 2 and a.stats.evicted == 1
     assert a.ev_state(make_evs()[0].ev) == ASSUMED_BAD
-    assert [e.detail["reason"] for e in a.events if e.kind == EVENT_EV_STATE] == [
+    assert [e.reason for e in a.events if e.kind == EVENT_EV_STATE] == [
         f"overdue psn={mine[1]} strikes=2"]
 
 
 def test_an_ev_whose_packets_are_all_overdue_goes_bad_at_the_first() -> None:
     a, mine = _strike_case(deliver_until=11 * US)  # all three overdue
     assert a.stats.overdue_losses == 1 and a.stats.evicted == 2
-    assert [e.detail["reason"] for e in a.events if e.kind == EVENT_EV_STATE] == [
+    assert [e.reason for e in a.events if e.kind == EVENT_EV_STATE] == [
         f"overdue psn={mine[0]} strikes=1"]
 
 
@@ -641,7 +641,7 @@ def test_port_down_marks_the_plane_at_once_and_probes_bring_it_back() -> None:
     check_exact(loop, [3000 * MTU])
     bad = bad_events(loop)
     assert len(bad) == len(plane1)
-    assert all(e.time_ps == t_down and e.detail["reason"] == "port down" for e in bad)
+    assert all(e.time_ps == t_down and e.reason == "port down" for e in bad)
     assert all(loop.a.ev_state(ev) == GOOD for ev in plane1)  # probed back after ``up``
     assert loop.a._path_manager.bad_count == 0
     assert loop.a.stats.timeouts == 0 and loop.a.stats.reintegrated == len(plane1)
@@ -713,7 +713,7 @@ def test_probes_reintegrate_after_k_answers() -> None:
     loop.post(loop.a, 0, 3000 * MTU)
     loop.run(2000 * US, stop=lambda: len(loop.completions(1)) == 1)
     check_exact(loop, [3000 * MTU])
-    changes = [(e.time_ps, e.detail["old"], e.detail["new"]) for e in loop.ev_events()]
+    changes = [(e.time_ps, e.old, e.new) for e in loop.ev_events()]
     assert [c[1:] for c in changes] == [(GOOD, ASSUMED_BAD), (ASSUMED_BAD, GOOD)]
     probes = [(t, p) for t, p in loop.sent if p.kind == PROBE and p.ev == victim]
     answered = [(t, p) for t, p in probes if t >= restore]
@@ -750,7 +750,7 @@ def test_a_lost_probe_restarts_the_count() -> None:
     loop = Loop(cfg, fate=fate)
     loop.post(loop.a, 0, 2000 * MTU)
     loop.run(3000 * US, stop=lambda: len(loop.completions(1)) == 1)
-    good = [e for e in loop.ev_events() if e.detail["new"] == GOOD]
+    good = [e for e in loop.ev_events() if e.new == GOOD]
     assert len(good) == 1
     probes = [t for t, p in loop.sent if p.kind == PROBE and p.ev == victim and t >= 50 * US]
     # answered: 1, 2, (3 lost), 4 resets the count... GOOD after probes 4, 5, 6
@@ -766,7 +766,7 @@ def test_denied_evs_are_never_used_nor_probed() -> None:
     loop.transfer([200 * MTU])
     check_exact(loop, [200 * MTU])
     assert not [p for _, p in loop.sent if p.src == 0 and p.ev in drained]
-    assert all(e.detail["reason"] == "denied" for e in loop.ev_events())
+    assert all(e.reason == "denied" for e in loop.ev_events())
     # allow again: used again
     loop.a.allow(loop.now, drained)
     assert all(loop.a.ev_state(ev) == GOOD for ev in drained)
@@ -821,7 +821,7 @@ def test_qp_errors_only_when_every_path_is_dead_at_the_predicted_time(
     assert cfg.error_after_ps() == rule
     assert errors[0].time_ps == last_progress + rule
     assert loop.a.stats.qp_timeouts == linear + exponential + 1  # every retry, then the error
-    reason = errors[0].detail["reason"]
+    reason = errors[0].reason
     assert f"retry_linear_cnt={linear}" in reason and "assumed_bad=8" in reason
     assert all(loop.a.ev_state(pc.ev) == ASSUMED_BAD for pc in make_evs())
     assert loop.completions(1) == []  # nothing partial is reported complete
@@ -857,7 +857,7 @@ def test_all_paths_down_then_back_resumes_without_error() -> None:
     sizes = [1500 * MTU]
     loop.transfer(sizes, until=100_000 * US)
     check_exact(loop, sizes)
-    bad = {e.detail["ev"] for e in loop.ev_events() if e.detail["new"] == ASSUMED_BAD}
+    bad = {e.ev for e in loop.ev_events() if e.new == ASSUMED_BAD}
     assert bad == {pc.ev for pc in make_evs()}  # every EV went bad...
     assert all(s == GOOD for s in loop.a.ev_states().values())  # ...and came back
     assert loop.a.stats.qp_timeouts >= 1

@@ -243,14 +243,14 @@ def test_in_order_delivery_byte_exact_and_acks_coalesced() -> None:
         lp.post(SRC, req, msg_id, size)
     lp.run()
     done = lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    assert [e.detail["msg_id"] for e in done] == list(sizes)
+    assert [e.msg_id for e in done] == list(sizes)
     for e in done:
-        msg_id = int(e.detail["msg_id"])  # type: ignore[call-overload]
+        msg_id = int(e.msg_id)
         size = sizes[msg_id]
-        assert e.detail["bytes"] == size
-        assert e.detail["checksum"] == expected(req.qpn, msg_id, size, 4096)
-        assert e.detail["posted_ps"] == 0
-    assert [e.detail["msg_id"] for e in lp.events(EVENT_SEND_COMPLETED, SRC)] == list(sizes)
+        assert e.bytes == size
+        assert e.checksum == expected(req.qpn, msg_id, size, 4096)
+        assert e.posted_ps == 0
+    assert [e.msg_id for e in lp.events(EVENT_SEND_COMPLETED, SRC)] == list(sizes)
     assert resp.bytes_placed == sum(sizes.values()) and req.bytes_placed == 0
     npkts = sum(math.ceil(s / 4096) for s in sizes.values())
     assert req.stats.data_sent == npkts and req.stats.retx_sent == 0
@@ -278,7 +278,7 @@ def test_real_bytes_are_placed_exactly() -> None:
     lp.post(SRC, req, 9, len(payload), payload)
     lp.run()
     (done,) = lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    assert done.detail["data"] == payload
+    assert done.data == payload
 
 
 def test_loss_one_seq_nak_then_go_back_n_resend() -> None:
@@ -299,7 +299,7 @@ def test_loss_one_seq_nak_then_go_back_n_resend() -> None:
     assert req.stats.retx_sent == highest - 4 == resp.stats.dropped_oos + 1
     assert req.stats.timeouts == 0 and not lp.events(EVENT_RETRY)
     (done,) = lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    assert done.detail["checksum"] == expected(req.qpn, 1, 60 * 4096, 4096)
+    assert done.checksum == expected(req.qpn, 1, 60 * 4096, 4096)
     assert resp.bytes_placed == 60 * 4096
 
 
@@ -314,7 +314,7 @@ def test_trimmed_packet_is_handled_like_a_loss() -> None:
     assert nak.psn == 5 and not nak.flags & ~(FLAG_SEQ_ERR)
     assert req.stats.timeouts == 0
     (done,) = lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    assert done.detail["checksum"] == expected(req.qpn, 1, 40 * 4096, 4096)
+    assert done.checksum == expected(req.qpn, 1, 40 * 4096, 4096)
 
 
 def test_lost_resend_starts_a_new_gap_episode() -> None:
@@ -341,7 +341,7 @@ def test_duplicates_are_reacked_after_a_lost_ack() -> None:
     lp.run()
     (retry,) = lp.events(EVENT_RETRY, SRC)
     assert retry.time_ps == CFG.timeout_ps  # first packet left at 0
-    assert retry.detail == {"retry": 1, "psn": 0, "timeout_ps": CFG.timeout_ps}
+    assert retry.detail() == {"retry": 1, "psn": 0, "timeout_ps": CFG.timeout_ps}
     # the first duplicate of the resent run is re-ACKed, and so is its ACK-request tail
     assert resp.stats.duplicates == 4 and resp.stats.acks_sent == 1 + 2
     assert req.stats.retx_sent == 4 and not req.failed
@@ -362,10 +362,10 @@ def test_dead_path_errors_at_exactly_the_predicted_time(retry_cnt: int,
     lp.run()
     retries = lp.events(EVENT_RETRY, SRC)
     assert [e.time_ps for e in retries] == [3 * US + k * timeout for k in range(1, retry_cnt + 1)]
-    assert [e.detail["retry"] for e in retries] == list(range(1, retry_cnt + 1))
+    assert [e.retry for e in retries] == list(range(1, retry_cnt + 1))
     (err,) = lp.events(EVENT_QP_ERROR, SRC)
     assert err.time_ps == 3 * US + (retry_cnt + 1) * timeout == req.error_time_ps
-    assert "retr" in str(err.detail["reason"]) and req.failed
+    assert "retr" in str(err.reason) and req.failed
     assert req.stats.timeouts == retry_cnt + 1 and req.stats.retries == retry_cnt
     # every retry resent the window from the oldest unacknowledged PSN
     assert all(p.psn < 16 for p in lp.data_sent())
@@ -386,7 +386,7 @@ def test_path_dies_mid_transfer_error_counts_from_last_progress() -> None:
     assert progress and max(progress) > kill  # ACKs in flight at the kill still arrive
     (err,) = lp.events(EVENT_QP_ERROR, SRC)
     assert err.time_ps == max(progress) + 8 * (LOCAL_ACK_UNIT_PS << 3)
-    assert err.detail["last_progress_ps"] == max(progress)
+    assert err.last_progress_ps == max(progress)
     assert 0 < resp.bytes_placed < 10_000 * 4096
     assert not lp.events(EVENT_MESSAGE_COMPLETED)
 
@@ -404,7 +404,7 @@ def test_psn_wraps_at_24_bits() -> None:
     assert nak.psn == 3
     assert req.stats.timeouts == 0
     (done,) = lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    assert done.detail["checksum"] == expected(req.qpn, 1, 100 * 4096, 4096)
+    assert done.checksum == expected(req.qpn, 1, 100 * 4096, 4096)
 
 
 def test_healthy_qp_runs_at_line_rate() -> None:
@@ -465,9 +465,9 @@ def test_random_faults_never_corrupt_or_duplicate(seed: int) -> None:
     lp.run()
     assert not req.failed
     done = lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    assert [e.detail["msg_id"] for e in done] == list(range(len(sizes)))
+    assert [e.msg_id for e in done] == list(range(len(sizes)))
     for i, (e, size) in enumerate(zip(done, sizes, strict=True)):
-        assert e.detail["checksum"] == expected(req.qpn, i, size, 4096)
+        assert e.checksum == expected(req.qpn, i, size, 4096)
     assert resp.bytes_placed == sum(sizes)
     assert req.pending_messages == 0 and req.outstanding == 0
 
@@ -523,8 +523,8 @@ def test_reroute_model_moves_to_the_next_t1_and_recovers() -> None:
     (rr,) = lp.events(EVENT_REROUTE, SRC)
     new = t1_ranking(SPEC, SRC, DST, req.qpn)[1]
     assert rr.time_ps == 30 * US
-    assert rr.detail["old_t1"] == dead and rr.detail["new_t1"] == new
-    assert rr.detail["new_da"] == address_for(SPEC, SRC, DST, 1, new)
+    assert rr.old_t1 == dead and rr.new_t1 == new
+    assert rr.new_da == address_for(SPEC, SRC, DST, 1, new)
     assert not req.failed and lp.events(EVENT_MESSAGE_COMPLETED, DST)
     # recovery waited for the next retry after the re-convergence (2 x 16.384 us)
     assert len(lp.events(EVENT_RETRY, SRC)) == 2
@@ -592,14 +592,14 @@ def test_connection_stripes_over_every_plane_and_reassembles() -> None:
     conn.post_write(0, 3, 3)  # fewer bytes than QPs: three chunks
     lp.kick()
     lp.run()
-    done = {e.detail["msg_id"]: e for e in conn.events if e.kind == EVENT_MESSAGE_COMPLETED}
-    assert set(done) == {1, 2, 3} and all(e.detail["ok"] for e in done.values())
+    done = {e.msg_id: e for e in conn.events if e.kind == EVENT_MESSAGE_COMPLETED}
+    assert set(done) == {1, 2, 3} and all(e.ok for e in done.values())
     # the sender's CQE of each message: every chunk acknowledged, after it was placed
-    acked = {e.detail["msg_id"]: e for e in conn.events if e.kind == EVENT_SEND_COMPLETED}
-    assert set(acked) == {1, 2, 3} and all(e.detail["ok"] for e in acked.values())
+    acked = {e.msg_id: e for e in conn.events if e.kind == EVENT_SEND_COMPLETED}
+    assert set(acked) == {1, 2, 3} and all(e.ok for e in acked.values())
     assert all(acked[m].time_ps >= done[m].time_ps for m in done)
-    assert done[1].detail["data"] == payload
-    assert len(done[3].detail["chunks"]) == 3  # type: ignore[arg-type]
+    assert done[1].data == payload
+    assert len(done[3].chunks) == 3
     assert conn.bytes_placed == len(payload) + (3 << 20) + 3 and conn.pending == 0
     # each QP kept to its own plane's port and to one T1
     for qp in conn.requesters:
@@ -620,8 +620,8 @@ def test_one_qp_error_fails_the_whole_connection() -> None:
     lp.run()
     (failure,) = [e for e in conn.events if e.kind == EVENT_CONNECTION_FAILED]
     assert failure.time_ps == 8 * cfg.timeout_ps  # type: ignore[operator]
-    assert failure.qpn == 202 and failure.detail["failed_messages"] == [1]
-    assert failure.detail["aborted_qpns"] == [200, 201, 203]
+    assert failure.qpn == 202 and failure.failed_messages == [1]
+    assert failure.aborted_qpns == [200, 201, 203]
     assert conn.failed and conn.failed_messages == [1] and 1 not in conn.completed
     assert not [e for e in conn.events if e.kind == EVENT_MESSAGE_COMPLETED]
     # exactly one QP error (the others were aborted by the "job", not by the transport)
@@ -764,6 +764,6 @@ def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ac
         lp.post(SRC, req, i, max(1, pkts * 4096 - short))
     lp.run()
     assert req.stats.timeouts == 0 and req.stats.retx_sent == 0
-    assert [e.detail["msg_id"] for e in lp.events(EVENT_MESSAGE_COMPLETED, DST)] == \
+    assert [e.msg_id for e in lp.events(EVENT_MESSAGE_COMPLETED, DST)] == \
         list(range(len(sizes)))
     assert req.outstanding == 0 and req.pending_messages == 0

@@ -30,31 +30,31 @@ def qp(**kw: object) -> MrcQueuePair:
 
 
 def recycled(q: MrcQueuePair) -> list[int]:
-    return [e.t1 for e in q._sender.spray.recycle[0]]
+    return [e.t1 for e in q._sender.spray._planes[0].recycle]
 
 
 def test_clean_deliveries_recycle_slow_and_marked_ones_do_not() -> None:
     q = qp()
     spray = q._sender.spray
     a, b, c, d = q._path_manager.evs
-    spray.delivered(0, a, 10 * US, False)  # the first sample: the unloaded RTT
-    assert spray.floor == 10 * US and spray.margin == 3 * US  # slow_margin_rtts = 0.3
-    spray.delivered(1, b, 12 * US, False)  # within the margin: recycled
-    spray.delivered(2, c, 16 * US, False)  # 6 us over the QP's usual: a slow path
-    spray.delivered(3, d, 10 * US, True)  # CE-marked: never recycled (REPS)
-    spray.delivered(4, a, -1, False)  # which transmission arrived is unknown: recycled
+    spray.feedback(0, a, 10 * US, False)  # the first sample: the unloaded RTT
+    assert spray._floor == 10 * US and spray._margin == 3 * US  # slow_margin_rtts = 0.3
+    spray.feedback(1, b, 12 * US, False)  # within the margin: recycled
+    spray.feedback(2, c, 16 * US, False)  # 6 us over the QP's usual: a slow path
+    spray.feedback(3, d, 10 * US, True)  # CE-marked: never recycled (REPS)
+    spray.feedback(4, a, -1, False)  # which transmission arrived is unknown: recycled
     assert recycled(q) == [0, 1, 0]
     assert (c.slow, d.slow, q.stats.slow_deliveries) == (1, 0, 1)
-    assert spray.slow_after() == spray.ref + spray.margin
+    assert spray.slow_after() == spray._ref + spray._margin
 
 
 def test_without_path_awareness_reps_recycles_every_unmarked_delivery() -> None:
     q = qp(path_aware=False)
     spray = q._sender.spray
     a, b, c, d = q._path_manager.evs
-    spray.delivered(0, a, 10 * US, False)
-    spray.delivered(1, c, 60 * US, False)
-    spray.delivered(2, d, 10 * US, True)
+    spray.feedback(0, a, 10 * US, False)
+    spray.feedback(1, c, 60 * US, False)
+    spray.feedback(2, d, 10 * US, True)
     assert recycled(q) == [0, 2]
     assert q.stats.slow_deliveries == 0
     assert spray.slow_after() > 1 << 60
@@ -66,8 +66,8 @@ def test_the_running_median_ignores_a_slow_minority() -> None:
     evs = q._path_manager.evs
     for k in range(2000):
         slow = k % 8 == 0  # one packet in eight takes 40 us longer
-        spray.delivered(k, evs[k % 4], (52 if slow else 12) * US, False)
-    assert 12 * US - spray._step <= spray.ref <= 13 * US
+        spray.feedback(k, evs[k % 4], (52 if slow else 12) * US, False)
+    assert 12 * US - spray._step <= spray._ref <= 13 * US
 
 
 def test_a_queue_every_path_shares_is_not_one_slow_path() -> None:
@@ -77,17 +77,17 @@ def test_a_queue_every_path_shares_is_not_one_slow_path() -> None:
     spray = q._sender.spray
     evs = q._path_manager.evs
     for k in range(64):  # the usual: 10 us, every 0.1 us
-        spray.delivered(k * US // 10, evs[k % 4], 10 * US, False)
-    assert spray.slow_after() == spray.ref + spray.margin
+        spray.feedback(k * US // 10, evs[k % 4], 10 * US, False)
+    assert spray.slow_after() == spray._ref + spray._margin
     t = 64 * US // 10
     for k in range(24):  # a shared queue builds: every path at 20 us for 2.4 us
-        spray.delivered(t + k * US // 10, evs[k % 4], 20 * US, False)
-    assert spray.ref < 14 * US  # the median has not caught up ...
-    assert spray.slow_after() == 20 * US + spray.margin  # ... the recent minimum has
+        spray.feedback(t + k * US // 10, evs[k % 4], 20 * US, False)
+    assert spray._ref < 14 * US  # the median has not caught up ...
+    assert spray.slow_after() == 20 * US + spray._margin  # ... the recent minimum has
     # one path alone slow while the others still deliver at 10 us: the median rules
     for k in range(20):
-        spray.delivered(t + 3 * US + k * US // 10, evs[k % 4], 10 * US, False)
-    assert spray.slow_after() == spray.ref + spray.margin
+        spray.feedback(t + 3 * US + k * US // 10, evs[k % 4], 10 * US, False)
+    assert spray.slow_after() == spray._ref + spray._margin
 
 
 def test_slow_after_bounds_the_rtt_and_is_unbounded_before_any_sample() -> None:
@@ -115,24 +115,26 @@ def test_the_last_window_skips_a_plane_whose_packets_would_arrive_last() -> None
     spray = q._sender.spray
     good = q._sender.good
     first = [good[p][0] for p in range(3)]
-    spray.delivered(0, first[0], 10 * US, False)  # the unloaded RTT: margin 3 us
-    spray.delivered(1, first[1], 11 * US, False)
-    spray.delivered(2, first[2], 20 * US, False)  # plane 2: a queue 10 us longer
-    ref = spray.ref
+    spray.feedback(0, first[0], 10 * US, False)  # the unloaded RTT: margin 3 us
+    spray.feedback(1, first[1], 11 * US, False)
+    spray.feedback(2, first[2], 20 * US, False)  # plane 2: a queue 10 us longer
+    ref = spray._ref
     window = 1_000_000
-    late = spray.late_plane
+    late = spray.declines
     # the fastest plane is never late; a plane within the margin is not either
-    assert not late(3, 0, 0, window, good) and not late(3, 1, 0, window, good)
+    assert not late(3, 0, 0, window) and not late(3, 1, 0, window)
     # plane 2 is late while what is left takes less than its extra delay to send...
-    assert late(3, 2, 0, window, good)
-    assert late(3, 2, window // 2, window, good) == (20 * US > 13 * US + ref // 2)
+    assert late(3, 2, 0, window)
+    assert late(3, 2, window // 2, window) == (20 * US > 13 * US + ref // 2)
     # ...and not once the rest takes longer (its packet is not the last to arrive)
-    assert not late(3, 2, window - 1, window, good)
+    assert not late(3, 2, window - 1, window)
     # an age older than one unloaded RTT says nothing of the queue now: try it again
-    assert not late(3 + 10 * US, 2, 0, window, good)
+    assert not late(3 + 10 * US, 2, 0, window)
     # the fastest plane counts only with a GOOD EV: without plane 0, plane 1 sets the pace
-    assert not late(3, 0, 0, window, [[], good[1], good[2]])
-    assert late(3, 2, 0, window, [[], good[1], good[2]])
+    good[0], plane0 = [], good[0]  # (the path manager's list: the spray reads it)
+    assert not late(3, 0, 0, window)
+    assert late(3, 2, 0, window)
+    good[0] = plane0
 
 
 def test_a_qp_in_its_last_window_leaves_the_late_plane_to_the_others() -> None:
@@ -141,7 +143,7 @@ def test_a_qp_in_its_last_window_leaves_the_late_plane_to_the_others() -> None:
         snd = q._sender
         good = snd.good
         for p, age in ((0, 10 * US), (1, 10 * US), (2, 25 * US)):
-            snd.spray.delivered(0, good[p][0], age, False)
+            snd.spray.feedback(0, good[p][0], age, False)
         q.post_write(1, 1, 2 * 4096)  # far less than a window: the QP's last window
         assert snd.unsent == 2 * 4096
         late = q.poll(1, 2)

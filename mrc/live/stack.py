@@ -50,7 +50,7 @@ from mrc.sim.stack import (
     RcConnectionAdapter,
     Stack,
 )
-from mrc.transport.base import EVENT_MESSAGE_COMPLETED, QueuePair, TransportEvent
+from mrc.transport.base import QueuePair, StripedMessageCompleted, TransportEvent
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -230,12 +230,10 @@ class LiveRcConnection(RcConnectionAdapter):
 
     def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
         for ev in self.conn.events:  # the connection reassembled the stripes: check them
-            if ev.kind == EVENT_MESSAGE_COMPLETED:
-                msg_id = int(ev.detail["msg_id"])  # type: ignore[call-overload]
-                posted = msg_id in self._posted
-                self._posted.discard(msg_id)
-                ev.detail["ok"] = bool(ev.detail.get("ok")) and posted and isinstance(
-                    ev.detail.get("data"), bytes | bytearray)
+            if isinstance(ev, StripedMessageCompleted):
+                posted = ev.msg_id in self._posted
+                self._posted.discard(ev.msg_id)
+                ev.ok = ev.ok and posted and isinstance(ev.data, bytes | bytearray)
         super().on_event(event, qp)
 
 

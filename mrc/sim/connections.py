@@ -32,11 +32,12 @@ from mrc.sim import transport_params
 from mrc.sim.evset import build_ev_set
 from mrc.sim.rc_connection import RcConnection
 from mrc.transport.base import (
-    EVENT_CONNECTION_FAILED,
-    EVENT_MESSAGE_COMPLETED,
-    EVENT_QP_ERROR,
-    EVENT_SEND_COMPLETED,
+    ConnectionFailed,
+    MessageCompleted,
+    QpError,
     QueuePair,
+    SendCompleted,
+    StripedMessageCompleted,
     TransportEvent,
 )
 from mrc.transport.mrc import MrcQueuePair as MrcQp
@@ -225,26 +226,24 @@ class MrcConnection(Connection):
             nic.post(qp, msg_id, n, payload)
 
     def on_event(self, event: TransportEvent, qp: QueuePair) -> None:
-        kind = event.kind
-        if kind == EVENT_MESSAGE_COMPLETED:
+        if isinstance(event, MessageCompleted):
             pair = self._receivers.get(qp.qpn)
             if pair is None or pair[0] is not qp:
                 return
-            msg_id = int(event.detail["msg_id"])  # type: ignore[call-overload]
+            msg_id = event.msg_id
             entry = self._pending.get(msg_id)
             if entry is None:
                 return
             expected = entry.expected.get(pair[1].qpn)
-            ok = expected is not None and event.detail.get("checksum") == expected
+            ok = expected is not None and event.checksum == expected
             if ok and self._needs_bytes(entry):
-                ok = isinstance(event.detail.get("data"), bytes | bytearray)
+                ok = isinstance(event.data, bytes | bytearray)
             self._chunk_placed(event.time_ps, msg_id, ok)
-        elif kind == EVENT_SEND_COMPLETED:
+        elif isinstance(event, SendCompleted):
             if self._senders.get(qp.qpn) is qp:
-                self._chunk_acked(event.time_ps,
-                                  int(event.detail["msg_id"]))  # type: ignore[call-overload]
-        elif kind == EVENT_QP_ERROR:
-            self._failed(event.time_ps, f"QP {qp.qpn} error: {event.detail.get('reason')}")
+                self._chunk_acked(event.time_ps, event.msg_id)
+        elif isinstance(event, QpError):
+            self._failed(event.time_ps, f"QP {qp.qpn} error: {event.reason}")
 
     def _needs_bytes(self, entry: _Pending) -> bool:
         """Whether the chunks carried real bytes (then the receiver must hand them over)."""
@@ -293,16 +292,14 @@ class RcConnectionAdapter(Connection):
         events = self.conn.events
         while events:
             ev = events.popleft()
-            if ev.kind == EVENT_MESSAGE_COMPLETED:
-                self._chunk_placed(ev.time_ps, int(ev.detail["msg_id"]),  # type: ignore[call-overload]
-                                   bool(ev.detail.get("ok")))
-            elif ev.kind == EVENT_SEND_COMPLETED:
-                self._chunk_acked(ev.time_ps, int(ev.detail["msg_id"]))  # type: ignore[call-overload]
-            elif ev.kind == EVENT_CONNECTION_FAILED:
-                self.stack.note_event(ev.time_ps, "connection_failed",
-                                      f"h{self.src}->h{self.dst}",
-                                      reason=ev.detail.get("reason"))
-                self._failed(ev.time_ps, str(ev.detail.get("reason")))
+            if isinstance(ev, StripedMessageCompleted):
+                self._chunk_placed(ev.time_ps, ev.msg_id, ev.ok)
+            elif isinstance(ev, SendCompleted):
+                self._chunk_acked(ev.time_ps, ev.msg_id)
+            elif isinstance(ev, ConnectionFailed):
+                self.stack.note_event(ev.time_ps, ev.kind, f"h{self.src}->h{self.dst}",
+                                      reason=ev.reason)
+                self._failed(ev.time_ps, ev.reason)
         if self.conn.failed and not self.failed:
             self._failed(event.time_ps, self.conn.failure_reason or "connection failed")
 

@@ -26,10 +26,10 @@ from mrc.sim.nic_driver import NicDriver
 from mrc.sim.qpn import first_qpn
 from mrc.sim.recorder import DROP_SERIES, Recorder
 from mrc.transport.base import (
-    EVENT_EV_STATE,
-    EVENT_MESSAGE_COMPLETED,
-    EVENT_SEND_COMPLETED,
+    EvStateChanged,
+    MessageCompleted,
     QueuePair,
+    SendCompleted,
     TransportEvent,
 )
 from mrc.transport.mrc import MrcQueuePair as MrcQp
@@ -46,7 +46,7 @@ __all__ = ["FIRST_QPN", "Clockwork", "Completion", "Connection", "ConnectionFact
 #: data (tshark dissects QP1 traffic as MAD).
 FIRST_QPN = 2
 #: Per-QP completions are summarised by the workload's own rows; logging them would flood.
-_UNLOGGED = (EVENT_MESSAGE_COMPLETED, EVENT_SEND_COMPLETED)
+_UNLOGGED = (MessageCompleted, SendCompleted)
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
                 "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled")
@@ -177,12 +177,11 @@ class Stack:
 
     # ----------------------------------------------------------------- events
     def _on_qp_event(self, event: TransportEvent, qp: QueuePair) -> None:
-        detail = event.detail
-        if event.kind == EVENT_EV_STATE:  # gauges of ASSUMED_BAD and DENIED EVs
-            self.recorder.ev_state_changed(event.time_ps, detail.get("old"), detail.get("new"))
+        if isinstance(event, EvStateChanged):  # gauges of ASSUMED_BAD and DENIED EVs
+            self.recorder.ev_state_changed(event.time_ps, event.old, event.new)
         target = f"h{qp.host}.qp{qp.qpn}"
-        if event.kind not in _UNLOGGED:  # completions are logged by the workload
-            row_detail = {k: v for k, v in detail.items() if k != "data"}
+        if not isinstance(event, _UNLOGGED):  # completions are logged by the workload
+            row_detail = {k: v for k, v in event.detail().items() if k != "data"}
             self._rows.append((event.time_ps / PS_PER_US, event.kind, target,
                                json.dumps(row_detail, sort_keys=True, default=str)))
         conn = self._owner.get((qp.qpn, qp.host))

@@ -19,41 +19,163 @@ excluded); drivers diff it to record goodput.
 
 from __future__ import annotations
 
+import builtins
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from mrc.packet import Packet
 
-# EV states, as in NVIDIA's mrc.h
-GOOD = "GOOD"
-ASSUMED_BAD = "ASSUMED_BAD"
-DENIED = "DENIED"
+
+class EvState(StrEnum):
+    """The state of an EV, as in NVIDIA's ``mrc.h``. A ``StrEnum``: each member is the
+    string it names, so event logs, tables and messages print it as they always did."""
+
+    GOOD = "GOOD"
+    ASSUMED_BAD = "ASSUMED_BAD"
+    DENIED = "DENIED"
 
 
-@dataclass(frozen=True, slots=True)
-class TransportEvent:
-    """Something a driver should log. ``time_ps`` is the ``now`` of the call that raised it."""
+GOOD = EvState.GOOD
+ASSUMED_BAD = EvState.ASSUMED_BAD
+DENIED = EvState.DENIED
 
-    time_ps: int
-    kind: str  # see the EVENT_* names below
-    qpn: int
-    detail: dict[str, object] = field(default_factory=dict)
-
-
-EVENT_MESSAGE_COMPLETED = "message_completed"  # detail: msg_id, bytes, checksum, posted_ps
-#: Requester side: every byte of a WRITE was acknowledged (detail: msg_id, bytes, posted_ps,
-#: dst); the receiver raises EVENT_MESSAGE_COMPLETED.
+#: The ``kind`` of each event, as event logs print it.
+EVENT_MESSAGE_COMPLETED = "message_completed"
 EVENT_SEND_COMPLETED = "send_completed"
-EVENT_EV_STATE = "ev_state"  # detail: ev, old, new, reason
-EVENT_QP_ERROR = "qp_error"  # detail: reason
-EVENT_RETRY = "retry"  # detail: retry count, psn (an RC local ACK timeout fired)
-EVENT_REROUTE = "reroute"  # detail: old/new path (RC dynamic-routing model)
-#: Connection-level event of a striped RC connection: it failed because one of its QPs
-#: errored (detail: reason, failed_qpn, failed_messages, aborted_qpns = the other QPs the
-#: abort stopped). Kept apart from EVENT_QP_ERROR so that a driver logging both QP and
-#: connection events does not count one QP error twice.
+EVENT_EV_STATE = "ev_state"
+EVENT_QP_ERROR = "qp_error"
+EVENT_RETRY = "retry"
+EVENT_REROUTE = "reroute"
 EVENT_CONNECTION_FAILED = "connection_failed"
+
+
+@dataclass(slots=True)
+class TransportEvent:
+    """Something a driver should log: one subclass per ``kind``, its fields the event's
+    detail. ``time_ps`` is the ``now`` of the call that raised it."""
+
+    kind: ClassVar[str] = ""
+    time_ps: int
+    qpn: int
+
+    def detail(self) -> dict[str, object]:
+        """The fields after ``time_ps`` and ``qpn``, by name, for an event log row. A field
+        whose default is None (an optional extra) is left out while it is None."""
+        out: dict[str, object] = {}
+        for f in fields(self)[2:]:
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            out[f.name] = value
+        return out
+
+
+@dataclass(slots=True)
+class MessageCompleted(TransportEvent):
+    """A WRITE was placed whole at the receiver. ``posted_ps``: MRC, the earliest send time
+    of its packets (the receiver cannot know the post time); ``src``, ``src_qpn``, ``imm``:
+    MRC's receiver says who sent it and its immediate; ``data``: the payload, when real
+    bytes were carried."""
+
+    kind: ClassVar[str] = EVENT_MESSAGE_COMPLETED
+    msg_id: int
+    bytes: int
+    checksum: int
+    posted_ps: int
+    src: int | None = None
+    src_qpn: int | None = None
+    imm: int | None = None
+    data: builtins.bytes | None = None  # (``bytes`` is a field's name here)
+
+
+@dataclass(slots=True)
+class StripedMessageCompleted(MessageCompleted):
+    """A striped RC connection's message, every chunk placed (``chunks``: (qpn, offset,
+    length) in offset order) and its checksum checked against ``expected_checksum``
+    (``ok``; a driver may narrow ``ok`` further, e.g. to messages it posted)."""
+
+    chunks: list[tuple[int, int, int]] | None = None
+    expected_checksum: int | None = None
+    ok: bool = False
+
+
+@dataclass(slots=True)
+class SendCompleted(TransportEvent):
+    """Requester side: every byte of a WRITE was acknowledged (the receiver raises
+    :class:`MessageCompleted`). ``dst``: MRC's peer; ``ok``: a striped connection's verdict."""
+
+    kind: ClassVar[str] = EVENT_SEND_COMPLETED
+    msg_id: int
+    bytes: int
+    posted_ps: int
+    dst: int | None = None
+    ok: bool | None = None
+
+
+@dataclass(slots=True)
+class EvStateChanged(TransportEvent):
+    """The EV event record of ``mrc_ctl.h`` (the EV, its port 1-based, the new state) plus
+    its plane and T1, the old state and why; drop counts belong to an event CQ that
+    overflows (:mod:`mrc.verbs`)."""
+
+    kind: ClassVar[str] = EVENT_EV_STATE
+    ev: int
+    port: int
+    plane: int
+    t1: int | None
+    old: EvState
+    new: EvState
+    reason: str
+
+
+@dataclass(slots=True)
+class QpError(TransportEvent):
+    """The QP moved to the error state (``reason``); RC adds the PSN it gave up on and the
+    time of its last progress."""
+
+    kind: ClassVar[str] = EVENT_QP_ERROR
+    reason: str
+    psn: int | None = None
+    last_progress_ps: int | None = None
+
+
+@dataclass(slots=True)
+class Retry(TransportEvent):
+    """RC: the local ACK timeout fired (``retry``: the count) and the requester goes back to
+    ``psn``."""
+
+    kind: ClassVar[str] = EVENT_RETRY
+    retry: int
+    psn: int
+    timeout_ps: int
+
+
+@dataclass(slots=True)
+class Reroute(TransportEvent):
+    """RC dynamic routing: the QP's path on ``plane`` moved to another T1 (and address)."""
+
+    kind: ClassVar[str] = EVENT_REROUTE
+    plane: int
+    old_t1: int | None
+    new_t1: int | None
+    old_da: int
+    new_da: int
+
+
+@dataclass(slots=True)
+class ConnectionFailed(TransportEvent):
+    """A striped RC connection failed because one of its QPs errored (``failed_qpn``; the
+    messages it lost, and the other QPs the abort stopped). Kept apart from
+    :class:`QpError` so that a driver logging both QP and connection events does not count
+    one QP error twice."""
+
+    kind: ClassVar[str] = EVENT_CONNECTION_FAILED
+    reason: str
+    failed_qpn: int
+    failed_messages: list[int]
+    aborted_qpns: list[int]
 
 
 class PathChoice(NamedTuple):

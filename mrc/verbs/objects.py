@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from mrc.ev.profile import EvProfile
 from mrc.transport.base import (
-    EVENT_EV_STATE,
-    EVENT_MESSAGE_COMPLETED,
-    EVENT_QP_ERROR,
-    EVENT_SEND_COMPLETED,
+    EvState,
+    EvStateChanged,
+    MessageCompleted,
     PathChoice,
+    QpError,
+    SendCompleted,
     TransportEvent,
 )
 from mrc.transport.mrc import MrcQueuePair
@@ -239,7 +240,7 @@ class QueuePair:
         self._recvs.append(wr)
 
     # ------------------------------------------------------------------ EV plumbing
-    def transport_ev_states(self) -> dict[int, str]:
+    def transport_ev_states(self) -> dict[int, EvState]:
         return {} if self.transport is None else self.transport.ev_states()
 
     def set_ev_state(self, match: Any, state: str) -> int:
@@ -255,17 +256,14 @@ class QueuePair:
     # ------------------------------------------------------------------ driver events
     def on_event(self, event: TransportEvent, qp: Any) -> None:
         """An event of the transport QP (the fabric's NIC hands them over)."""
-        kind = event.kind
-        d = event.detail
-        if kind == EVENT_SEND_COMPLETED:
-            posted = self._sends.pop(int(d["msg_id"]), None)  # type: ignore[call-overload]
+        if isinstance(event, SendCompleted):
+            posted = self._sends.pop(event.msg_id, None)
             if posted is not None and (self.sq_sig_all or posted.wr.signaled):
                 self.send_cq.push(WorkCompletion(
                     posted.wr.wr_id, WC_SUCCESS, posted.wr.opcode, posted.length, self.qp_num,
                     event.time_ps, latency_ps=event.time_ps - posted.posted_ps))
-        elif kind == EVENT_MESSAGE_COMPLETED:
-            imm = d.get("imm")
-            if imm is None:
+        elif isinstance(event, MessageCompleted):
+            if event.imm is None:
                 return  # a plain WRITE completes nothing at the responder
             if not self._recvs:
                 self._error(event.time_ps, "a WRITE with immediate arrived with no receive "
@@ -273,14 +271,14 @@ class QueuePair:
                 return
             wr = self._recvs.popleft()
             self.recv_cq.push(WorkCompletion(wr.wr_id, WC_SUCCESS, WC_RECV_RDMA_WITH_IMM,
-                                             int(d["bytes"]), self.qp_num,  # type: ignore[call-overload]
-                                             event.time_ps, imm_data=int(imm)))  # type: ignore[call-overload]
-        elif kind == EVENT_EV_STATE:
+                                             event.bytes, self.qp_num, event.time_ps,
+                                             imm_data=event.imm))
+        elif isinstance(event, EvStateChanged):
             self.fabric.controller(self.host).ev_event(
-                int(self.attrs["ev_profile_id"]), self.qp_num, event.time_ps,
-                int(d["ev"]), int(d["port"]), str(d["new"]))  # type: ignore[call-overload]
-        elif kind == EVENT_QP_ERROR:
-            self._error(event.time_ps, str(d.get("reason")))
+                int(self.attrs["ev_profile_id"]), self.qp_num, event.time_ps, event.ev,
+                event.port, event.new)
+        elif isinstance(event, QpError):
+            self._error(event.time_ps, event.reason)
 
     # ------------------------------------------------------------------ internals
     def _profile(self) -> EvProfile:

@@ -12,16 +12,19 @@ The QP is split into rooms, one concept each, owned and wired by :class:`MrcQueu
 ``qp``        ``MrcQueuePair``: the contract, its identity and outputs; binds the rooms
 ``sender``    segmentation at the MTU, EV choice (round robin or REPS), DATA packets
 ``receiver``  placement, cumulative ACK + SACK, coalescing, trim NACKs, probe replies
+``spray``     the EV choice (round robin or REPS, steered by delay): choose, feedback
 ``recovery``  ACK processing, loss evidence (same-EV FIFO, overdue on other EVs), trims,
-              RTO, retransmission, the QP's timers, the watchdog and the QP error
+              RTO, retransmission, the QP's timer table
+``watchdog``  the retry rule on the local ACK timeout, and the QP error
 ``reorder``   the reorder window an overdue scope learns from the delays it sees
 ``paths``     the EV set: GOOD / ASSUMED_BAD / DENIED, port down, probes, reintegration
 ``cc``        congestion control (NSCC-like, or a fixed window)
-``records``   the EV, message and segment records the rooms share
+``records``   the EV, message and segment records the rooms share, the segment states
+``evmap``     EV values -> three integers (plane, place, reply path), for per-ACK lookups
 ``config``    ``MrcConfig`` (every knob), ``MrcStats`` (every counter)
 ============  ==============================================================================
 
-One WRITE, end to end: ``post_write`` queues it (sender) and arms the watchdog (recovery).
+One WRITE, end to end: ``post_write`` queues it (sender) and arms the watchdog.
 When a NIC port of plane *p* is idle the driver calls ``poll(now, p)``: the sender cuts the
 next MTU-sized segment, picks a GOOD EV of *p* and returns the DATA packet, recording the
 transmission on the EV's FIFO and in recovery's send-order queues. At the peer,

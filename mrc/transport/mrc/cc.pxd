@@ -5,6 +5,8 @@ cdef class CongestionControl:
     cdef public long long window
 
     cpdef on_ack(self, long long now, long long acked_bytes, rtt_ps, bint ecn, long long ev)
+    cpdef on_marked_ack(self, long long now, long long acked_bytes, rtt_ps, long long ev,
+                        long long slow_ps)
     cpdef on_trim(self, long long now, long long ev)
     cpdef on_loss(self, long long now, long long ev)
 

@@ -41,56 +41,35 @@ touch the window (``loss_md_factor``).
 The decrease is sized by the *smoothed* queueing delay, as UEC's reference code sizes it
 (htsim ``uec.cpp``: ``multiplicative_decrease`` reads ``avg_delay``, an EWMA of every ACK's
 delay with gain ``delay_alpha`` = 0.0125, and decreases only while it is above the target):
-``window x max(max_md_jump, 1 - gamma (avg - target)/avg)``. Why it matters: on a sprayed
-QP one marked ACK's delay is one path's, and the paths of a QP differ by tens of
-microseconds when some are slow; sizing the cut by that one sample halves the window of
-whichever flow happened to draw a long path's mark, and many flows cut at once leave the
-fast links idle (measured on ``degraded-t1s`` with four slow T1s of eight: a fully loaded
-T0's fast uplinks fell to 65-75% of their rate for 20-30 us after each round of cuts, and
-its flows finished 1.16-1.20x over the ideal; sized by the EWMA, 1.14x on three
-permutations of four, 1.17x on htsim's). A trim counts as a delay sample of one unloaded
-RTT, as the reference code's NACK does. One departure: the reference code feeds an
-*unmarked* ACK whose delay is above the target into the average as a quarter of the base
-RTT instead of its delay; under a fabric that marks above the target delay (a step at
-``ecn_threshold_bytes``: 128 KB is 10.5 us at 100 Gb/s, the target 7 us on that fabric)
-most ACKs of a loaded fabric are such, the average never reaches the target, no decrease
-happens, and the queues grow until sprayed packets look lost (four slow T1s: 1.30x,
-1,470 retransmissions). Here every ACK's delay counts.
+``window x max(max_md_jump, 1 - gamma (avg - target)/avg)``. Why: on a sprayed QP one
+marked ACK's delay is one path's, and the paths of a QP differ by tens of microseconds when
+some are slow; sizing the cut by that one sample halves the window of whichever flow drew a
+slow path's mark, and many flows cut at once leave the fast links idle. A trim counts as a
+delay sample of one unloaded RTT, as the reference code's NACK does. One departure: the
+reference code feeds an *unmarked* ACK whose delay is above the target into the average as
+a quarter of the base RTT instead of its delay; under a fabric that marks above the target
+delay most ACKs of a loaded fabric are such, the average never reaches the target, no
+decrease happens, and the queues grow until sprayed packets look lost. Here every ACK's
+delay counts.
 
 Once per window of data, not once per time: a decrease (or a quick adapt) answers the
 window that was in flight, so a mark echoed on a packet sent *before* the last decrease is
 old news and cuts nothing, however late it comes back; and a quick-adapt interval counts only
 ACKs of packets sent after it (the first such ACK opens the interval). That is TCP's rule for
 ECN (RFC 3168 section 6.1.2: react at most once per window of data); the reference code holds
-the decrease for one base RTT after the last one (``_last_dec_time``), and this profile held
-it for the latest RTT sample. Why it matters: with a queue of several base RTTs (an 8-to-1
-incast's start-up: RTTs of 40-58 us against a base RTT of 7.8 us), a time hold expires while
-marks from before the cut are still coming back, and they cut again; and the cut itself
-makes the sender pause until half the window is acknowledged, which shows an RTT later as a
-gap in its ACKs: an interval spanning it "delivers" a few KB, and quick adapt took the window
-to 4-40 KB (the flow that drew it fell behind and finished alone, its window too small to fill
-the receiver). Measured (``benchmarks/acceptance_transport.py`` item 5, idle time of the
-receiver's downlinks): the idle time while every sender still had data fell from ~11 to
-~0.5 port-microseconds per run; on ``degraded-t1s`` with four slow T1s of eight (htsim's
-matrix) the slowest flow went from 1.172 to 1.128x the ideal.
+the decrease for one base RTT after the last one (``_last_dec_time``). Why: with a queue of
+several base RTTs (an incast's start-up), a time hold expires while marks from before the
+cut are still coming back, and they cut again; and the cut itself makes the sender pause,
+which shows an RTT later as a gap in its ACKs that a quick-adapt interval spanning it would
+take for the path's capacity.
 
-Regrowth after a drain is not what the incast's tail lacks (measured; nothing changed for
-it). When a competing flow finishes and the queue empties, the reference code's increase is
-window-independent until delay stays below 1 us for a whole window: ``alpha`` x acked x
-(target - delay) divided by the window at each adjustment, i.e. 4 x MTU x a x target/12 us per
-RTT (42 KB on lab-8plane), plus ``eta`` once per base RTT; only then ``fi_scale`` x acked per
-ACK (replacing the proportional term). This profile's proportional term is ``pi_gain`` x acked
-(the window doubles per RTT at zero delay), ``eta`` comes at every adjustment below target, and
-the fast increase is added on top: at least the reference's growth in every quadrant. On the
-8-to-1 incast (``benchmarks/acceptance_transport.py`` item 5, seeds 1-16; per-seed sd 0.5
-points) the receiver's share barely follows the regrowth speed: ``pi_gain`` 0.5 / 1 / 2 / 8
-gave 93.32 / 93.40 / 93.54 / 93.10% (mean), the reference's eta schedule 93.29%; faster growth
-makes the flows drift apart earlier (``pi_gain`` 8, seeds 1-4: the first sender finishes
-at 258-324 us instead of 323-338 us), which the tail then pays for. The last flow lags because
-of decreases earlier in the run (at seed 1: a quick adapt armed in the start-up, by trims
-before 30 us and long delays until 116 us, fired at 293 us, 245 -> 115 KB, because intervals
-reopened after each decrease seldom complete); clearing such stale arming (at each decrease,
-or when an interval opens) measured 93.27-93.32% (seed 1: 92.70%), so it is not done.
+The increase is at least the reference's in every quadrant: the proportional term is
+``pi_gain`` x acked (the window doubles per RTT at zero delay), ``eta`` comes at every
+adjustment below target, and the fast increase (``fi_scale`` x acked while the delay stays
+near zero) is added on top.
+
+The measurements behind these choices, and what was tried and not kept:
+``docs/transport-notes.md`` (congestion control).
 
 Rate hints: the NCCL plugin passes ``NCCL_MRC_CC_INIT_RATE`` / ``MIN_RATE`` / ``MAX_RATE``
 in the QP hint (vendor data; the unit is not published, read here as Mb/s). A window
@@ -245,6 +224,21 @@ class CongestionControl:
     def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
                ev: int) -> None:
         pass
+
+    def on_marked_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ev: int,
+                      slow_ps: int) -> None:
+        """An ACK that echoes a CE mark; ``slow_ps``: a round trip above this is slow for
+        this QP (its spray's judgement, :meth:`.spray.Spray.slow_after`).
+
+        NSCC's "ECN with low delay" quadrant (switch paths, do not slow down), with "low"
+        judged against the QP's own paths rather than the marked packet's delay (a slow
+        path's packet always carries a high delay): a mark that came back slow is its
+        path's news, which the spray answers by not recycling that EV, so the window sees
+        the ACK unmarked, with the QP's usual delay. Any other mark is the window's."""
+        if rtt_ps is not None and rtt_ps > slow_ps:
+            self.on_ack(now, acked_bytes, slow_ps, False, ev)
+        else:
+            self.on_ack(now, acked_bytes, rtt_ps, True, ev)
 
     def on_trim(self, now: int, ev: int) -> None:
         pass

@@ -21,7 +21,7 @@ cdef class PathManager:
     cdef public object progress, evict
     cdef public long long good_count, bad_count, min_active
 
-    cpdef set_state(self, long long now, Ev e, str new, str reason)
+    cpdef set_state(self, long long now, Ev e, new, str reason)
     cpdef bint mark_bad(self, long long now, Ev e, str reason) except? False
     @cython.locals(e=Ev, epoch=cython.longlong)
     cpdef next_probe(self)

@@ -20,7 +20,8 @@ The floor (``ev_min_active``)
     (``bad_refused_min_active``). An operator's DENIED is not subject to the floor.
 
 Each state change bumps the EV's ``epoch``, so probe timers queued under an older state
-die when they come up, and raises an ``EVENT_EV_STATE`` for the driver.
+die when they come up, and raises an :class:`~mrc.transport.base.EvStateChanged` for the
+driver.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from mrc.packet import PROBE, PSN_MASK, Packet, psn_diff
-from mrc.transport.base import ASSUMED_BAD, DENIED, EVENT_EV_STATE, GOOD, PathChoice, TransportEvent
+from mrc.transport.base import ASSUMED_BAD, DENIED, GOOD, EvState, EvStateChanged, PathChoice
 from mrc.transport.mrc.config import QpCore
 from mrc.transport.mrc.evmap import EvMap
 from mrc.transport.mrc.records import Ev
@@ -84,7 +85,7 @@ class PathManager:
     def choices(self) -> list[PathChoice]:
         return [e.choice for e in self.evs]
 
-    def ev_states(self) -> dict[int, str]:
+    def ev_states(self) -> dict[int, EvState]:
         return {e.ev: e.state for e in self.evs}
 
     def ev_stats(self) -> list[dict[str, Any]]:
@@ -141,7 +142,7 @@ class PathManager:
         return out
 
     # ------------------------------------------------------------------ states
-    def set_state(self, now: int, e: Ev, new: str, reason: str) -> None:
+    def set_state(self, now: int, e: Ev, new: EvState, reason: str) -> None:
         old = e.state
         if old == GOOD:
             self.good_count -= 1
@@ -162,11 +163,8 @@ class PathManager:
             e.strikes = 0  # a fresh start: old strikes say nothing about the path now
             if old == ASSUMED_BAD:
                 self.stats.reintegrated += 1
-        # the EV event record of mrc_ctl.h (ev, port 1-based, new state) plus the old state
-        # and why; drop counts belong to an event CQ that overflows (mrc.verbs)
-        self.events.append(TransportEvent(now, EVENT_EV_STATE, self.qp.qpn, {
-            "ev": e.ev, "port": plane + 1, "plane": plane, "t1": e.t1, "old": old, "new": new,
-            "reason": reason}))
+        self.events.append(EvStateChanged(now, self.qp.qpn, e.ev, plane + 1, plane, e.t1, old,
+                                          new, reason))
 
     def mark_bad(self, now: int, e: Ev, reason: str) -> bool:
         """ASSUMED_BAD and probed, unless the ``ev_min_active`` floor keeps a GOOD EV GOOD;

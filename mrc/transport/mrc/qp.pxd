@@ -7,6 +7,7 @@ from mrc.transport.mrc.paths cimport PathManager
 from mrc.transport.mrc.receiver cimport Receiver
 from mrc.transport.mrc.recovery cimport Recovery
 from mrc.transport.mrc.sender cimport Sender
+from mrc.transport.mrc.watchdog cimport Watchdog
 from mrc.transport.qp_base cimport QpBase
 
 # constants: typed copies of imported names
@@ -19,6 +20,7 @@ cdef class MrcQueuePair(QpBase):
     cdef public Receiver _receiver
     cdef public Recovery _recovery
     cdef public list control
+    cdef public Watchdog _watchdog
     cdef public PathManager _path_manager
     cdef public long long host, peer, peer_qpn, mtu
     cdef public object config, key_seed

@@ -3,8 +3,8 @@
 
 ``MrcQueuePair`` owns one of each room and wires them together: the path manager
 (:mod:`.paths`), the sender (:mod:`.sender`), the receiver (:mod:`.receiver`), loss recovery
-(:mod:`.recovery`) and the congestion control (:mod:`.cc`). It keeps the QP's identity and
-outputs (``events``, the control packets, ``bytes_placed``, ``failed``), which the rooms
+(:mod:`.recovery`), the watchdog (:mod:`.watchdog`) and the congestion control
+(:mod:`.cc`). It keeps the QP's identity and outputs (``events``, the control packets, ``bytes_placed``, ``failed``), which the rooms
 reach through it (:class:`.config.QpCore`); everything else lives in the room it belongs to,
 and rooms hold direct references to the state they share (the segments, the EV table).
 
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mrc.packet import ACK, DATA, NACK, PROBE, PROBE_REPLY, Packet
-from mrc.transport.base import PathChoice, TransportEvent
+from mrc.transport.base import EvState, PathChoice, TransportEvent
 from mrc.transport.memory import expected_checksum, message_key, payload_sha256
 from mrc.transport.mrc.cc import CongestionControl, make_cc
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, MrcConfig, MrcStats
@@ -33,6 +33,7 @@ from mrc.transport.mrc.receiver import Receiver
 from mrc.transport.mrc.records import Msg
 from mrc.transport.mrc.recovery import Recovery
 from mrc.transport.mrc.sender import Sender
+from mrc.transport.mrc.watchdog import Watchdog
 from mrc.transport.qp_base import QpBase
 
 
@@ -76,8 +77,9 @@ class MrcQueuePair(QpBase):
         self._sender = sender = Sender(self, paths, self.cc, psn)
         self._receiver = receiver = Receiver(
             self, paths.evs, reply_evs if reply_evs is not None else evs, peer_psn)
-        self._recovery = recovery = Recovery(self, paths, sender, receiver, self.cc)
-        paths.progress = recovery.progress
+        self._watchdog = watchdog = Watchdog(self, paths, sender, receiver)
+        self._recovery = recovery = Recovery(self, paths, sender, receiver, self.cc, watchdog)
+        paths.progress = watchdog.progress
         paths.evict = recovery.evict
 
     # ================================================================== views
@@ -105,13 +107,13 @@ class MrcQueuePair(QpBase):
     def paths(self) -> list[PathChoice]:
         return self._path_manager.choices()
 
-    def ev_state(self, ev: int) -> str:
+    def ev_state(self, ev: int) -> EvState:
         e = self._path_manager.find(ev)
         if e is None:
             raise KeyError(ev)
         return e.state
 
-    def ev_states(self) -> dict[int, str]:
+    def ev_states(self) -> dict[int, EvState]:
         return self._path_manager.ev_states()
 
     def ev_stats(self) -> list[dict[str, Any]]:
@@ -139,7 +141,7 @@ class MrcQueuePair(QpBase):
             self.stats.dropped_after_error += 1
             return
         self._sender.post(Msg(msg_id, length, self.message_key(msg_id), payload, imm, now))
-        self._recovery.arm_watchdog(now)
+        self._watchdog.arm(now)
 
     def poll(self, now: int, plane: int) -> Packet | None:
         return self._sender.poll(now, plane)
@@ -185,11 +187,7 @@ class MrcQueuePair(QpBase):
         if unknown:
             raise ValueError(f"not modifiable on an MRC QP: {sorted(unknown)}")
         cfg = self.config = dataclasses.replace(self.config, **attrs)
-        recovery = self._recovery
-        recovery.config = cfg
-        recovery._timeout = cfg.timeout_ps
-        recovery._linear = cfg.retry_linear_cnt
-        recovery._error_after = cfg.retry_linear_cnt + cfg.retry_exp_cnt
+        self._watchdog.configure(cfg)
         sender = self._sender
         sender._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
         sender._max_wimm = cfg.max_wimm

@@ -35,8 +35,12 @@ cdef class Receiver:
     @cython.locals(stats=MrcStats, nxt=cython.longlong, seq=cython.longlong,
                    rel=cython.longlong, bits=object, small=cython.ulonglong, seen=bint,
                    buf=ReceiveBuffer, placed=cython.longlong,
-                   run=cython.longlong, unrep=list, item=tuple, ecn=bint)
+                   unrep=list, item=tuple, ecn=bint)
     cpdef long long on_data(self, long long now, Packet pkt) except? -1
+    @cython.locals(small=cython.ulonglong, run=cython.longlong)
+    cpdef _arrived(self, long long nxt, long long rel, bits)
+    @cython.locals(msg_id=object)
+    cpdef _complete(self, long long now, ReceiveBuffer buf)
     cpdef ack_timeout(self, long long now)
     @cython.locals(nxt=cython.longlong, items=list, top=cython.longlong, base=cython.longlong,
                    k=Py_ssize_t, first=bint, echo=tuple)

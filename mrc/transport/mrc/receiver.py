@@ -36,7 +36,7 @@ from mrc.packet import (
     psn_diff,
     split_address,
 )
-from mrc.transport.base import EVENT_MESSAGE_COMPLETED, PathChoice, TransportEvent
+from mrc.transport.base import MessageCompleted, PathChoice
 from mrc.transport.memory import ReceiveBuffer
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
 from mrc.transport.mrc.evmap import EvMap
@@ -143,10 +143,28 @@ class Receiver:
             stats.bad_packets += 1  # does not fit its message: never acknowledge it
             return 0
         stats.data_received += 1
+        self._arrived(nxt, rel, bits)
+        if pkt.flags & FLAG_IMM:
+            self._rx_imm[pkt.msg_id] = pkt.imm
+        if buf.placed == buf.length:
+            self._complete(now, buf)
+        unrep = self._unrep
+        item = (seq, pkt.ev, pkt.ts)
+        unrep.append(item)
+        ecn = pkt.ecn == ECN_CE
+        if ecn or pkt.flags & FLAG_ACK_REQ or len(unrep) >= self._ack_every:
+            self._send_acks(now, item, ecn)
+        elif self.ack_due is None:
+            self.ack_due = now + self._ack_delay
+        return placed
+
+    def _arrived(self, nxt: int, rel: int, bits: int) -> None:
+        """Record the arrival of seq ``nxt + rel`` in the bitmap ``bits`` (``_rcv_bits``)
+        and move the cumulative point past the run of arrivals it now heads."""
         if rel < 62 and bits < _SMALL:
             small = bits
             small |= _BIT0 << rel  # (a 64-bit one: a C literal 1 is 32 bits wide)
-            if rel == 0:  # the cumulative point moves past the run of arrivals it heads
+            if rel == 0:
                 run = 0
                 while small & 1:
                     small >>= 1
@@ -160,32 +178,18 @@ class Receiver:
                 bits >>= run
                 self._rcv_next = nxt + run
             self._rcv_bits = bits
-        if pkt.flags & FLAG_IMM:
-            self._rx_imm[pkt.msg_id] = pkt.imm
-        if buf.placed == buf.length:  # complete
-            msg_id = buf.msg_id
-            del self._rx[msg_id]
-            self._cur = None
-            stats.messages_received += 1
-            # posted_ps: the earliest send time among the message's packets (the receiver
-            # cannot know the post time; the sender's driver does)
-            detail: dict[str, object] = {
-                "msg_id": msg_id, "bytes": buf.length, "checksum": buf.checksum(),
-                "posted_ps": buf.first_ts, "src": self.peer,
-                "src_qpn": self.peer_qpn, "imm": self._rx_imm.pop(msg_id, None)}
-            data = buf.data()
-            if data is not None:
-                detail["data"] = data
-            self.events.append(TransportEvent(now, EVENT_MESSAGE_COMPLETED, self.qpn, detail))
-        unrep = self._unrep
-        item = (seq, pkt.ev, pkt.ts)
-        unrep.append(item)
-        ecn = pkt.ecn == ECN_CE
-        if ecn or pkt.flags & FLAG_ACK_REQ or len(unrep) >= self._ack_every:
-            self._send_acks(now, item, ecn)
-        elif self.ack_due is None:
-            self.ack_due = now + self._ack_delay
-        return placed
+
+    def _complete(self, now: int, buf: ReceiveBuffer) -> None:
+        """Every byte of ``buf``'s message is placed: the completion goes to the driver.
+        Its ``posted_ps`` is the earliest send time among the message's packets (the
+        receiver cannot know the post time; the sender's driver does)."""
+        msg_id = buf.msg_id
+        del self._rx[msg_id]
+        self._cur = None
+        self.stats.messages_received += 1
+        self.events.append(MessageCompleted(
+            now, self.qpn, msg_id, buf.length, buf.checksum(), buf.first_ts, self.peer,
+            self.peer_qpn, self._rx_imm.pop(msg_id, None), buf.data()))
 
     def ack_timeout(self, now: int) -> None:
         """The delayed ACK is due: report the tail that waited for it."""

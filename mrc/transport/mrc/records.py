@@ -19,8 +19,10 @@ Why transmissions are records in linked queues
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from mrc.packet import split_address
-from mrc.transport.base import GOOD, PathChoice
+from mrc.transport.base import GOOD, EvState, PathChoice
 
 try:
     import cython
@@ -29,11 +31,24 @@ except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
     from mrc._cython_shim import freelist as trashcan  # (both leave a class as it is)
 
-# sender-side state of one packet (a segment)
-INFLIGHT = 0  # sent, counted in flight
-SUSPECT = 1  # a later packet on its EV was acked; waiting loss_grace_ps for a NACK
-LOST = 2  # waiting for retransmission
-ACKED = 3
+
+class SegState(IntEnum):
+    """The sender-side state of one packet (a :class:`Seg`). An ``IntEnum``: compiled, a
+    segment keeps its state in a C integer. A packet is *live* (counted in the pipe, its
+    latest transmission may still arrive) while INFLIGHT or SUSPECT; the rooms test for
+    those two by name, never by the members' order."""
+
+    INFLIGHT = 0  # sent, counted in flight
+    SUSPECT = 1  # evidence says lost; waiting ``loss_grace_ps`` for a trim NACK
+    LOST = 2  # waiting for retransmission
+    ACKED = 3
+
+
+# the members as module names: compiled, the rooms keep typed C copies of them
+INFLIGHT = SegState.INFLIGHT
+SUSPECT = SegState.SUSPECT
+LOST = SegState.LOST
+ACKED = SegState.ACKED
 
 
 class Msg:
@@ -228,7 +243,7 @@ class Ev(TxQueue):
         self.t1 = choice.t1
         self.address = choice.address
         self.addr_hi, self.addr_lo = split_address(choice.address)  # as packets carry it
-        self.state = GOOD
+        self.state: EvState = GOOD
         self.usable = True
         self.epoch = 0  # bumped on every state change: stale probe timers die
         self.probe_seq = 0

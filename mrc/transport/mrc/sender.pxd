@@ -1,7 +1,7 @@
 # C layout of sender.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
 from mrc.transport.mrc.cc cimport CongestionControl
-from mrc.packet cimport Packet, make_packet
+from mrc.packet cimport Packet, make_packet, psn_diff
 from mrc.transport.mrc.config cimport MrcStats
 from mrc.transport.memory cimport segment_digest
 from mrc.transport.mrc.records cimport Ev, Msg, Seg, Tx, TxQueue, new_seg, new_tx
@@ -9,7 +9,7 @@ from mrc.transport.mrc.spray cimport Spray
 
 # constants: typed copies of imported names
 cdef long long DATA, DATA_HEADER_BYTES, FLAG_ACK_REQ, FLAG_IMM, FLAG_LAST, FLAG_RETX
-cdef long long IMMDT_BYTES, PSN_MASK, INFLIGHT, LOST
+cdef long long IMMDT_BYTES, PSN_MASK, SACK_BITS, INFLIGHT, LOST
 
 cdef class Sender:
     # In the order of the C struct: what every packet sent or acknowledged reads first, so a
@@ -30,6 +30,7 @@ cdef class Sender:
     cdef public long long _mpr_psns, unsent
     cdef public list outstanding
     cdef public long long snd_nxt, una, outstanding_count
+    cdef public object _sacked
     cdef public Spray spray
     cdef public object events
     cdef public long long qpn
@@ -44,6 +45,9 @@ cdef class Sender:
                    unsent=cython.longlong, seg=Seg, msg=Msg, offset=cython.longlong,
                    length=cython.longlong, seq=cython.longlong, ring=list)
     cpdef poll(self, long long now, long long plane)
+    @cython.locals(una=cython.longlong, nxt=cython.longlong, out=list, mask=cython.longlong,
+                   newly=list, seg=Seg, seq=cython.longlong, rel=cython.longlong, span=object)
+    cpdef list take_acked(self, long long cum, sack, long long sack_base)
     @cython.locals(ring=list, mask=cython.longlong, seg=Seg)
     cpdef _grow_outstanding(self)
     @cython.locals(e=Ev, tx=cython.longlong, t=Tx, q=TxQueue, length=cython.longlong,

@@ -30,10 +30,12 @@ from mrc.packet import (
     FLAG_RETX,
     IMMDT_BYTES,
     PSN_MASK,
+    SACK_BITS,
     Packet,
     make_packet,
+    psn_diff,
 )
-from mrc.transport.base import EVENT_SEND_COMPLETED, TransportEvent
+from mrc.transport.base import SendCompleted
 from mrc.transport.memory import segment_digest
 from mrc.transport.mrc.cc import CongestionControl
 from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
@@ -61,8 +63,8 @@ class Sender:
                  "_ack_req_on_last", "_completions", "_overdue",
                  "good", "spray", "queue", "cur", "snd_nxt",
                  "outstanding", "outstanding_count", "retx", "sendable", "_tx", "pipe",
-                 "sent", "sent_on_plane", "sent_on_qp", "una", "_mpr_psns", "_max_wimm",
-                 "wimm_out", "held", "unsent")
+                 "sent", "sent_on_plane", "sent_on_qp", "una", "_sacked", "_mpr_psns",
+                 "_max_wimm", "wimm_out", "held", "unsent")
 
     def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
         cfg = qp.config
@@ -109,14 +111,16 @@ class Sender:
         self.sent = TxQueue(LINK_SENT)
         self.sent_on_plane: list[TxQueue] = [TxQueue(LINK_PLANE) for _ in range(planes)]
         self.sent_on_qp = TxQueue(LINK_QP)
-        #: the oldest unacknowledged sequence number (recovery moves it)
+        #: the oldest unacknowledged sequence number, and bit i: seq ``una + i`` is known
+        #: acknowledged (an ACK's ``take_acked`` moves both)
         self.una = 0
+        self._sacked = 0
         self._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
         self._max_wimm = cfg.max_wimm
         self.wimm_out = 0  # WRITEs with immediate posted and not yet completed
         self.held: deque[Msg] = deque()  # posts waiting for a WRITE-with-immediate slot
         #: bytes posted and not yet segmented: under one window, the QP is in its last
-        #: window and skips late planes (:meth:`.spray.Spray.late_plane`)
+        #: window and skips the planes the spray declines (:meth:`.spray.Spray.declines`)
         self.unsent = 0
 
     def post(self, msg: Msg) -> None:
@@ -154,8 +158,7 @@ class Sender:
         if pipe and pipe >= window:
             return None
         unsent = self.unsent
-        if unsent < window and self.spray.tail and self.spray.late_plane(
-                now, plane, unsent, window, self.good):
+        if unsent < window and self.spray.declines(now, plane, unsent, window):
             return None  # the last window goes on the QP's faster planes
         retx = self.retx
         while retx:
@@ -194,6 +197,45 @@ class Sender:
         self.outstanding_count += 1
         return self._transmit(now, seg, plane, good, False)
 
+    def take_acked(self, cum: int, sack: int, sack_base: int) -> list[Seg]:
+        """The segments an ACK newly acknowledges, taken out of ``outstanding``: every seq
+        below ``cum`` (its cumulative point, not beyond ``snd_nxt``), and the new bits of its
+        SACK window (``sack`` from PSN ``sack_base``); ``una`` moves to ``cum``."""
+        una = self.una
+        nxt = self.snd_nxt
+        out = self.outstanding
+        mask = len(out) - 1
+        newly: list[Seg] = []
+        if cum > una:
+            for seq in range(una, cum):
+                seg = out[seq & mask]
+                if seg is not None:
+                    out[seq & mask] = None
+                    self.outstanding_count -= 1
+                    newly.append(seg)
+            self._sacked >>= cum - una
+            una = self.una = cum
+        if sack and nxt > una:
+            rel = psn_diff(sack_base, (self.psn0 + una) & PSN_MASK)
+            if -SACK_BITS < rel < nxt - una:
+                window = sack << rel if rel >= 0 else sack >> -rel
+                span = nxt - una  # a Python int (compiled too): the mask may exceed 64 bits
+                new = window & ~self._sacked & ((1 << span) - 1)
+            else:
+                new = 0  # entirely acknowledged already, or bogus
+            if new:
+                self._sacked |= new
+                while new:
+                    low = new & -new
+                    new ^= low
+                    seq = una + low.bit_length() - 1
+                    seg = out[seq & mask]
+                    if seg is not None:
+                        out[seq & mask] = None
+                        self.outstanding_count -= 1
+                        newly.append(seg)
+        return newly
+
     def _grow_outstanding(self) -> None:
         """Double the ring of outstanding segments (each moves to its slot in the new one):
         the numbers in flight, ``una`` to ``snd_nxt``, are about to fill it."""
@@ -205,7 +247,7 @@ class Sender:
         self.outstanding = ring
 
     def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
-        e = self.spray.pick(plane, good, seg.ev if retx else None)
+        e = self.spray.choose(plane, good, seg.ev if retx else None)
         self._tx += 1
         tx = self._tx
         seg.ev = e
@@ -264,6 +306,5 @@ class Sender:
             while held and (held[0].imm is None or self.wimm_out < self._max_wimm):
                 self._admit(held.popleft())
         if self._completions:
-            self.events.append(TransportEvent(now, EVENT_SEND_COMPLETED, self.qpn, {
-                "msg_id": msg.msg_id, "bytes": msg.length, "posted_ps": msg.posted_ps,
-                "dst": self.peer}))
+            self.events.append(SendCompleted(now, self.qpn, msg.msg_id, msg.length,
+                                             msg.posted_ps, self.peer))

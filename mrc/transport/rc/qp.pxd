@@ -19,4 +19,4 @@ cdef class RcQp(QpBase):
     cpdef handle_timer(self, long long now)
     cpdef list take_control(self)
     cpdef next_timer(self)
-    cpdef _emit(self, long long now, str kind, dict detail)
+    cpdef _emit(self, event)

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 
 from mrc.packet import ACK, CNP, DATA, FLAG_SEQ_ERR, NACK, Packet
-from mrc.transport.base import EVENT_QP_ERROR, TransportEvent
+from mrc.transport.base import QpError, TransportEvent
 from mrc.transport.qp_base import QpBase
 from mrc.transport.rc.config import RcConfig, RcStats
 from mrc.transport.rc.requester import RcRequester
@@ -177,15 +177,14 @@ class RcQp(QpBase):
         return len(self.requester.msgs)
 
     # ================================================================ for the halves
-    def _error(self, now: int, reason: str, **detail: object) -> None:
+    def _error(self, now: int, reason: str, psn: int, last_progress_ps: int) -> None:
         self.failed = True
         self.error_reason = reason
         self.error_time_ps = now
         self._ctrl = []
-        self._emit(now, EVENT_QP_ERROR, {"reason": reason, **detail})
+        self._emit(QpError(now, self.qpn, reason, psn, last_progress_ps))
 
-    def _emit(self, now: int, kind: str, detail: dict[str, object]) -> None:
-        event = TransportEvent(now, kind, self.qpn, detail)
+    def _emit(self, event: TransportEvent) -> None:
         self.events.append(event)
         if self.listener is not None:
             self.listener(event)

@@ -31,7 +31,7 @@
   source routing, the post's fabric, never moves a path, so RC stays on a broken one. With a
   dynamic routing protocol the network would re-hash a flow whose T1 died; the QP models
   that by moving to the next T1 of its candidate list after that long without progress (an
-  ``EVENT_REROUTE``). It still never sees fabric state: the candidates are given at
+  a ``Reroute`` event). It still never sees fabric state: the candidates are given at
   construction and the order is fixed, and recovery still waits for the next retry.
 
 Sequence numbers [una, max_sent) are outstanding and nxt is the next to send; all are
@@ -57,7 +57,7 @@ from mrc.packet import (
     Packet,
     psn_diff,
 )
-from mrc.transport.base import EVENT_REROUTE, EVENT_RETRY, EVENT_SEND_COMPLETED
+from mrc.transport.base import Reroute, Retry, SendCompleted
 from mrc.transport.memory import message_key, segment_digest
 from mrc.transport.rc.dcqcn import DcqcnRp
 
@@ -261,8 +261,7 @@ class RcRequester:
             m = msgs.popleft()
             popped += 1
             self._msg_ids.discard(m.msg_id)
-            self.qp._emit(now, EVENT_SEND_COMPLETED, {"msg_id": m.msg_id, "bytes": m.length,
-                                                      "posted_ps": m.posted_ps})
+            self.qp._emit(SendCompleted(now, self.qpn, m.msg_id, m.length, m.posted_ps))
         if popped:
             self._cur = max(0, self._cur - popped)
 
@@ -331,8 +330,7 @@ class RcRequester:
                 psn=una_psn, last_progress_ps=self.anchor)
             return
         self.stats.retries += 1
-        self.qp._emit(now, EVENT_RETRY, {"retry": self._retries, "psn": una_psn,
-                                         "timeout_ps": t})
+        self.qp._emit(Retry(now, self.qpn, self._retries, una_psn, t))
         self._rewind(self.una)
 
     def next_timer(self) -> int | None:
@@ -367,6 +365,4 @@ class RcRequester:
         self.ev = make_ev(self.plane, new_t1)
         self._reroute_anchor = now
         self.stats.reroutes += 1
-        self.qp._emit(now, EVENT_REROUTE, {"plane": self.plane, "old_t1": old_t1,
-                                           "new_t1": new_t1, "old_da": old_da,
-                                           "new_da": self.addr})
+        self.qp._emit(Reroute(now, self.qpn, self.plane, old_t1, new_t1, old_da, self.addr))

@@ -38,7 +38,7 @@ from mrc.packet import (
     Packet,
     psn_diff,
 )
-from mrc.transport.base import EVENT_MESSAGE_COMPLETED
+from mrc.transport.base import MessageCompleted
 from mrc.transport.memory import ReceiveBuffer
 
 if TYPE_CHECKING:
@@ -116,13 +116,8 @@ class RcResponder:
             self._unacked += 1
             if rx.placed == rx.length:  # complete
                 self._rx = None
-                detail: dict[str, object] = {"msg_id": rx.msg_id, "bytes": rx.length,
-                                             "checksum": rx.checksum(),
-                                             "posted_ps": self._rx_posted}
-                data = rx.data()
-                if data is not None:
-                    detail["data"] = data
-                qp._emit(now, EVENT_MESSAGE_COMPLETED, detail)
+                qp._emit(MessageCompleted(now, self.qpn, rx.msg_id, rx.length, rx.checksum(),
+                                          self._rx_posted, data=rx.data()))
             cnp = False
             if pkt.ecn == ECN_CE and self._np_ps is None:
                 stats.ce_received += 1

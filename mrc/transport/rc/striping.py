@@ -3,8 +3,8 @@
 * ``stripe``: NCCL spreads a transfer over all of a NIC's ports; each QP gets one contiguous
   chunk, chunk sizes as equal as possible, each chunk one RDMA WRITE.
 * ``StripedConnection``: the QPs of one direction of a host pair. A message is placed only
-  when every chunk is placed, and verified (EVENT_MESSAGE_COMPLETED, the receiver's side);
-  it completes at the sender when every chunk is acknowledged (EVENT_SEND_COMPLETED, the
+  when every chunk is placed, and verified (``StripedMessageCompleted``, the receiver's
+  side); it completes at the sender when every chunk is acknowledged (``SendCompleted``, the
   sender's CQE, which comes after the placement). Any QP error fails the connection and
   every unfinished message, and (``abort_on_error``) stops the other QPs, as NCCL aborts
   the communicator on any QP error. ``post_write(..., qps=...)`` stripes a message over a
@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mrc.transport.base import (
-    EVENT_CONNECTION_FAILED,
-    EVENT_MESSAGE_COMPLETED,
-    EVENT_QP_ERROR,
-    EVENT_SEND_COMPLETED,
+    ConnectionFailed,
+    MessageCompleted,
+    QpError,
+    SendCompleted,
+    StripedMessageCompleted,
     TransportEvent,
 )
 from mrc.transport.memory import expected_checksum, message_key, payload_sha256
@@ -79,10 +80,9 @@ class StripedConnection:
     ``pairs`` are the (requester, responder) ends of its QPs, in striping order; all share
     one ``RcConfig``, and the two directions of a host pair need disjoint QPN ranges (events
     of the connection itself carry ``qpn_base``). Register ``endpoints()`` with the NICs;
-    post with ``post_write``; drain ``events`` for EVENT_MESSAGE_COMPLETED (placed; detail:
-    msg_id, bytes, checksum, expected_checksum, ok, posted_ps, chunks[, data]),
-    EVENT_SEND_COMPLETED (acknowledged; detail: msg_id, bytes, posted_ps, ok) and
-    EVENT_CONNECTION_FAILED. The QPs' own events still go to whoever drains their deques.
+    post with ``post_write``; drain ``events`` for ``StripedMessageCompleted`` (placed and
+    checked), ``SendCompleted`` (acknowledged, with ``ok``) and ``ConnectionFailed``
+    (:mod:`mrc.transport.base`). The QPs' own events still go to whoever drains their deques.
     """
 
     __slots__ = ("src", "dst", "qpn_base", "config", "requesters", "responders", "events",
@@ -174,29 +174,27 @@ class StripedConnection:
 
     # ----------------------------------------------------------------- QP events
     def _on_qp_event(self, event: TransportEvent) -> None:
-        if event.kind == EVENT_MESSAGE_COMPLETED:
+        if isinstance(event, MessageCompleted):
             self._chunk_done(event)
-        elif event.kind == EVENT_SEND_COMPLETED:
+        elif isinstance(event, SendCompleted):
             self._chunk_acked(event)
-        elif event.kind == EVENT_QP_ERROR:
+        elif isinstance(event, QpError):
             self._fail(event)
 
-    def _chunk_acked(self, event: TransportEvent) -> None:
+    def _chunk_acked(self, event: SendCompleted) -> None:
         """A requester's chunk was acknowledged; the last one is the message's CQE."""
-        msg = self._msgs.get(int(event.detail["msg_id"]))  # type: ignore[call-overload]
+        msg = self._msgs.get(event.msg_id)
         if msg is None or self.failed or event.qpn not in msg.chunks:
             return
         msg.unacked -= 1
         if msg.unacked or not msg.placed:
             return
         del self._msgs[msg.msg_id]
-        self.events.append(TransportEvent(event.time_ps, EVENT_SEND_COMPLETED, self.qpn_base, {
-            "msg_id": msg.msg_id, "bytes": msg.length, "posted_ps": msg.posted_ps,
-            "ok": msg.placed}))
+        self.events.append(SendCompleted(event.time_ps, self.qpn_base, msg.msg_id, msg.length,
+                                         msg.posted_ps, ok=msg.placed))
 
-    def _chunk_done(self, event: TransportEvent) -> None:
-        detail = event.detail
-        msg = self._msgs.get(int(detail["msg_id"]))  # type: ignore[call-overload]
+    def _chunk_done(self, event: MessageCompleted) -> None:
+        msg = self._msgs.get(event.msg_id)
         if msg is None or self.failed:
             return
         chunk = msg.chunks.get(event.qpn)
@@ -204,43 +202,37 @@ class StripedConnection:
             raise ValueError(f"QP {event.qpn} completed message {msg.msg_id} twice or "
                              f"without a chunk of it")
         chunk.done = True
-        chunk.checksum = int(detail["checksum"])  # type: ignore[call-overload]
-        chunk.data = detail.get("data")  # type: ignore[assignment]
+        chunk.checksum = event.checksum
+        chunk.data = event.data
         msg.remaining -= 1
         if msg.remaining:
             return
         msg.placed = True
         ordered = sorted(msg.chunks.values(), key=lambda c: c.offset)
-        out: dict[str, object] = {"msg_id": msg.msg_id, "bytes": msg.length,
-                                  "posted_ps": msg.posted_ps,
-                                  "chunks": [(c.qpn, c.offset, c.length) for c in ordered]}
+        data: bytes | None = None
         if msg.real_bytes:
             data = b"".join(c.data or b"" for c in ordered)
             checksum = payload_sha256(data)
-            out["data"] = data
         else:
             checksum = 0
             for c in ordered:
                 checksum = (checksum + c.checksum) & _MASK64
-        out["checksum"] = checksum
-        out["expected_checksum"] = msg.expected
-        out["ok"] = checksum == msg.expected
         self.completed[msg.msg_id] = event.time_ps
-        self.events.append(TransportEvent(event.time_ps, EVENT_MESSAGE_COMPLETED,
-                                          self.qpn_base, out))
+        self.events.append(StripedMessageCompleted(
+            event.time_ps, self.qpn_base, msg.msg_id, msg.length, checksum, msg.posted_ps,
+            data=data, chunks=[(c.qpn, c.offset, c.length) for c in ordered],
+            expected_checksum=msg.expected, ok=checksum == msg.expected))
         if not msg.unacked:  # every chunk was acknowledged already (not in order: a stray)
             del self._msgs[msg.msg_id]
-            self.events.append(TransportEvent(event.time_ps, EVENT_SEND_COMPLETED,
-                                              self.qpn_base, {
-                                                  "msg_id": msg.msg_id, "bytes": msg.length,
-                                                  "posted_ps": msg.posted_ps, "ok": True}))
+            self.events.append(SendCompleted(event.time_ps, self.qpn_base, msg.msg_id,
+                                             msg.length, msg.posted_ps, ok=True))
 
-    def _fail(self, event: TransportEvent) -> None:
+    def _fail(self, event: QpError) -> None:
         if self.failed:
             return
         now = event.time_ps
         self.failed = True
-        reason = f"QP {event.qpn} error: {event.detail.get('reason', 'unknown')}"
+        reason = f"QP {event.qpn} error: {event.reason}"
         self.failure_reason = reason
         failed = sorted(self._msgs)
         self.failed_messages.extend(failed)
@@ -252,6 +244,4 @@ class StripedConnection:
                     qp.abort(now, f"connection aborted after {reason}")
                     if qp.qpn != event.qpn and qp.qpn not in aborted:
                         aborted.append(qp.qpn)
-        self.events.append(TransportEvent(now, EVENT_CONNECTION_FAILED, event.qpn, {
-            "reason": reason, "failed_qpn": event.qpn, "failed_messages": failed,
-            "aborted_qpns": aborted}))
+        self.events.append(ConnectionFailed(now, event.qpn, reason, event.qpn, failed, aborted))
