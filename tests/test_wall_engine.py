@@ -7,10 +7,11 @@ busy the machine is."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mrc.live.clock import Clock
 from mrc.live.wall_engine import WallEngine
@@ -40,6 +41,10 @@ class FakeLoop:
         timer = FakeTimer()
         heapq.heappush(self._timers, (when, next(self._seq), timer, callback))
         return timer
+
+    def as_asyncio(self) -> asyncio.AbstractEventLoop:
+        """What WallEngine.attach takes (it uses ``time`` and ``call_at`` only)."""
+        return cast(asyncio.AbstractEventLoop, self)
 
     def pending(self) -> list[float]:
         return sorted(when for when, _, timer, _ in self._timers if not timer.cancelled)
@@ -79,7 +84,7 @@ def test_run_due_runs_in_order_at_event_time_and_is_not_reentrant() -> None:
     wall.run_due(100)
     assert seen == []  # not attached: nothing runs, the clock stays
     assert wall.sim.now == 0 and loop.pending() == []
-    wall.attach(loop)  # arms a timer for the earliest event, 10 ps in
+    wall.attach(loop.as_asyncio())  # arms a timer for the earliest event, 10 ps in
     assert loop.pending() == [loop.now + 10e-12 * 1000.0]
     wall.run_due(100)
     assert seen == [("early", 10), ("b", 50), ("c", 50)]
@@ -96,6 +101,7 @@ def test_run_due_runs_in_order_at_event_time_and_is_not_reentrant() -> None:
 def test_the_timer_runs_what_is_due_without_anyone_asking() -> None:
     """No host wakes up: the timer armed for the earliest event runs it on the wall clock."""
     after: list[int] = []
+    wall: WallEngine
     wall, loop = engine(10_000.0, seed=2, after_run=lambda: after.append(wall.sim.now))
     fired: list[tuple[int, float]] = []  # (modelled ps, wall seconds from the start)
     start = loop.now
@@ -106,7 +112,7 @@ def test_the_timer_runs_what_is_due_without_anyone_asking() -> None:
     wall.call_at(2_000_000, record)  # 2 us modelled: 20 ms wall
     wall.call_at(1_000_000, record)  # not attached yet: no timer
     assert loop.pending() == []
-    wall.attach(loop)
+    wall.attach(loop.as_asyncio())
     assert loop.pending() == [start + 0.01]  # one timer, for the earliest event
     loop.advance(0.015)
     assert fired == [(1_000_000, 0.01)]  # on time, at its own modelled time
@@ -126,11 +132,12 @@ def test_a_late_timer_runs_everything_due_in_one_batch_and_measures_the_lag() ->
     """A loop busy elsewhere fires the timer late: every event due by then runs, each at its
     own modelled time, and the lateness is what lag() reports."""
     after: list[int] = []
+    wall: WallEngine
     wall, loop = engine(10_000.0, after_run=lambda: after.append(wall.sim.now))
     fired: list[int] = []
     for t in (1_000_000, 2_000_000, 3_000_000):
         wall.call_at(t, lambda _: fired.append(wall.sim.now))
-    wall.attach(loop)
+    wall.attach(loop.as_asyncio())
     loop.now += 0.025  # the loop was away 25 ms (2.5 us modelled) when the timer was due
     loop.advance(0.0)
     assert fired == [1_000_000, 2_000_000]
