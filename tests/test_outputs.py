@@ -250,37 +250,27 @@ def test_an_unwritable_out_is_refused_before_the_run(tmp_path: Path, lab: Path) 
 
 
 # ---------------------------------------------------------------------- items 4 and 6
-def test_the_default_folder_says_which_runtime_made_it(tmp_path: Path, lab: Path) -> None:
+def test_the_default_folder_says_which_runtime_made_it(
+        tmp_path: Path, lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sim = run_cli("run", str(lab), "-q", cwd=tmp_path)
     assert sim.returncode == 0, sim.stderr
     assert verify_result_set(tmp_path / "mrc-lab-out" / "tiny-sim")["runtime"] == "sim"
-    # a live run (modelled time at wall speed: the shortest wall time): its results go beside
-    live = run_cli("run", str(lab), "--runtime", "live", "--dilation", "1", cwd=tmp_path)
-    assert live.returncode == 0, live.stderr
+    # a live run goes beside it. Whether it kept up is the machine's doing, so a judge that
+    # finds every run behind (no lost sending time allowed; the verdict itself is
+    # tests/test_live_pace.py's) shows where the verdict goes: table, stderr and summary
+    monkeypatch.setattr(live_pace, "MAX_LOST_PCT", -1.0)
+    monkeypatch.chdir(tmp_path)
+    live = CliRunner().invoke(main, ["run", str(lab), "--runtime", "live", "--dilation", "50"])
+    assert live.exit_code == 0, live.output
     folder = tmp_path / "mrc-lab-out" / "tiny-live"
     assert verify_result_set(folder)["runtime"] == "live"
     assert verify_result_set(tmp_path / "mrc-lab-out" / "tiny-sim")["runtime"] == "sim"
-    # whether it kept up is the machine's doing; table, stderr and summary agree either way
-    behind = json.loads((folder / "summary.json").read_text())["live"]["kept_up"] is False
-    assert ("WARNING: the live runtime fell behind" in live.stdout) == behind
-    assert ("mrc-lab: warning: the live runtime fell behind" in live.stderr) == behind
-
-
-def test_a_run_judged_behind_says_so_in_the_table_stderr_and_summary(
-        tmp_path: Path, lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The verdict itself is tests/test_live_pace.py's; here a judge that finds every run
-    behind (no share of lost sending time allowed) shows where the verdict goes."""
-    monkeypatch.setattr(live_pace, "MAX_LOST_PCT", -1.0)
-    monkeypatch.chdir(tmp_path)
-    done = CliRunner().invoke(main, ["run", str(lab), "--runtime", "live", "--dilation", "50"])
-    assert done.exit_code == 0, done.output
-    info = json.loads((tmp_path / "mrc-lab-out" / "tiny-live" / "summary.json").read_text())
-    info = info["live"]
+    info = json.loads((folder / "summary.json").read_text())["live"]
     assert info["kept_up"] is False and info["suggested_dilation"] >= 100
     assert "lost" in info["pace_warning"] and "--dilation 50 " in info["pace_warning"]
-    assert f"WARNING: {info['pace_warning']}" in done.stdout
+    assert f"WARNING: {info['pace_warning']}" in live.stdout
     assert "mrc-lab: warning: the live runtime fell behind its modelled clock at --dilation " \
-           "50 " in done.stderr
+           "50 " in live.stderr
 
 
 @pytest.mark.slow  # wall-clock: how far behind a run at wall speed falls is the machine's
