@@ -9,6 +9,8 @@ docs/verbs.md runs the whole life once more as the documentation shows it.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -254,3 +256,12 @@ def test_every_path_cut_errors_the_qp_after_its_retries() -> None:
     # not before the retries ran out, and within one more timeout of the formula
     assert cut + after <= flushed[0].time_ps <= cut + after + 20_000_000
     assert flushed[0].time_ps == flushed[1].time_ps
+
+
+# ---------------------------------------------------------------------- the documentation
+def test_docs_verbs_example_runs() -> None:
+    """docs/verbs.md's script of a QP's whole life, as written there (on lab-8plane)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "verbs.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.S)
+    assert code is not None
+    exec(compile(code.group(1), "docs/verbs.md", "exec"), {})  # noqa: S102 (our own doc)
