@@ -1,8 +1,6 @@
 """Shared pytest configuration.
 
 * Tests marked ``slow`` run only with ``--runslow``.
-* ``benchmarks/`` is put on ``sys.path``: the acceptance tests import their scenarios from
-  ``benchmarks/acceptance_transport.py``, the script that prints the same measurements.
 * Hypothesis profiles: ``ci`` (the default) is derandomized with a fixed number of examples,
   so every run tries the same cases; ``MRC_HYPOTHESIS_PROFILE=thorough`` tries ten times as
   many, freshly drawn each run (a failure prints the seed and blob that reproduce it).
@@ -11,15 +9,9 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import settings
-
-BENCHMARKS = str(Path(__file__).resolve().parents[1] / "benchmarks")
-if BENCHMARKS not in sys.path:
-    sys.path.insert(0, BENCHMARKS)
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=100,
                           print_blob=True)

@@ -5,19 +5,19 @@
 * A schedule that then cuts every path ends in a QP error, every WRITE is reported, and no
   partially delivered WRITE is reported complete.
 
-Runs on lab-small (4 planes x 4 T1) through the real simulator; the scenario helpers are in
-``benchmarks/acceptance_transport.py``.
+Runs on lab-small (4 planes x 4 T1) through the real simulator; the scenario helpers are
+:mod:`mrc.acceptance.schedules`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import acceptance_transport as acc  # benchmarks/, on sys.path through conftest.py
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mrc.acceptance as acc
 from mrc.sim import faults
 from mrc.sim.stack import SimStack
 from topology import preset

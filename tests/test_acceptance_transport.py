@@ -1,15 +1,15 @@
 """Acceptance of the transports (issue 3, items 1-6) through the real simulator.
 
-The scenarios live in ``benchmarks/acceptance_transport.py`` (which also prints the numbers
-for the closing note); these tests run them on small fabrics and hold them to the issue's
-targets. Item 7 (fault-schedule properties) is in ``test_acceptance_properties.py``.
+The scenarios are the product's (:mod:`mrc.acceptance`; ``benchmarks/acceptance_transport.py``
+prints their numbers for the closing note); these tests run them on small fabrics and hold
+them to the issue's targets. Item 7 (fault-schedule properties) is in ``test_acceptance_properties.py``.
 """
 
 from __future__ import annotations
 
-import acceptance_transport as acc  # benchmarks/, on sys.path through conftest.py
 import pytest
 
+import mrc.acceptance as acc
 from topology import preset
 
 LOSS_RATES = (0.001, 0.01, 0.05)

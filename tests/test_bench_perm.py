@@ -4,26 +4,16 @@ The isolated runs are replaced by a scripted machine that slows down from round 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
 from mrc import bench
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_perm", ROOT / "benchmarks/bench_perm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_growth_is_per_round_on_the_same_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    bench_perm = _load()
+    bench_perm = load("bench_perm")
     order: list[str] = []
     clock = [0.0]
     packets = {"perm128": 1_000, "perm1024": 8_000}
@@ -54,7 +44,7 @@ def test_growth_is_per_round_on_the_same_machine(monkeypatch: pytest.MonkeyPatch
 
 
 def test_htsim_gets_the_same_fabric_and_permutation(tmp_path: Path) -> None:
-    bench_perm = _load()
+    bench_perm = load("bench_perm")
     topo, matrix = bench_perm.htsim_inputs("perm128", tmp_path)
     lines = matrix.read_text(encoding="ascii").splitlines()
     assert lines[:2] == ["Nodes 128", "Connections 128"]
@@ -70,7 +60,7 @@ def test_htsim_gets_the_same_fabric_and_permutation(tmp_path: Path) -> None:
 
 def test_htsim_runs_in_every_round_and_its_growth_is_per_round(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    bench_perm = _load()
+    bench_perm = load("bench_perm")
     order: list[str] = []
 
     def fake_run(case: str) -> bench.CaseResult:
@@ -96,7 +86,7 @@ def test_htsim_runs_in_every_round_and_its_growth_is_per_round(
 
 
 def test_run_htsim_reads_its_packet_count_and_reports_its_failure(tmp_path: Path) -> None:
-    bench_perm = _load()
+    bench_perm = load("bench_perm")
     bench_perm.htsim_inputs("perm128", tmp_path)
     fake = tmp_path / "htsim_uec"  # checks the files it is given, then reports as htsim does
     fake.write_text("#!/bin/sh\ntest \"$2\" = 128 && test -s \"$4\" && test -s \"$6\" || exit 3\n"

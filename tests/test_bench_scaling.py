@@ -4,30 +4,20 @@ flows on the whole fabric."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_scripts import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_scaling",
-                                                  ROOT / "benchmarks/bench_scaling.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_points_alternate_and_keep_their_own_runs() -> None:
-    scaling = _load()
+    scaling = load("bench_scaling")
     points = (scaling.Point("fabric", 128, 8, 8), scaling.Point("busy", 1024, 32, 32, every=8))
     order: list[str] = []
 
@@ -47,7 +37,7 @@ def test_points_alternate_and_keep_their_own_runs() -> None:
 
 
 def test_a_sparse_point_runs_every_nth_host_on_the_whole_fabric() -> None:
-    scaling = _load()
+    scaling = load("bench_scaling")
     point = scaling.Point("busy", 16, 4, 4, every=4)
     row = scaling.run_point(point, size=40_000)
     assert row["flows"] == row["flows_ok"] == 4
@@ -57,7 +47,7 @@ def test_a_sparse_point_runs_every_nth_host_on_the_whole_fabric() -> None:
 
 
 def test_separate_fabrics_stepped_in_turn_deliver_what_each_would_alone() -> None:
-    scaling = _load()
+    scaling = load("bench_scaling")
     alone = scaling.run_point(scaling.Point("apart", 16, 4, 4, copies=2), size=40_000)
     stepped = scaling.run_point(scaling.Point("apart", 16, 4, 4, copies=2, window_us=1.0),
                                 size=40_000)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cache_profile as cp  # benchmarks/, on sys.path through conftest.py
 import pytest
+from bench_scripts import load
+
+cp = load("cache_profile")
 
 
 def _callgrind(tmp_path: Path, c_file: Path) -> Path:

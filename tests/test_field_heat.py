@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import field_heat as fh  # benchmarks/, on sys.path through conftest.py
+from bench_scripts import load
+
+fh = load("field_heat")
 
 _C = """
 struct __pyx_obj_3mrc_3sim_6engine_Handler {

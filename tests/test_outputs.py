@@ -14,11 +14,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from mrc.cli import main
+from mrc.labs import live_pace
 from mrc.labs.errors import LabError
 from mrc.labs.output.folder import OutputFolder
 from mrc.labs.output.manifest import MANIFEST, verify_result_set
@@ -135,17 +139,43 @@ def test_a_folder_of_user_files_survives(tmp_path: Path, lab: Path) -> None:
 
 
 # ---------------------------------------------------------------------- item 2
+def interrupt_when_locked(
+        jobs: Sequence[tuple[Path, subprocess.Popen[str], float, signal.Signals]]) -> None:
+    """Send each job's signal ``delay`` seconds after its run locked ``<parent>/out`` (none
+    to a job that ends first)."""
+    locked: dict[int, float] = {}
+    waiting = set(range(len(jobs)))
+    deadline = time.perf_counter() + 120
+    while waiting and time.perf_counter() < deadline:
+        now = time.perf_counter()
+        for i in sorted(waiting):
+            parent, proc, delay, sig = jobs[i]
+            if proc.poll() is not None:
+                waiting.discard(i)
+            elif i not in locked:
+                if (parent / ".out.mrc-lab.lock").exists():
+                    locked[i] = now
+            elif now >= locked[i] + delay:
+                proc.send_signal(sig)
+                waiting.discard(i)
+        time.sleep(0.002)
+
+
 def test_interrupts_leave_the_old_or_the_new_results_whole(tmp_path: Path, lab: Path) -> None:
     """SIGINT (and one SIGTERM) at seeded random moments of a run that replaces a complete
     result set: every folder ends holding one complete set, the old (seed 1) or the new
-    (seed 2), never a mix, and no staging folder or lock is left behind."""
+    (seed 2), never a mix, and no staging folder or lock is left behind.
+
+    The moments count from when the run takes its folder's lock, not from the process's
+    start: how long Python and the imports take on a busy machine then decides nothing (a
+    signal during start-up reaches click's handler, not mrc-lab's, and touches no folder)."""
     old = tmp_path / "old"
     t0 = time.perf_counter()
     first = run_cli("run", str(lab), "--out", str(old), "--seed", "1", "-q", cwd=tmp_path)
     serial_s = time.perf_counter() - t0
     assert first.returncode == 0, first.stderr
     rng = random.Random(16)
-    delays = sorted(rng.uniform(0.15, 1.3) * serial_s for _ in range(5))
+    delays = sorted(rng.uniform(0.0, 1.1) * serial_s for _ in range(5))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     jobs = []
     for i, delay in enumerate(delays):
@@ -157,11 +187,7 @@ def test_interrupts_leave_the_old_or_the_new_results_whole(tmp_path: Path, lab: 
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         sig = signal.SIGTERM if i == 2 else signal.SIGINT
         jobs.append((parent, proc, delay, sig))
-    start = time.perf_counter()
-    for _parent, proc, delay, sig in jobs:
-        time.sleep(max(0.0, start + delay - time.perf_counter()))
-        if proc.poll() is None:
-            proc.send_signal(sig)
+    interrupt_when_locked(jobs)
     seeds = []
     for parent, proc, _delay, sig in jobs:
         _out, err = proc.communicate(timeout=120)
@@ -248,20 +274,37 @@ def test_an_unwritable_out_is_refused_before_the_run(tmp_path: Path, lab: Path) 
 
 
 # ---------------------------------------------------------------------- items 4 and 6
-def test_the_default_folder_says_which_runtime_made_it(tmp_path: Path, lab: Path) -> None:
+def test_the_default_folder_says_which_runtime_made_it(
+        tmp_path: Path, lab: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sim = run_cli("run", str(lab), "-q", cwd=tmp_path)
     assert sim.returncode == 0, sim.stderr
     assert verify_result_set(tmp_path / "mrc-lab-out" / "tiny-sim")["runtime"] == "sim"
-    # a live run far too fast for one Python process (modelled time at wall speed): its
-    # results go beside, and it says that it fell behind its modelled clock (table, stderr,
-    # summary). (At --dilation 20 its senders sometimes lost no sending time at all: they
-    # wait on ACKs from a fabric running late, which only the fabric's lag shows.)
-    live = run_cli("run", str(lab), "--runtime", "live", "--dilation", "1", cwd=tmp_path)
-    assert live.returncode == 0, live.stderr
+    # a live run goes beside it. Whether it kept up is the machine's doing, so a judge that
+    # finds every run behind (no lost sending time allowed; the verdict itself is
+    # tests/test_live_pace.py's) shows where the verdict goes: table, stderr and summary
+    monkeypatch.setattr(live_pace, "MAX_LOST_PCT", -1.0)
+    monkeypatch.chdir(tmp_path)
+    live = CliRunner().invoke(main, ["run", str(lab), "--runtime", "live", "--dilation", "50"])
+    assert live.exit_code == 0, live.output
     folder = tmp_path / "mrc-lab-out" / "tiny-live"
     assert verify_result_set(folder)["runtime"] == "live"
     assert verify_result_set(tmp_path / "mrc-lab-out" / "tiny-sim")["runtime"] == "sim"
     info = json.loads((folder / "summary.json").read_text())["live"]
+    assert info["kept_up"] is False and info["suggested_dilation"] >= 100
+    assert "lost" in info["pace_warning"] and "--dilation 50 " in info["pace_warning"]
+    assert f"WARNING: {info['pace_warning']}" in live.stdout
+    assert "mrc-lab: warning: the live runtime fell behind its modelled clock at --dilation " \
+           "50 " in live.stderr
+
+
+@pytest.mark.slow  # wall-clock: how far behind a run at wall speed falls is the machine's
+def test_a_live_run_at_wall_speed_falls_behind_and_says_so(tmp_path: Path, lab: Path) -> None:
+    # (At --dilation 20 its senders sometimes lost no sending time at all: they wait on ACKs
+    # from a fabric running late, which only the fabric's lag shows.)
+    live = run_cli("run", str(lab), "--runtime", "live", "--dilation", "1", cwd=tmp_path)
+    assert live.returncode == 0, live.stderr
+    info = json.loads((tmp_path / "mrc-lab-out" / "tiny-live" / "summary.json").read_text())
+    info = info["live"]
     assert info["kept_up"] is False and info["suggested_dilation"] > 1
     assert info["pace"]["mrc"]["fabric_lag_mean_us"] > 7.8 / 4  # a quarter of the round trip
     assert "WARNING: the live runtime fell behind its modelled clock at --dilation 1 " in \
