@@ -14,6 +14,8 @@ pure Python it is a dict of tuples. Both answer the same.
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     import cython
 except ImportError:  # pure Python without Cython installed
@@ -21,10 +23,12 @@ except ImportError:  # pure Python without Cython installed
 
 #: keys are EV values in [0, 2**63 - 1): the compiled entries store key + 1 (0 marks empty)
 MAX_KEY = (1 << 63) - 2
-_MAX_KEY = MAX_KEY  # (its typed copy, compiled: the name above stays a Python attribute)
-_GOLDEN = 11400714819323198485  # 2**64 / golden ratio: Fibonacci hashing of the key
-_ENTRY_WORDS = 4
-_MIN_BITS = 3
+#: (its typed copy, compiled: the name above stays a Python attribute)
+_MAX_KEY = cython.declare(cython.longlong, MAX_KEY)
+#: 2**64 / golden ratio: Fibonacci hashing of the key
+_GOLDEN = cython.declare(cython.ulonglong, 11400714819323198485)
+_ENTRY_WORDS = cython.declare(cython.longlong, 4)
+_MIN_BITS = cython.declare(cython.longlong, 3)
 
 
 @cython.cclass
@@ -36,8 +40,17 @@ class EvMap:
     tuple per lookup); they are meaningful until the next call of :meth:`find` or
     :meth:`put`."""
 
-    __slots__ = ("a", "b", "c", "_d", "_n", "_bits",
-                 "_buf", "_tab")  # (the compiled table: evmap.pxd; unused in pure Python)
+    # the values find() leaves, then the table
+    a: cython.longlong
+    b: cython.ulonglong
+    c: cython.ulonglong
+    _tab: cython.p_ulonglong  # (the compiled table; unused in pure Python)
+    _bits: cython.int
+    _n: cython.Py_ssize_t
+    _buf: bytearray
+    _d: dict[int, tuple[int, int, int]]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, size_hint: int = 0) -> None:
         self.a = 0
@@ -48,23 +61,27 @@ class EvMap:
         while (1 << bits) < 2 * size_hint:
             bits += 1
         self._bits = bits
-        self._d: dict[int, tuple[int, int, int]] = {}
-        self._buf: bytearray = bytearray()
+        self._d = {}
+        self._buf = bytearray()
         if cython.compiled:
             self._alloc(bits)
 
     def __len__(self) -> int:
         return self._n
 
-    def find(self, ev: int) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(check=False)
+    def find(self, ev: cython.longlong) -> cython.bint:
         """Whether ``ev`` is in the map; if it is, its values are now ``a``, ``b``, ``c``."""
         if cython.compiled:
             if ev < 0 or ev > _MAX_KEY:
                 return False
-            key = cython.cast(cython.ulonglong, ev) + 1
-            mask = (cython.cast(cython.ulonglong, 1) << self._bits) - 1
-            h = (key * _GOLDEN) >> (64 - self._bits)
-            tab = self._tab
+            key: cython.ulonglong = cython.cast(cython.ulonglong, ev) + 1
+            mask: cython.ulonglong = (cython.cast(cython.ulonglong, 1) << self._bits) - 1
+            h: cython.ulonglong = (key * _GOLDEN) >> (64 - self._bits)
+            tab: cython.p_ulonglong = self._tab
+            e: cython.p_ulonglong
             while True:
                 e = tab + _ENTRY_WORDS * h
                 if e[0] == key:
@@ -81,7 +98,10 @@ class EvMap:
         self.a, self.b, self.c = found
         return True
 
-    def put(self, ev: int, a: int, b: int, c: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def put(self, ev: Any, a: cython.longlong, b: cython.ulonglong,
+            c: cython.ulonglong) -> None:
         """Map ``ev`` to ``(a, b, c)`` (replacing what it mapped to); the values stay in
         ``a``, ``b``, ``c``."""
         if not 0 <= ev <= MAX_KEY:
@@ -99,11 +119,15 @@ class EvMap:
             self._n += 1
         self._d[ev] = (a, b, c)
 
-    def items(self) -> list[tuple[int, int, int, int]]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def items(self) -> list:  # list[tuple[int, int, int, int]]
         """Every (ev, a, b, c), in increasing EV order."""
+        out: list = []
         if cython.compiled:
-            out = []
-            tab = self._tab
+            tab: cython.p_ulonglong = self._tab
+            e: cython.p_ulonglong
+            i: cython.Py_ssize_t
             for i in range(1 << self._bits):
                 e = tab + _ENTRY_WORDS * i
                 if e[0]:
@@ -111,26 +135,33 @@ class EvMap:
                                 cython.cast(cython.longlong, e[1]), e[2], e[3]))
             out.sort()
             return out
-        out = []
         for ev, (a, b, c) in self._d.items():
             out.append((ev, a, b, c))
         out.sort()
         return out
 
     # ------------------------------------------------------------------ compiled table
-    def _alloc(self, bits: int) -> None:
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _alloc(self, bits: cython.int) -> None:
         """A zeroed table of ``2**bits`` entries, from a 64-byte boundary (compiled only)."""
-        buf = bytearray(8 * _ENTRY_WORDS * (1 << bits) + 64)
-        start = cython.cast(cython.size_t, cython.cast(cython.p_char, buf))
+        buf: bytearray = bytearray(8 * _ENTRY_WORDS * (1 << bits) + 64)
+        start: cython.size_t = cython.cast(cython.size_t, cython.cast(cython.p_char, buf))
         self._buf = buf
         self._tab = cython.cast(cython.p_ulonglong, (start + 63) & ~cython.cast(cython.size_t, 63))
         self._bits = bits
 
-    def _store(self, key: int, a: int, b: int, c: int) -> bool:
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    @cython.exceptval(check=False)
+    def _store(self, key: cython.ulonglong, a: cython.longlong, b: cython.ulonglong,
+               c: cython.ulonglong) -> cython.bint:
         """Write an entry; True when the key was new (compiled only)."""
-        mask = (cython.cast(cython.ulonglong, 1) << self._bits) - 1
-        h = (key * _GOLDEN) >> (64 - self._bits)
-        tab = self._tab
+        mask: cython.ulonglong = (cython.cast(cython.ulonglong, 1) << self._bits) - 1
+        h: cython.ulonglong = (key * _GOLDEN) >> (64 - self._bits)
+        tab: cython.p_ulonglong = self._tab
+        e: cython.p_ulonglong
+        new: cython.bint
         while True:
             e = tab + _ENTRY_WORDS * h
             if e[0] == key or e[0] == 0:
@@ -142,11 +173,15 @@ class EvMap:
                 return new
             h = (h + 1) & mask
 
-    def _rehash(self, bits: int) -> None:
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _rehash(self, bits: cython.int) -> None:
         """Move every entry into a table of ``2**bits`` (compiled only)."""
         old_buf = self._buf  # keeps the old table alive while its entries move
-        old = self._tab
-        n = 1 << self._bits
+        old: cython.p_ulonglong = self._tab
+        n: cython.Py_ssize_t = 1 << self._bits
+        i: cython.Py_ssize_t
+        e: cython.p_ulonglong
         self._alloc(bits)
         for i in range(n):
             e = old + _ENTRY_WORDS * i
