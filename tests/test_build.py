@@ -94,11 +94,6 @@ def _declared_fields() -> dict[str, set[str]]:
     return out
 
 
-#: Attributes only the pure-Python path sets (the engine's heapq layout; ``cython.compiled``
-#: removes that branch from the compiled build).
-PURE_ONLY = {"Simulator": {"heap", "next_seq"}}
-
-
 def _slots(tree: ast.Module, constants: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
     """``__slots__`` of each class of a module (starred names resolved in ``constants``) and
     the attributes its methods set on ``self``, but for its properties (``Packet.da``: a
@@ -154,7 +149,7 @@ def test_every_attribute_of_a_compiled_class_is_declared_in_its_layout() -> None
     for module, tree in trees.items():
         for cls, slots in _slots(tree, constants).items():
             if cls in declared:
-                undeclared = slots - declared[cls] - PURE_ONLY.get(cls, set())
+                undeclared = slots - declared[cls]
                 missing += [f"{module}.{cls}.{slot}" for slot in sorted(undeclared)]
     assert not missing, f"attributes without a C field in the .pxd: {missing}"
 

@@ -5,7 +5,12 @@ Cython types the locals a ``@cython.locals(...)`` names (in the ``.py``, or in a
 in that list silently becomes a Python object in the compiled build (no warning: the old name
 is simply never used). Checked here from the sources, so it runs in the normal suite, in
 either build, without compiling anything. (Annotated locals of C functions, ``d:
-cython.longlong = ...``, need no check: the type is written where the name is bound.)
+cython.longlong = ...``, are typed where the name is bound; the generator refuses them in a
+Python function, where they would type nothing.)
+
+Where a build left Cython's C beside the build (``python setup.py build_ext``: ``build/``),
+the C itself is checked too: every C-typed local of the converted modules' C functions is a C
+variable there, not a ``PyObject *``.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import ast
 import re
 from pathlib import Path
 
-from mrc import _build
+import pytest
+
+from mrc import _build, _pxdgen
 
 _DECL = re.compile(r"^(\s*)c?p?def\s[^(]*?(\w+)\s*\(", re.MULTILINE)
 _CLASS = re.compile(r"^cdef class (\w+)")
@@ -119,3 +126,53 @@ def test_the_check_sees_a_renamed_local(tmp_path: Path) -> None:
           "    cpdef long long go(self, long long a) except? -1\n" \
           "@cython.locals(z=cython.int)\ncdef long long top(long long a)\n"
     assert _pxd_locals(pxd) == [("A", "go", ["x", "y"]), ("", "top", ["z"])]
+
+
+def _c_locals(module: str) -> list[tuple[str, str, str]]:
+    """(class or "", function, local) of every annotated local of a C type in the C
+    functions of a converted module."""
+    tree = ast.parse(_build.module_path(module).read_text(encoding="utf-8"))
+    out = []
+    for (owner, name), fn in _functions(tree).items():
+        kinds = {_pxdgen._decorator_name(d) for d in fn.decorator_list}
+        if not kinds & {"cfunc", "ccall"}:
+            continue
+        for node in ast.walk(fn):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and _pxdgen._is_cython(node.annotation)):
+                out.append((owner, name, node.target.id))
+    return out
+
+
+def _generated_c(module: str) -> str | None:
+    """Cython's C for a module, from the last build, if it is newer than the source."""
+    source = _build.module_path(module)
+    root = source.parents[len(module.split(".")) - 1]
+    found = sorted((root / "build").glob("temp.*/cython/" + "/".join(module.split(".")) + ".c"))
+    if not found or found[-1].stat().st_mtime < source.stat().st_mtime:
+        return None
+    return found[-1].read_text(encoding="utf-8")
+
+
+def test_typed_locals_are_c_variables_in_the_generated_c() -> None:
+    converted = [m for m in _build.COMPILED
+                 if not _build.module_path(m).with_suffix(".pxd").is_file()]
+    checked, boxed = 0, []
+    for module in converted:
+        text = _generated_c(module)
+        if text is None:
+            continue
+        prefix = "__pyx_f_" + "".join(f"{len(p)}{p}_" for p in module.split("."))
+        for owner, name, local in _c_locals(module):
+            cname = prefix + (f"{len(owner)}{owner}_" if owner else "") + name
+            head = re.search(rf"^static [^;]*\b{re.escape(cname)}\([^;]*?\) {{$", text,
+                             re.MULTILINE)
+            assert head, f"{module}: no C function {cname}"
+            body = text[head.end():text.index("\n}\n", head.end())]
+            decl = re.search(rf"^  (.*?)\b__pyx_v_{local}\b.*;$", body, re.MULTILINE)
+            checked += 1
+            if decl is None or "PyObject" in decl.group(1):
+                boxed.append(f"{module}.{owner + '.' if owner else ''}{name}: {local}")
+    if not checked:
+        pytest.skip("no generated C newer than the sources (python setup.py build_ext)")
+    assert not boxed, f"C-typed locals that the compiled build boxes: {boxed}"
