@@ -172,6 +172,8 @@ class _Writer:
         base = node.value
         if _is_cython(base, "pointer"):
             return self.ctype(node.slice, where) + "*"
+        if _is_cython(base, "const"):
+            return "const " + self.ctype(node.slice, where)
         if _is_cython(base):  # a typed memoryview: cython.longlong[::1]
             item = self._cython_type(base, base.attr)  # type: ignore[attr-defined]
             return f"{item}[{ast.unparse(node.slice)}]"

@@ -45,6 +45,7 @@ def test_fields_signatures_and_their_visibility(tmp_path: Path) -> None:
             hint: int
             cb: Any
             _p: cython.p_longlong
+            _q: cython.pointer[cython.const[cython.double]]
             hist: cython.longlong[::1]
             if not cython.compiled:
                 __slots__ = tuple(__annotations__)
@@ -90,6 +91,7 @@ def test_fields_signatures_and_their_visibility(tmp_path: Path) -> None:
             cdef public object hint
             cdef public object cb
             cdef long long* _p
+            cdef const double* _q
             cdef public long long[::1] hist
             cdef int push(self, long long t, object fn, Port peer) except -1
             cpdef void pull(self, Py_ssize_t n=*) except *
