@@ -15,7 +15,11 @@ Each C declaration is written once, in the ``.py``, beside the code it types (se
   (``d: cython.longlong = ...``) are declared where they are written. Everywhere else the
   build keeps ``annotation_typing`` off (``setup.py``), so plain hints (``x: float``,
   ``list[int]``) stay hints; a ``def`` that needs C locals says ``@cython.locals(...)``;
-* module constants in C are ``NAME = cython.declare(cython.longlong, value)``.
+* module constants in C are ``NAME = cython.declare(cython.longlong, value)``;
+* C that only the compiled build runs is a header beside the module (``engine_c.h``) with a
+  hand-written ``.pxd`` of the same name declaring it (``cdef extern from``), which the
+  ``.py`` cimports under ``if cython.compiled:`` (``from cython.cimports.mrc.sim.engine_c
+  import ...``); its struct types may type fields (private) and locals.
 
 Cython reads all of that from the ``.py`` itself. What it also needs is the ``.pxd``, for
 other modules to ``cimport`` the classes and C functions: this module writes it from the same

@@ -7,7 +7,7 @@ a one's-complement sum of 16-bit words: because 2**16 == 1 (mod 0xFFFF), it is t
 bytes as one big-endian integer modulo 0xFFFF, which Python computes in C; large buffers go
 through numpy instead (:func:`sum16`), a whole burst through one numpy call
 (:func:`sum16_many`). The compiled build sums every buffer with a C loop (``le_words``,
-``checksum.pxd``: numpy's value for the whole 32-bit words), and masks the ICRC's header
+``checksum_c.h``: numpy's value for the whole 32-bit words), and masks the ICRC's header
 bytes in C (:func:`masked_inner`).
 """
 

@@ -15,12 +15,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import Any, Final
-
-try:
-    import cython
-except ImportError:  # pure Python without Cython installed
-    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+from typing import Final
 
 from mrc.packet import (
     ACK,
@@ -134,81 +129,47 @@ def encode_many(pkts: Sequence[Packet]) -> list[bytes]:
     return out
 
 
-@cython.cfunc
-@cython.annotation_typing(True)
-@cython.exceptval(-1, check=False)
-def _check_widths(qpn: cython.longlong, psn: cython.longlong, src: cython.longlong,
-                  dst: cython.longlong, ev: cython.longlong, ecn: cython.longlong,
-                  hlim: cython.longlong) -> cython.int:
-    """The header fields a packet's own fields fill fit their wire widths (else ValueError)."""
+def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
+    """``payload_sum``: ``sum16`` of the DATA payload, if the caller has it (``encode_many``);
+    None: sum it here."""
+    kind = p.kind
+    qpn = p.qpn
+    psn = p.psn
     if (qpn | psn) >> 24 or qpn < 0 or psn < 0:
         raise ValueError(f"QPN {qpn} / PSN {psn} do not fit 24 bits")
+    src = p.src
+    dst = p.dst
     if (src | dst) >> 32 or src < 0 or dst < 0:
         raise ValueError(f"host {src} / {dst} outside the 32-bit host index space")
+    ev = p.ev
     if ev >> 32 or ev < 0:
         raise ValueError(f"EV {ev} is not a 32-bit value")
+    flags = p.flags
+    ecn = p.ecn
     if ecn >> 2 or ecn < 0:
         raise ValueError(f"ECN {ecn} is not a 2-bit value")
+    hlim = p.hop_limit
     if hlim >> 8 or hlim < 0:
         raise ValueError(f"hop limit {hlim} is not an 8-bit value")
-    return 0
-
-
-@cython.cfunc
-@cython.annotation_typing(True)
-def _data_payload(p: Packet, n: cython.longlong) -> Any:
-    """A DATA packet's payload: its bytes, or the stand-in of a simulated segment."""
-    payload = p.payload
-    if payload is None:
-        return pseudo_payload(p.digest, n)
-    if len(payload) != n:
-        raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
-    return payload
-
-
-@cython.cfunc
-@cython.annotation_typing(True)
-@cython.exceptval(-1, check=False)
-def _syndrome(kind: cython.longlong, flags: cython.longlong) -> cython.longlong:
-    """The AETH syndrome of an ACK or NACK."""
-    if kind == ACK:
-        return SYNDROME_ACK
-    return SYNDROME_NAK_SEQ if flags & FLAG_SEQ_ERR else SYNDROME_NAK_TRIM
-
-
-@cython.ccall
-@cython.annotation_typing(True)
-def _encode(p: Packet, payload_sum: Any = None) -> bytes:
-    """``payload_sum``: ``sum16`` of the DATA payload, if the caller has it (``encode_many``);
-    None: sum it here. The header words are C integers when compiled (64-bit values)."""
-    kind: cython.longlong = p.kind
-    qpn: cython.longlong = p.qpn
-    psn: cython.longlong = p.psn
-    src: cython.longlong = p.src
-    dst: cython.longlong = p.dst
-    ev: cython.longlong = p.ev
-    flags: cython.longlong = p.flags
-    ecn: cython.longlong = p.ecn
-    hlim: cython.longlong = p.hop_limit
-    _check_widths(qpn, psn, src, dst, ev, ecn, hlim)
-    da_hi: cython.ulonglong = p.da_hi
-    da_lo: cython.ulonglong = p.da_lo
-    fl: cython.longlong = ev & 0xFFFFF  # flow_label(ev)
-    sport: cython.longlong = UDP_SPORT_BASE | (ev >> 20)  # udp_sport(ev)
+    da_hi = p.da_hi
+    da_lo = p.da_lo
+    fl = ev & 0xFFFFF  # flow_label(ev)
+    sport = UDP_SPORT_BASE | (ev >> 20)  # udp_sport(ev)
     src_lo = HOST_LO | src
     dst_lo = HOST_LO | dst
-    tc_out: cython.longlong = ((TRIM_DSCP if p.trimmed else DEFAULT_DSCP) << 2) | ecn
-    tc_in: cython.longlong = (DEFAULT_DSCP << 2) | (ECN_ECT0 if ecn == ECN_CE else ecn)
-    vtf_out: cython.longlong = 0x60000000 | (tc_out << 20) | fl
-    vtf_in: cython.longlong = 0x60000000 | (tc_in << 20) | fl
-    bth_psn: cython.longlong = (0x80000000 | psn) if flags & FLAG_ACK_REQ else psn
-    n: cython.longlong
-    iplen: cython.longlong
-    msg_id: cython.longlong
+    tc_out = ((TRIM_DSCP if p.trimmed else DEFAULT_DSCP) << 2) | ecn
+    tc_in = (DEFAULT_DSCP << 2) | (ECN_ECT0 if ecn == ECN_CE else ecn)
+    vtf_out = 0x60000000 | (tc_out << 20) | fl
+    vtf_in = 0x60000000 | (tc_in << 20) | fl
+    bth_psn = (0x80000000 | psn) if flags & FLAG_ACK_REQ else psn
 
     if kind == DATA:
         n = p.length
-        payload = _data_payload(p, n)
+        payload = p.payload
+        if payload is None:
+            payload = pseudo_payload(p.digest, n)
+        elif len(payload) != n:
+            raise ValueError(f"payload has {len(payload)} bytes, length says {n}")
         msg_id = p.msg_id
         if flags & FLAG_IMM:
             iplen = DATA_IMM_HDR_BYTES - 80 + n + ICRC_BYTES
@@ -230,12 +191,18 @@ def _encode(p: Packet, payload_sum: Any = None) -> bytes:
         n = 0
         payload = b""
         if kind == ACK or kind == NACK:
+            if kind == ACK:
+                syndrome = SYNDROME_ACK
+            elif flags & FLAG_SEQ_ERR:
+                syndrome = SYNDROME_NAK_SEQ
+            else:
+                syndrome = SYNDROME_NAK_TRIM
             iplen = HDR_ACK.size - 80 + ICRC_BYTES
             hdr = _pack_ack(
                 vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
                 vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
                 sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
-                (_syndrome(kind, flags) << 24) | (p.msg_id & M24),
+                (syndrome << 24) | (p.msg_id & M24),
                 ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
         elif kind == PROBE or kind == PROBE_REPLY:
             iplen = HDR_PROBE.size - 80 + ICRC_BYTES
@@ -253,15 +220,7 @@ def _encode(p: Packet, payload_sum: Any = None) -> bytes:
                 sport, ROCE_UDP_PORT, iplen, 0, OP_CNP, 0, PKEY_DEFAULT, qpn, bth_psn)
         else:
             raise ValueError(f"unknown packet kind {kind!r}")
-    return _finish(p, hdr, payload, n, iplen, payload_sum)
 
-
-@cython.cfunc
-@cython.annotation_typing(True)
-def _finish(p: Packet, hdr: bytes, payload: Any, n: cython.longlong, iplen: cython.longlong,
-            payload_sum: Any) -> bytes:
-    """The packet's bytes from its header (``iplen``: the inner IPv6 payload length) and
-    payload of ``n`` bytes: the ICRC and the UDP checksum, and a trimmed packet's cut."""
     # ICRC: masked inner IPv6 + UDP + BTH, then the rest of the header and the payload.
     # (Slices of the small ``bytes`` header: cheaper than memoryviews, and int.from_bytes
     # would copy a memoryview into bytes anyway.)
