@@ -2,9 +2,12 @@
 
 Everything else about the package is declared in ``pyproject.toml``. This file adds one C
 extension per module of ``mrc._build.COMPILED``, each compiled by Cython from the module's own
-``.py`` source (pure-Python mode; the ``.pxd`` beside it declares its C types). There is no
-second source: the extension and the ``.py`` are the same module, and the installed package
-carries both (Python imports the extension; ``MRC_PURE_PYTHON=1`` makes it import the source).
+``.py`` source (pure-Python mode: the C types are annotations and decorators in the ``.py``).
+The ``.pxd`` files Cython needs for one module to ``cimport`` another are generated first, from
+the same sources, into the build directory (``mrc/_pxdgen.py``; modules that still have a
+hand-written ``.pxd`` beside them use it). There is no second source: the extension and the
+``.py`` are the same module, and the installed package carries both (Python imports the
+extension; ``MRC_PURE_PYTHON=1`` makes it import the source).
 
 The compiled core is optional and all or nothing. Without a C compiler, without Cython, or
 when any module fails to build, the install still succeeds with no extension at all and a
@@ -36,7 +39,9 @@ DIRECTIVES = {
     "language_level": 3,
     "binding": True,
     "embedsignature": False,
-    "annotation_typing": False,  # types come from the .pxd files; hints stay hints
+    # hints stay hints: annotations are C types only inside C functions, which say so
+    # (``@cython.annotation_typing(True)``, mrc/_pxdgen.py)
+    "annotation_typing": False,
     "warn.unreachable": False,  # ``if cython.compiled:`` branches
 }
 
@@ -61,9 +66,23 @@ if os.environ.get("MRC_DEBUG_INFO", "").strip() not in ("", "0"):
     CFLAGS[1] = "-g"
 
 
+def generate_pxds(out: Path) -> list[Path]:
+    """The generated ``.pxd`` files of the compiled set, written under ``out``
+    (``mrc/_pxdgen.py``, loaded by path: the package is not importable while it builds)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_mrc_pxdgen", HERE / "mrc" / "_pxdgen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module.generate_all(HERE, compiled_modules(), out)  # type: ignore[no-any-return]
+
+
 def extensions() -> list[Extension]:
+    # (include_dirs: C headers beside the sources are included as "mrc/.../name.h")
     return [Extension(name, [str(Path(*name.split(".")).with_suffix(".py"))],
-                      extra_compile_args=CFLAGS)
+                      include_dirs=[str(HERE)], extra_compile_args=CFLAGS)
             for name in compiled_modules()]
 
 
@@ -95,10 +114,14 @@ class OptionalBuildExt(build_ext):
         try:
             from Cython.Build import cythonize
 
-            # Cython writes the C sources under build/; the extensions then compile those
+            # the generated .pxd files and Cython's C sources go under build/; the extensions
+            # then compile those
+            pxd_dir = Path(self.build_temp) / "pxd"
+            generate_pxds(pxd_dir)
             generated = cythonize(
                 wanted, compiler_directives=DIRECTIVES, nthreads=self.parallel or 1,
-                build_dir=str(Path(self.build_temp) / "cython"), quiet=True)
+                build_dir=str(Path(self.build_temp) / "cython"), quiet=True,
+                include_path=[str(pxd_dir), str(HERE)])
             sources = {ext.name: ext.sources for ext in generated}
             for ext in wanted:
                 ext.sources = sources[ext.name]
@@ -107,7 +130,7 @@ class OptionalBuildExt(build_ext):
             self._remove_outputs(wanted)
             self.extensions = []
             detail = str(exc).splitlines()[0] if str(exc) else ""
-            if len(detail) > 100:
+            if len(detail) > 100 and type(exc).__name__ != "PxdError":
                 detail = "..." + detail[-97:]
             notice(f"{type(exc).__name__}: {detail}")
 

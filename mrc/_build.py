@@ -2,8 +2,9 @@
 
 The per-packet modules listed in :data:`COMPILED` are ordinary ``.py`` files. ``pip install .``
 also compiles each of them, from that same file, into a C extension of the same name (Cython
-in pure-Python mode: the ``.pxd`` file beside a module declares its classes' C layout and
-typed signatures; ``setup.py`` does the build). Python imports an extension module in
+in pure-Python mode: the C types are annotations and decorators in the ``.py``, and the
+``.pxd`` declarations other modules cimport are generated from them, :mod:`mrc._pxdgen`;
+``setup.py`` does the build). Python imports an extension module in
 preference to the ``.py`` of the same name, so an installed compiled core simply is what
 ``import mrc.sim.engine`` finds; there is no import hook and nothing is looked up outside the
 installed package. Without a C compiler (or with a build that failed) the install carries no
@@ -30,7 +31,7 @@ import warnings
 from pathlib import Path
 
 #: The modules ``setup.py`` compiles (each ``mrc/…/name.py`` becomes ``mrc/…/name.<abi>.so``).
-#: Each has a ``.pxd`` beside it declaring its C types (``tests/test_build.py`` checks both).
+#: Each declares its C types in its source (or, until converted, in a ``.pxd`` beside it).
 COMPILED: tuple[str, ...] = (
     "mrc.packet",
     "mrc.sim.engine",

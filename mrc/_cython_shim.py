@@ -1,33 +1,47 @@
 """What the compiled core's sources need of the ``cython`` module when Cython is not
-installed: ``compiled`` (False), which picks the pure-Python path of the few pieces whose
-data layout differs between the builds (the event heap), and the class decorators that only
-mean something to the compiler (``cclass``, ``freelist``, ``no_gc``), which leave a class as
-it is. With Cython installed, its own shadow module serves instead (same answers). The build
+installed: ``compiled`` (False), the decorators that only mean something to the compiler
+(``cclass``, ``cfunc``, ``ccall``, ``locals``, ...), which leave a class or function as it is,
+``declare`` (a typed module constant: its value), and the C type names the sources evaluate.
+With Cython installed, its own shadow module serves instead (same answers). The build
 replaces ``cython.compiled`` by True.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 compiled = False
 
+# C types, as pure Python sees the values they hold (annotations are not evaluated; these
+# serve ``declare`` and ``cast``)
+char = schar = uchar = short = ushort = uint = long = ulong = int
+longlong = ulonglong = Py_ssize_t = size_t = Py_hash_t = int
+double = longdouble = float
+bint = bool
+void = None
+globals().update({"int": int, "float": float})  # cython.int, cython.float
 
-def cclass(cls: T) -> T:
-    """A C type in the compiled build (its layout is in the module's ``.pxd``)."""
-    return cls
+
+def _keep(obj: T) -> T:
+    return obj
 
 
-def no_gc(cls: T) -> T:
-    """Compiled: instances are not tracked by the cycle collector (they can hold no cycle)."""
-    return cls
+def _keep_with(*_: object, **__: object) -> Callable[[T], T]:
+    return _keep
 
 
-def freelist(n: int) -> Callable[[T], T]:
-    """Compiled: keep up to ``n`` freed instances for reuse instead of freeing them."""
-    def keep(cls: T) -> T:
-        return cls
-    return keep
+#: class and function decorators that only mean something to the compiler
+cclass = no_gc = final = cfunc = ccall = inline = _keep
+freelist = exceptval = annotation_typing = locals = returns = _keep_with
+
+
+def declare(kind: object = None, value: Any = None, **_: object) -> Any:
+    """A C variable in the compiled build; its value here."""
+    return value
+
+
+def cast(kind: object, value: T) -> T:
+    return value

@@ -25,7 +25,8 @@ still carries what its NACK needs (QPN, PSN, EV, message id).
 
 from __future__ import annotations
 
-from typing import Final
+import types
+from typing import Any, Final
 
 try:
     import cython
@@ -96,19 +97,28 @@ DEFAULT_DSCP: Final = 26
 DEFAULT_HOP_LIMIT: Final = 64
 
 
-def data_bytes(length: int, imm: bool = False) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(-1, check=True)
+def data_bytes(length: cython.longlong, imm: cython.bint = False) -> cython.longlong:
     """IPv6 bytes of a DATA packet with ``length`` payload bytes."""
     return DATA_HEADER_BYTES + length + (IMMDT_BYTES if imm else 0)
 
 
 # (the PSN constants are written out in these two: C arithmetic in the compiled build)
-def psn_add(psn: int, n: int) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(check=False)
+def psn_add(psn: cython.longlong, n: cython.longlong) -> cython.longlong:
     return (psn + n) & 0xFFFFFF  # PSN_MASK
 
 
-def psn_diff(a: int, b: int) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(check=False)
+def psn_diff(a: cython.longlong, b: cython.longlong) -> cython.longlong:
     """Signed distance a - b on the 24-bit PSN circle, in [-2^23, 2^23)."""
-    d = (a - b) & 0xFFFFFF  # PSN_MASK
+    d: cython.longlong = (a - b) & 0xFFFFFF  # PSN_MASK
     return d - 0x1000000 if d >= 0x800000 else d  # PSN_MOD, PSN_MOD // 2
 
 
@@ -123,23 +133,50 @@ class Packet:
     delivered DATA packet) and the cycle collector never tracks them (``no_gc``: a packet
     refers to ints, bytes and a bytearray only, so it can be part of no cycle)."""
 
-    __slots__ = (
-        # transport (inner) fields
-        "kind", "src", "dst", "qpn", "psn", "ev", "msg_id", "offset", "length", "msg_len",
-        "flags", "ts", "imm", "echo_psn", "sack_base", "sack",
-        # outer header, written by the sender and rewritten by switches; the 128-bit
-        # destination as its two 64-bit halves (``da`` joins them), so that a switch's
-        # shift-and-forward is C integer arithmetic in the compiled build
-        "da_hi", "da_lo", "ecn", "trimmed", "size", "hop_limit",
-        # payload: real bytes (live runtime, pcap) or None in simulation
-        "payload",
-        # simulation bookkeeping, not on the wire (``prio``: the 802.1p priority the
-        # switches classify the packet by, which a real packet carries as its DSCP)
-        "digest", "plane", "hop_epoch", "prio",
-        # the live fabric's datagram this packet models (None elsewhere): the fabric moves
-        # the object through the simulator's ports and writes its outer header back here
-        "frame",
-    )
+    # The C fields, in the order of the C struct: what every hop reads or writes first
+    # (ports, switches, the NIC's delivery), so a packet that went cold in its queue costs one
+    # or two cache lines per hop, not four; the transport's fields after. Fields that can
+    # exceed 63 bits stay Python ints: the 64-bit wire fields (RETH offset, message length,
+    # SACK bitmap); the outer destination is two unsigned 64-bit halves (``da`` joins them,
+    # so that a switch's shift-and-forward is C integer arithmetic) and the digest
+    # (simulation only, always a u64) is unsigned.
+    kind: cython.longlong
+    size: cython.longlong
+    #: simulation bookkeeping, not on the wire (``prio``: the 802.1p priority the switches
+    #: classify the packet by, which a real packet carries as its DSCP)
+    hop_epoch: cython.longlong
+    prio: cython.longlong
+    # outer header, written by the sender and rewritten by switches
+    ecn: cython.longlong
+    trimmed: cython.bint
+    da_hi: cython.ulonglong
+    da_lo: cython.ulonglong
+    hop_limit: cython.longlong
+    plane: cython.longlong
+    # transport (inner) fields
+    dst: cython.longlong
+    qpn: cython.longlong
+    src: cython.longlong
+    psn: cython.longlong
+    ev: cython.longlong
+    msg_id: cython.longlong
+    offset: int
+    length: cython.longlong
+    msg_len: int
+    flags: cython.longlong
+    ts: cython.longlong
+    imm: cython.longlong
+    echo_psn: cython.longlong
+    sack_base: cython.longlong
+    sack: int
+    #: real bytes (live runtime, pcap) or None in simulation
+    payload: Any
+    digest: cython.ulonglong
+    #: the live fabric's datagram this packet models (None elsewhere): the fabric moves the
+    #: object through the simulator's ports and writes its outer header back here
+    frame: Any
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(
         self,
@@ -195,7 +232,7 @@ class Packet:
         self.plane = plane
         self.hop_epoch = 0
         self.prio = prio
-        self.frame: bytearray | None = None
+        self.frame = None
 
     def __repr__(self) -> str:
         extra = " TRIMMED" if self.trimmed else ""
@@ -217,21 +254,27 @@ class Packet:
         self.da_lo = value & 0xFFFFFFFFFFFFFFFF
 
     def fields(self) -> dict[str, object]:
-        """All slots as a dict (tests and debugging; never on a hot path)."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        """Every field (and ``da``) as a dict, by name (tests and debugging; never on a hot
+        path)."""
+        return {name: getattr(self, name) for name in attribute_names(type(self))}
 
 
-def make_packet(kind: int, src: int, dst: int, qpn: int, psn: int, ev: int, msg_id: int,
-                offset: int, length: int, msg_len: int, flags: int, ts: int, imm: int,
-                echo_psn: int, sack_base: int, sack: int, da_hi: int, da_lo: int, size: int,
-                payload: bytes | None, digest: int, plane: int) -> Packet:
+@cython.ccall
+@cython.annotation_typing(True)
+def make_packet(kind: cython.longlong, src: cython.longlong, dst: cython.longlong,
+                qpn: cython.longlong, psn: cython.longlong, ev: cython.longlong,
+                msg_id: cython.longlong, offset: Any, length: cython.longlong, msg_len: Any,
+                flags: cython.longlong, ts: cython.longlong, imm: cython.longlong,
+                echo_psn: cython.longlong, sack_base: cython.longlong, sack: Any,
+                da_hi: cython.ulonglong, da_lo: cython.ulonglong, size: cython.longlong,
+                payload: Any, digest: cython.ulonglong, plane: cython.longlong) -> Packet:
     """``Packet(kind, src, dst, qpn, psn, ev=ev, ...)`` with every one of these fields given
     (the rest as ``Packet`` sets them: ECT(0), untrimmed, default hop limit, priority 0), for
     the transports' per-packet paths: compiled, this is a C call that fills the fields
     directly, where the keyword call boxes every field and parses the keywords. The
     destination comes as its two 64-bit halves (``split_address``), as ``Packet`` keeps it
     (``tests/test_packet.py`` checks that both make the same packet)."""
-    pkt = Packet.__new__(Packet)
+    pkt: Packet = Packet.__new__(Packet)
     pkt.kind = kind
     pkt.src = src
     pkt.dst = dst
@@ -271,7 +314,11 @@ def split_address(address: int) -> tuple[int, int]:
     return address >> 64, address & 0xFFFFFFFFFFFFFFFF
 
 
-def natural_size(kind: int, length: int = 0, flags: int = 0) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(-1, check=True)
+def natural_size(kind: cython.longlong, length: cython.longlong = 0,
+                 flags: cython.longlong = 0) -> cython.longlong:
     """Untrimmed IPv6 packet bytes for a packet of this kind."""
     if kind == DATA:
         return data_bytes(length, bool(flags & FLAG_IMM))
@@ -282,3 +329,11 @@ def natural_size(kind: int, length: int = 0, flags: int = 0) -> int:
     if kind == PAUSE:
         return PAUSE_BYTES
     return PROBE_BYTES
+
+
+def attribute_names(cls: type) -> tuple[str, ...]:
+    """The data attributes of a class of the core, sorted: its fields and properties (the
+    descriptors of its type, in either build: the fields are declared once, as annotations)."""
+    kinds = (types.MemberDescriptorType, types.GetSetDescriptorType, property)
+    return tuple(sorted(name for klass in cls.__mro__ for name, value in vars(klass).items()
+                        if isinstance(value, kinds) and not name.startswith("__")))

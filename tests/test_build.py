@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import mrc
-from mrc import _build
+from mrc import _build, _pxdgen
 
 ROOT = Path(__file__).resolve().parents[1]
 # children run with -P: they import the same mrc as this process (installed, or on
@@ -38,16 +38,29 @@ def _probe(env: dict[str, str]) -> tuple[str, str, str, str]:
     return build, reason, engine, packet
 
 
-def test_every_compiled_module_has_its_declarations_and_source() -> None:
-    """The set ``setup.py`` compiles is ``COMPILED``: each module is a .py (the one source)
-    with a .pxd beside it, and no .pxd lies elsewhere (a declaration nobody compiles)."""
+def _pxd_texts() -> dict[str, str]:
+    """The .pxd text of every module of the set: hand-written beside its source, or what the
+    build generates from the source (mrc/_pxdgen.py)."""
+    hand = {name: _build.module_path(name).with_suffix(".pxd").read_text(encoding="utf-8")
+            for name in _build.COMPILED if _build.module_path(name).with_suffix(".pxd").is_file()}
+    modules = {name: _pxdgen.read_module(name, _build.module_path(name))
+               for name in _build.COMPILED if name not in hand}
+    types = _pxdgen.extension_types(modules, hand)
+    return {**hand, **{name: _pxdgen.generate(m, types) for name, m in modules.items()}}
+
+
+def test_every_compiled_module_has_its_source_and_no_stray_declarations() -> None:
+    """The set ``setup.py`` compiles is ``COMPILED``: each module is a .py (the one source),
+    and no hand-written .pxd lies elsewhere (a declaration nobody compiles; the declarations
+    of a C header, ``name.h`` beside ``name.pxd``, are the exception) or carries the
+    generated header (generated files belong in the build directory, never in git)."""
     for name in _build.COMPILED:
-        source = _build.module_path(name)
-        assert source.is_file(), name
-        assert source.with_suffix(".pxd").is_file(), name
+        assert _build.module_path(name).is_file(), name
     declared = {str(p.relative_to(ROOT).with_suffix("")).replace(os.sep, ".")
-                for p in (ROOT / "mrc").rglob("*.pxd")}
-    assert declared == set(_build.COMPILED)
+                for p in (ROOT / "mrc").rglob("*.pxd") if not p.with_suffix(".h").is_file()}
+    assert declared <= set(_build.COMPILED)  # (or the declarations of a C header beside it)
+    for path in (ROOT / "mrc").rglob("*.pxd"):
+        assert not path.read_text(encoding="utf-8").startswith("# Generated"), path
 
 
 _PXD_CLASS = re.compile(r"^cdef class (\w+)(?:\((\w+)\))?:", re.MULTILINE)
@@ -57,8 +70,7 @@ _PXD_FIELD = re.compile(r"^    cdef (?:public |readonly )?([^(\n]+?)\s*(?:#.*)?$
 def _declared_fields() -> dict[str, set[str]]:
     """Every cdef class of the .pxd files: its C fields, its compiled bases' included."""
     own: dict[str, tuple[set[str], str | None]] = {}
-    for pxd in (ROOT / "mrc").rglob("*.pxd"):
-        text = pxd.read_text(encoding="utf-8")
+    for text in _pxd_texts().values():
         heads = list(_PXD_CLASS.finditer(text))
         for i, head in enumerate(heads):
             body = text[head.end():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
@@ -80,11 +92,6 @@ def _declared_fields() -> dict[str, set[str]]:
             base = own[base][1]
         out[name] = fields
     return out
-
-
-#: Attributes only the pure-Python path sets (the engine's heapq layout; ``cython.compiled``
-#: removes that branch from the compiled build).
-PURE_ONLY = {"Simulator": {"heap", "next_seq"}}
 
 
 def _slots(tree: ast.Module, constants: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
@@ -123,8 +130,8 @@ def _slots(tree: ast.Module, constants: dict[str, tuple[str, ...]]) -> dict[str,
 
 
 def test_every_attribute_of_a_compiled_class_is_declared_in_its_layout() -> None:
-    """A compiled class has only the attributes its .pxd declares: a slot or attribute added
-    to the .py and not to the .pxd breaks the compiled build (AttributeError) while pure Python runs
+    """A compiled class has only the attributes its C fields declare: an attribute set in the
+    .py and not declared (an annotated field, or in a hand-written .pxd) breaks the compiled build (AttributeError) while pure Python runs
     on. Checked here from the sources, so a pure-Python run catches it too."""
     trees = {name: ast.parse(_build.module_path(name).read_text(encoding="utf-8"))
              for name in _build.COMPILED}
@@ -142,7 +149,7 @@ def test_every_attribute_of_a_compiled_class_is_declared_in_its_layout() -> None
     for module, tree in trees.items():
         for cls, slots in _slots(tree, constants).items():
             if cls in declared:
-                undeclared = slots - declared[cls] - PURE_ONLY.get(cls, set())
+                undeclared = slots - declared[cls]
                 missing += [f"{module}.{cls}.{slot}" for slot in sorted(undeclared)]
     assert not missing, f"attributes without a C field in the .pxd: {missing}"
 

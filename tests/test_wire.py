@@ -33,6 +33,7 @@ from mrc.packet import (
     PROBE_REPLY,
     TRIM_DSCP,
     Packet,
+    attribute_names,
     natural_size,
 )
 from mrc.wire.checksum import sum16
@@ -212,7 +213,7 @@ def test_checks_verify_after_every_shift(same_t0: bool) -> None:
 
 def _with(p: Packet, **changes: object) -> Packet:
     q = Packet(p.kind, p.src, p.dst, p.qpn, p.psn)
-    for name in Packet.__slots__:
+    for name in attribute_names(Packet):  # its fields (and ``da``)
         setattr(q, name, getattr(p, name))
     for name, value in changes.items():  # (also ``da``: a property over two slots)
         setattr(q, name, value)

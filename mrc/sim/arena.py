@@ -8,7 +8,7 @@ memory: cache and TLB misses over that heap. Backing the arenas with 2 MiB pages
 misses. A fresh huge page costs its clearing on first touch, though (on the development VM
 about 2 ms each, the host backing the guest's memory as it goes), and that used to eat the
 gain: perm1024's setup took 0.15-0.25 s longer, about what its loop saved, so huge pages were
-opt-in. A helper thread now clears them ahead of use on another core (``arena.pxd``), and
+opt-in. A helper thread now clears them ahead of use on another core (``arena_c.h``), and
 they are on by default. Measured on that VM, alternating runs with ``MRC_HUGE_PAGES=0``:
 perm128's event loop 2.59-2.73 us per packet against 2.89-3.03 (5 runs each), perm1024's
 6.02-6.22 against 6.75-6.97 with setup 0.35-0.36 s against 0.38-0.39 (whole process 3.46-3.56
@@ -19,7 +19,7 @@ How: :func:`use_huge_page_arenas` reserves one large region of address space (64
 less if that is refused; ``MAP_NORESERVE``: nothing is committed until touched), aligned to
 the huge page size and ``madvise(MADV_HUGEPAGE)``-d, and installs itself as pymalloc's arena
 allocator (``PyObject_SetArenaAllocator``): new arenas are carved from the region one after
-another. The C is in ``arena.pxd``. Arenas made before that call, and any made once the
+another. The C is in ``arena_c.h``. Arenas made before that call, and any made once the
 region is used up, come from (and go back to) the previous allocator. A freed arena of the
 region is kept on a free list for the next one and never returned to the system, as glibc's
 ``malloc`` keeps its heap: a process's resident memory stays at its peak. The populate thread
@@ -57,7 +57,9 @@ _THP = "/sys/kernel/mm/transparent_hugepage"
 #: may refuse the largest; the region is reserved once and never grows).
 _RESERVE = (64 << 30, 16 << 30, 4 << 30, 1 << 30)
 
-if not cython.compiled:  # (the compiled build has them from arena.pxd, in C)
+if cython.compiled:  # the C of the allocator (arena_c.h)
+    from cython.cimports.mrc.sim.arena_c import _can_prefault, _install, _stat
+else:
     def _install(size: int, align: int) -> int:
         """Pure Python has no arena allocator to replace."""
         return -1

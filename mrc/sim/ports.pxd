@@ -2,8 +2,8 @@
 cimport cython
 from mrc.packet cimport Packet
 from cpython.object cimport PyObject
-from mrc.sim.engine cimport (Handler, Simulator, _item_array, _slot_put,
-                             _slot_take)
+from mrc.sim.engine cimport Handler, Simulator
+from mrc.sim.engine_c cimport _item_array, _slot_put, _slot_take
 from mrc.sim.switch cimport Switch
 
 # Fifo's inline ring: fill its n slots with None, release its n slots (NULL after)

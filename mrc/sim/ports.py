@@ -35,7 +35,7 @@ from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
 
-if not cython.compiled:  # (the compiled build has them from engine.pxd, in C; unused here)
+if not cython.compiled:  # (the compiled build has them from engine_c.pxd, in C; unused here)
     from mrc.sim.engine import _item_array, _slot_put, _slot_take
 
     def _ring_fill(ring: Any, n: int) -> None:
@@ -73,7 +73,7 @@ class Fifo:
     Compiled, ``_slots`` points at the ring's slots: first :data:`_INLINE` of them inside the
     queue's own C struct, where a queue that never holds more (most ports' queues, most of
     the time) reads its items from the lines it reads its counts from; past that, a list's
-    item array (``engine.pxd``), which the list, never resized in place, keeps where it was.
+    item array (``engine_c.h``), which the list, never resized in place, keeps where it was.
     At 1024 hosts a queue gone cold since its last packet costs a cache line less per
     operation either way than reaching a list's array through the list. In pure Python the
     ring is the list ``_items``."""

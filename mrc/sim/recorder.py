@@ -17,6 +17,11 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 from mrc.packet import ACK, CNP, DATA, NACK, PROBE, PROBE_REPLY
 from mrc.transport.base import ASSUMED_BAD, DENIED
 from mrc.units import PS_PER_US
@@ -38,13 +43,16 @@ def drop_series(kind: int | None) -> str:
     return _DROP_OF_KIND.get(kind, "drops_data") if kind is not None else "drops_data"
 
 
+@cython.cclass
 class _Series:
     """A growable list of per-bin integers."""
 
-    __slots__ = ("values",)
+    values: list[int]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self) -> None:
-        self.values: list[int] = []
+        self.values = []
 
     def add(self, index: int, amount: int) -> None:
         values = self.values
@@ -56,6 +64,8 @@ class _Series:
         return self.values[index] if index < len(self.values) else 0
 
 
+@cython.final
+@cython.cclass
 class Recorder:
     """Bins counters for one transport. ``bin_ps`` is the width of every bin.
 
@@ -66,6 +76,25 @@ class Recorder:
     """
 
     COUNTERS = ("retransmissions", "trims", *DROP_SERIES, "probes", "cnps")
+
+    planes: cython.longlong
+    bin_ps: cython.longlong
+    goodput: _Series
+    goodput_plane: list[_Series]
+    _bin: cython.longlong
+    _bin_bytes: cython.longlong
+    _bin_plane: cython.longlong[::1]
+    counters: dict[str, _Series]
+    bytes_delivered: cython.longlong
+    packets_delivered: cython.longlong
+    _gauge_now: dict[str, int]
+    _gauge_changes: dict[str, list[tuple[int, int]]]
+    pfc: cython.bint
+    _paused_now: cython.longlong
+    _paused_changes: list[tuple[int, int]]
+    samples: dict[str, _Series]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, planes: int, bin_ps: int) -> None:
         if bin_ps <= 0:
@@ -87,18 +116,20 @@ class Recorder:
         self.packets_delivered = 0
         # EVs per gauged state: remember (time, value) changes, sample per bin later
         self._gauge_now = {metric: 0 for metric in GAUGED_STATES.values()}
-        self._gauge_changes: dict[str, list[tuple[int, int]]] = {
-            metric: [] for metric in GAUGED_STATES.values()}
+        self._gauge_changes = {metric: [] for metric in GAUGED_STATES.values()}
         self.pfc = False  # a PFC fabric: the paused_ports series is part of the table
         self._paused_now = 0
-        self._paused_changes: list[tuple[int, int]] = []
+        self._paused_changes = []
         #: sampled at bin ends: metric -> per-bin value (the last sample of the bin)
-        self.samples: dict[str, _Series] = {}
+        self.samples = {}
 
-    def placed(self, now: int, plane: int, nbytes: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def placed(self, now: cython.longlong, plane: cython.longlong,
+               nbytes: cython.longlong) -> None:
         """``nbytes`` new payload bytes placed at ``now`` by a packet that came on ``plane``
         (once per delivered DATA packet)."""
-        index = now // self.bin_ps
+        index: cython.longlong = now // self.bin_ps
         if index != self._bin:
             self._close_bin()
             self._bin = index
@@ -107,16 +138,19 @@ class Recorder:
         self.bytes_delivered += nbytes
         self.packets_delivered += 1
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _close_bin(self) -> None:
         """Add the open bin's sums to the goodput series (the bin may receive more later:
         a live host's clock may trail another's, and the series are read mid-run too)."""
         if not self._bin_bytes:
             return
-        index = self._bin
+        index: cython.longlong = self._bin
         self.goodput.add(index, self._bin_bytes)
         self._bin_bytes = 0
+        plane: cython.Py_ssize_t
         for plane in range(self.planes):
-            amount = self._bin_plane[plane]
+            amount: cython.longlong = self._bin_plane[plane]
             if amount:
                 self.goodput_plane[plane].add(index, amount)
                 self._bin_plane[plane] = 0

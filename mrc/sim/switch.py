@@ -10,7 +10,12 @@ versions, which differ only in how they send), as does :meth:`Switch.receive`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 from mrc.packet import Packet
 from topology import names, tables, usid
@@ -20,18 +25,41 @@ if TYPE_CHECKING:
     from mrc.sim.network import Network
     from mrc.sim.ports import OutPort
 
-#: masks of the halves of a 128-bit address (typed in switch.pxd: C integers when compiled)
-_LOW64 = (1 << 64) - 1
-_HIGH32 = _LOW64 ^ ((1 << 32) - 1)
-_LOW32 = (1 << 32) - 1
+#: masks of the halves of a 128-bit address (C integers when compiled)
+_LOW64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
+_HIGH32 = cython.declare(cython.ulonglong, 0xFFFFFFFF00000000)
+_LOW32 = cython.declare(cython.ulonglong, 0xFFFFFFFF)
 
 
+@cython.cclass
 class Switch:
     """A T0 or T1 of one plane, forwarding by uSID shift-and-forward from static tables."""
 
-    __slots__ = ("name", "net", "plane", "tier", "index", "usid", "_block", "_next", "_ua",
-                 "_next_first", "_next_ports", "_ua_first", "_ua_ports",
-                 "uplinks", "downlinks", "up", "drops")
+    # What forwarding reads first, in the C struct's first cache line; the rest after.
+    up: cython.bint
+    usid: cython.longlong
+    _block: cython.longlong
+    _next_first: cython.longlong
+    _ua_first: cython.longlong
+    #: the two tables (below) as lists indexed by uSID - first key (None: no entry), which
+    #: ``forward`` reads: a list index costs less than boxing a uSID for a dict lookup
+    _next_ports: list[OutPort | None]
+    _ua_ports: list[OutPort | None]
+    name: str
+    net: Network
+    plane: cython.longlong
+    tier: cython.longlong
+    index: cython.longlong
+    #: lookup of the (possibly shifted) active uSID -> output port, no shift (T0: T1
+    #: uSIDs -> uplinks; T1: T0 uSIDs -> downlinks)
+    _next: dict[int, OutPort]
+    #: uA entries (T0 only): local port uSID -> downlink, shifted once more
+    _ua: dict[int, OutPort]
+    uplinks: list[OutPort]
+    downlinks: list[OutPort]
+    drops: dict[str, int]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, net: Network, name: str, plane: int, tier: int, index: int) -> None:
         self.name = name
@@ -41,21 +69,16 @@ class Switch:
         self.index = index
         self.usid = usid.t0_usid(index) if tier == 0 else usid.t1_usid(index)
         self._block = usid.block(plane)
-        #: Lookup of the (possibly shifted) active uSID -> output port, no shift.
-        #: T0: T1 uSIDs -> uplinks. T1: T0 uSIDs -> downlinks.
-        self._next: dict[int, OutPort] = {}
-        #: uA entries (T0 only): local port uSID -> downlink, shifted once more.
-        self._ua: dict[int, OutPort] = {}
-        #: The same two tables as lists indexed by uSID - first key (None: no entry), which
-        #: ``forward`` reads: a list index costs less than boxing a uSID for a dict lookup.
+        self._next = {}
+        self._ua = {}
         self._next_first = 0
-        self._next_ports: list[OutPort | None] = []
+        self._next_ports = []
         self._ua_first = 0
-        self._ua_ports: list[OutPort | None] = []
-        self.uplinks: list[OutPort] = []
-        self.downlinks: list[OutPort] = []
+        self._ua_ports = []
+        self.uplinks = []
+        self.downlinks = []
         self.up = True  # a dead switch also holds all its links down (mrc.sim.faults)
-        self.drops: dict[str, int] = {}
+        self.drops = {}
 
     def __repr__(self) -> str:
         return f"<Switch {self.name}{'' if self.up else ' DOWN'}>"
@@ -89,6 +112,8 @@ class Switch:
         self._next_first, self._next_ports = _dense(self._next)
         self._ua_first, self._ua_ports = _dense(self._ua)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def receive(self, pkt: Packet) -> None:
         """A packet injected directly (tests, tools): dropped if this switch is down, else
         :meth:`forward`. Packets that cross a link call :meth:`forward` from their arrival
@@ -100,20 +125,22 @@ class Switch:
         if port is not None:
             port.send(pkt)
 
-    def forward(self, pkt: Packet) -> OutPort | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def forward(self, pkt: Packet) -> Any:  # OutPort | None
         """Shift-and-forward, the one copy every arrival uses: own uSID active -> shift (uN);
         look the active uSID up; a local port uSID (uA) shifts once more and leaves on that
         downlink. Rewrites the destination (``pkt.da_hi``/``da_lo``, once, however many
         uSIDs it consumed), takes one off the hop limit and returns the egress port;
         anything else is counted as ``no_route`` and gives None. The caller sends (a PFC
         port with its ingress)."""
-        top = pkt.da_hi  # the block and the first two uSIDs
+        top: cython.ulonglong = pkt.da_hi  # the block and the first two uSIDs
         if top >> 32 != self._block:
             self._no_route(pkt)
             return None
-        active = (top >> 16) & 0xFFFF
-        own = self.usid
-        shift = 0  # bits the carrier moves left: 16 per uSID consumed
+        active: cython.longlong = (top >> 16) & 0xFFFF
+        own: cython.longlong = self.usid
+        shift: cython.int = 0  # bits the carrier moves left: 16 per uSID consumed
         while active == own:  # uN (a carrier may name the same switch twice)
             shift += 16
             if shift == 16:
@@ -123,7 +150,7 @@ class Switch:
             else:
                 active = 0
         port = None
-        i = active - self._next_first
+        i: cython.Py_ssize_t = active - self._next_first
         if 0 <= i < len(self._next_ports):
             port = self._next_ports[i]
         if port is None:
@@ -138,7 +165,8 @@ class Switch:
             # value usid.shift gives applied shift // 16 times (the block stays; the
             # carrier's 96 bits move left and zeros come in; every result is masked, so
             # the bits a C shift loses never matter)
-            low = pkt.da_lo
+            low: cython.ulonglong = pkt.da_lo
+            carrier: cython.ulonglong
             if shift < 64:
                 carrier = (top << shift) | (low >> (64 - shift))
                 low = (low << shift) & _LOW64
@@ -166,9 +194,13 @@ class Switch:
             da = usid.shift(da)
         return port, da
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _no_route(self, pkt: Packet) -> None:
         self._count_drop(pkt, "no_route")
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _count_drop(self, pkt: Packet, reason: str) -> None:
         self.drops[reason] = self.drops.get(reason, 0) + 1
         if self.net.observer is not None:

@@ -12,8 +12,16 @@ from __future__ import annotations
 import hashlib
 import struct
 import zlib
+from typing import Any
 
-_MASK64 = (1 << 64) - 1
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+# 64-bit wrapping arithmetic in the compiled build is exactly the masked Python result
+# (digests are 64-bit)
+_MASK64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
 
 
 def message_key(src: int, qpn: int, msg_id: int, seed: int = 0) -> int:
@@ -23,24 +31,31 @@ def message_key(src: int, qpn: int, msg_id: int, seed: int = 0) -> int:
     return (hi << 32) | lo
 
 
-_K1 = 0x9E3779B97F4A7C15
-_K2 = 0xBF58476D1CE4E5B9
-_K3 = 0x94D049BB133111EB
-_K4 = 0xD6E8FEB86659FD93
+_K1 = cython.declare(cython.ulonglong, 0x9E3779B97F4A7C15)
+_K2 = cython.declare(cython.ulonglong, 0xBF58476D1CE4E5B9)
+_K3 = cython.declare(cython.ulonglong, 0x94D049BB133111EB)
+_K4 = cython.declare(cython.ulonglong, 0xD6E8FEB86659FD93)
 
 
-def segment_digest(key: int, offset: int, length: int) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(check=False)
+def segment_digest(key: cython.ulonglong, offset: cython.ulonglong,
+                   length: cython.ulonglong) -> cython.ulonglong:
     """What a segment's bytes 'are' in simulation: 64 bits determined by key, offset and
     length. A splitmix64-style mix (multiply and xor-shift rounds that spread every input
     bit over the result): once per packet sent, so it is 64-bit C arithmetic when
     compiled; here each product is masked to the same low 64 bits."""
-    x = (key ^ ((offset + 1) * _K1) ^ (length * _K4)) & _MASK64
+    x: cython.ulonglong = (key ^ ((offset + 1) * _K1) ^ (length * _K4)) & _MASK64
     x = ((x ^ (x >> 30)) * _K2) & _MASK64
     x = ((x ^ (x >> 27)) * _K3) & _MASK64
     return x ^ (x >> 31)
 
 
-def _fold(offset: int, digest: int) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(check=False)
+def _fold(offset: cython.ulonglong, digest: cython.ulonglong) -> cython.ulonglong:
     # Bind a digest to where it was placed: the same digest placed elsewhere folds differently.
     # (Only the low 64 bits of each product matter: the compiled build multiplies in 64 bits.)
     return ((digest ^ ((offset + 1) * _K1)) * _K2) & _MASK64
@@ -60,6 +75,7 @@ def payload_sha256(payload: bytes | bytearray) -> int:
     return int.from_bytes(hashlib.sha256(payload).digest()[:8], "big")
 
 
+@cython.cclass
 class ReceiveBuffer:
     """One message being assembled at the receiver.
 
@@ -67,7 +83,16 @@ class ReceiveBuffer:
     bytearray of one flag per segment tracks exactly-once placement in O(1).
     """
 
-    __slots__ = ("msg_id", "length", "mtu", "placed", "first_ts", "_seen", "_checksum", "_data")
+    msg_id: cython.longlong  # as Packet has it
+    length: cython.longlong
+    mtu: cython.longlong
+    placed: cython.longlong
+    first_ts: cython.longlong
+    _seen: bytearray
+    _checksum: cython.ulonglong
+    _data: Any
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, msg_id: int, length: int, mtu: int, real_bytes: bool = False,
                  first_ts: int = 0) -> None:
@@ -82,14 +107,23 @@ class ReceiveBuffer:
         self._checksum = 0
         self._data = bytearray(length) if real_bytes else None
 
-    def place(self, offset: int, length: int, digest: int, payload: bytes | None = None) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def place(self, offset: Any, length: cython.longlong, digest: cython.ulonglong,
+              payload: Any = None) -> cython.longlong:
         """Place one segment; returns the new bytes placed (0 for a duplicate).
 
         Raises ValueError for a segment that does not fit the message: a transport bug or
         a corrupt packet, never something to paper over.
         """
-        mtu = self.mtu
-        end = self.length
+        # offset: a wire field (u64): Python semantics for any value a packet may carry, until
+        # it is known to lie inside the message
+        mtu: cython.longlong = self.mtu
+        end: cython.longlong = self.length
+        off: cython.longlong
+        index: cython.longlong
+        rem: cython.longlong
         if 0 <= offset < end:  # from here a C integer in the compiled build
             off = offset
             index = off // mtu

@@ -7,7 +7,7 @@ a one's-complement sum of 16-bit words: because 2**16 == 1 (mod 0xFFFF), it is t
 bytes as one big-endian integer modulo 0xFFFF, which Python computes in C; large buffers go
 through numpy instead (:func:`sum16`), a whole burst through one numpy call
 (:func:`sum16_many`). The compiled build sums every buffer with a C loop (``le_words``,
-``checksum.pxd``: numpy's value for the whole 32-bit words), and masks the ICRC's header
+``checksum_c.h``: numpy's value for the whole 32-bit words), and masks the ICRC's header
 bytes in C (:func:`masked_inner`).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -52,28 +52,34 @@ _from_bytes = int.from_bytes
 
 _MASK: Final = ICRC_MASK.to_bytes(MASKED_BYTES, "big")
 
-if not cython.compiled:  # (the compiled build has them from checksum.pxd, in C)
+if cython.compiled:  # the same two in C (checksum_c.h)
+    from cython.cimports.mrc.wire.checksum_c import le_words, or_bytes
+else:
     def le_words(buf: bytes | bytearray | memoryview, start: int, m: int) -> int:
         """The sum of the little-endian 32-bit words of ``buf[start:start + m]`` (``m`` a
         multiple of 4 that the buffer holds)."""
         return int(_add_reduce(_frombuffer(buf, _U4, m >> 2, start), 0, _U64))
 
     def or_bytes(buf: bytes | bytearray | memoryview, start: int, mask: bytes) -> bytes:
-        """``buf[start:start + len(mask)]`` OR-ed with ``mask`` (compiled only)."""
-        raise NotImplementedError
+        """``buf[start:start + len(mask)]`` OR-ed with ``mask``."""
+        n = len(mask)
+        return (_from_bytes(buf[start:start + n], "big") | _from_bytes(mask, "big")).to_bytes(
+            n, "big")
 
 
-def masked_inner(buf: bytes | bytearray | memoryview) -> bytes:
+@cython.ccall
+@cython.annotation_typing(True)
+def masked_inner(buf: Any) -> bytes:
     """What the ICRC covers of inner IPv6 + UDP + BTH (``buf[OFF_INNER:OFF_EXT]``): the bytes
     with the fields it does not cover set to ones (``ICRC_MASK``)."""
     if len(buf) < OFF_EXT:
         raise ValueError(f"{len(buf)} bytes end before the BTH does")
-    if cython.compiled:
-        return or_bytes(buf, OFF_INNER, _MASK)
-    return (_from_bytes(buf[OFF_INNER:OFF_EXT], "big") | ICRC_MASK).to_bytes(MASKED_BYTES, "big")
+    return or_bytes(buf, OFF_INNER, _MASK)
 
 
-def sum16(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
+@cython.ccall
+@cython.annotation_typing(True)
+def sum16(buf: Any, start: cython.Py_ssize_t = 0) -> Any:
     """An integer congruent (mod 0xFFFF) to the big-endian 16-bit word sum of ``buf[start:]``,
     padded with a zero byte when odd (``start`` is an even offset of the checksummed data).
 
@@ -82,11 +88,11 @@ def sum16(buf: bytes | bytearray | memoryview, start: int = 0) -> int:
     by 256 modulo 0xFFFF (RFC 1071's byte-order independence). Bytes past the last whole
     32-bit word are added as a big-endian integer. ``start`` is numpy's buffer offset: no
     slice or memoryview is made for it."""
-    n = len(buf) - start
+    n: cython.Py_ssize_t = len(buf) - start
     if n < NP_MIN and not cython.compiled:  # (compiled: the C loop is cheaper at any length)
         v = _from_bytes(buf[start:] if start else buf, "big")
         return v << 8 if n & 1 else v
-    m = n & ~3
+    m: cython.Py_ssize_t = n & ~3
     s = le_words(buf, start, m) << 8
     if m == n:
         return s

@@ -30,7 +30,7 @@ cdef class Nscc(CongestionControl):
     cdef public long long decreases, quick_adapts, trims, adjustments
 
     @cython.locals(delay=cython.longlong, target=cython.longlong, window=cython.longlong,
-                   factor=cython.double, avg=cython.double)
+                   avg=cython.double)
     cpdef on_ack(self, long long now, long long acked_bytes, rtt_ps, bint ecn, long long ev)
     cpdef on_trim(self, long long now, long long ev)
     cpdef on_loss(self, long long now, long long ev)

@@ -8,22 +8,31 @@ or six cache lines, all of them cold at 1024 hosts, on every ACK.
 
 :class:`EvMap` keeps the values in its own entries: compiled, one C array of 4-word entries
 (the key plus one, then the three values), open addressing with linear probing at a load of
-at most one half, so a lookup reads the map and, nearly always, one entry's cache line. In
-pure Python it is a dict of tuples. Both answer the same.
+at most one half, so a lookup reads the map and, nearly always, one entry's cache line
+(``evmap_c.h``). In pure Python it is a dict of tuples. Both answer the same.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 try:
     import cython
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+if cython.compiled:  # the table, in C
+    from cython.cimports.mrc.transport.mrc.evmap_c import (
+        mrc_evmap,
+        mrc_evmap_alloc,
+        mrc_evmap_entry,
+        mrc_evmap_find,
+        mrc_evmap_free,
+        mrc_evmap_put,
+    )
+
 #: keys are EV values in [0, 2**63 - 1): the compiled entries store key + 1 (0 marks empty)
 MAX_KEY = (1 << 63) - 2
-_MAX_KEY = MAX_KEY  # (its typed copy, compiled: the name above stays a Python attribute)
-_GOLDEN = 11400714819323198485  # 2**64 / golden ratio: Fibonacci hashing of the key
-_ENTRY_WORDS = 4
 _MIN_BITS = 3
 
 
@@ -36,52 +45,58 @@ class EvMap:
     tuple per lookup); they are meaningful until the next call of :meth:`find` or
     :meth:`put`."""
 
-    __slots__ = ("a", "b", "c", "_d", "_n", "_bits",
-                 "_buf", "_tab")  # (the compiled table: evmap.pxd; unused in pure Python)
+    # the values find() leaves, then the table (compiled) or the dict (pure Python)
+    a: cython.longlong
+    b: cython.ulonglong
+    c: cython.ulonglong
+    _m: mrc_evmap
+    _n: cython.Py_ssize_t
+    _d: dict[int, tuple[int, int, int]]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, size_hint: int = 0) -> None:
         self.a = 0
         self.b = 0
         self.c = 0
         self._n = 0
+        self._d = {}
         bits = _MIN_BITS
         while (1 << bits) < 2 * size_hint:
             bits += 1
-        self._bits = bits
-        self._d: dict[int, tuple[int, int, int]] = {}
-        self._buf: bytearray = bytearray()
+        if cython.compiled and mrc_evmap_alloc(cython.address(self._m), bits) < 0:
+            raise MemoryError
+
+    def __dealloc__(self) -> None:
         if cython.compiled:
-            self._alloc(bits)
+            mrc_evmap_free(cython.address(self._m))
 
     def __len__(self) -> int:
         return self._n
 
-    def find(self, ev: int) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(check=False)
+    def find(self, ev: cython.longlong) -> cython.bint:
         """Whether ``ev`` is in the map; if it is, its values are now ``a``, ``b``, ``c``."""
         if cython.compiled:
-            if ev < 0 or ev > _MAX_KEY:
+            e: cython.p_ulonglong = mrc_evmap_find(cython.address(self._m), ev)
+            if e == cython.NULL:
                 return False
-            key = cython.cast(cython.ulonglong, ev) + 1
-            mask = (cython.cast(cython.ulonglong, 1) << self._bits) - 1
-            h = (key * _GOLDEN) >> (64 - self._bits)
-            tab = self._tab
-            while True:
-                e = tab + _ENTRY_WORDS * h
-                if e[0] == key:
-                    self.a = cython.cast(cython.longlong, e[1])
-                    self.b = e[2]
-                    self.c = e[3]
-                    return True
-                if e[0] == 0:
-                    return False
-                h = (h + 1) & mask
+            self.a = cython.cast(cython.longlong, e[1])
+            self.b = e[2]
+            self.c = e[3]
+            return True
         found = self._d.get(ev)
         if found is None:
             return False
         self.a, self.b, self.c = found
         return True
 
-    def put(self, ev: int, a: int, b: int, c: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def put(self, ev: Any, a: cython.longlong, b: cython.ulonglong,
+            c: cython.ulonglong) -> None:
         """Map ``ev`` to ``(a, b, c)`` (replacing what it mapped to); the values stay in
         ``a``, ``b``, ``c``."""
         if not 0 <= ev <= MAX_KEY:
@@ -90,66 +105,30 @@ class EvMap:
         self.b = b
         self.c = c
         if cython.compiled:
-            if 2 * (self._n + 1) > (1 << self._bits):
-                self._rehash(self._bits + 1)
-            if self._store(cython.cast(cython.ulonglong, ev) + 1, self.a, self.b, self.c):
-                self._n += 1
+            fresh: cython.int = mrc_evmap_put(cython.address(self._m), ev, a, b, c)
+            if fresh < 0:
+                raise MemoryError
+            self._n += fresh
             return
         if ev not in self._d:
             self._n += 1
         self._d[ev] = (a, b, c)
 
-    def items(self) -> list[tuple[int, int, int, int]]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def items(self) -> list:  # list[tuple[int, int, int, int]]
         """Every (ev, a, b, c), in increasing EV order."""
+        out: list = []
         if cython.compiled:
-            out = []
-            tab = self._tab
-            for i in range(1 << self._bits):
-                e = tab + _ENTRY_WORDS * i
+            e: cython.pointer[cython.const[cython.ulonglong]]
+            i: cython.Py_ssize_t
+            for i in range(1 << self._m.bits):
+                e = mrc_evmap_entry(cython.address(self._m), i)
                 if e[0]:
                     out.append((cython.cast(cython.longlong, e[0] - 1),
                                 cython.cast(cython.longlong, e[1]), e[2], e[3]))
-            out.sort()
-            return out
-        out = []
-        for ev, (a, b, c) in self._d.items():
-            out.append((ev, a, b, c))
+        else:
+            for ev, (a, b, c) in self._d.items():
+                out.append((ev, a, b, c))
         out.sort()
         return out
-
-    # ------------------------------------------------------------------ compiled table
-    def _alloc(self, bits: int) -> None:
-        """A zeroed table of ``2**bits`` entries, from a 64-byte boundary (compiled only)."""
-        buf = bytearray(8 * _ENTRY_WORDS * (1 << bits) + 64)
-        start = cython.cast(cython.size_t, cython.cast(cython.p_char, buf))
-        self._buf = buf
-        self._tab = cython.cast(cython.p_ulonglong, (start + 63) & ~cython.cast(cython.size_t, 63))
-        self._bits = bits
-
-    def _store(self, key: int, a: int, b: int, c: int) -> bool:
-        """Write an entry; True when the key was new (compiled only)."""
-        mask = (cython.cast(cython.ulonglong, 1) << self._bits) - 1
-        h = (key * _GOLDEN) >> (64 - self._bits)
-        tab = self._tab
-        while True:
-            e = tab + _ENTRY_WORDS * h
-            if e[0] == key or e[0] == 0:
-                new = e[0] == 0
-                e[0] = key
-                e[1] = cython.cast(cython.ulonglong, a)
-                e[2] = b
-                e[3] = c
-                return new
-            h = (h + 1) & mask
-
-    def _rehash(self, bits: int) -> None:
-        """Move every entry into a table of ``2**bits`` (compiled only)."""
-        old_buf = self._buf  # keeps the old table alive while its entries move
-        old = self._tab
-        n = 1 << self._bits
-        self._alloc(bits)
-        for i in range(n):
-            e = old + _ENTRY_WORDS * i
-            if e[0]:
-                self._store(e[0], cython.cast(cython.longlong, e[1]), e[2], e[3])
-        del old_buf

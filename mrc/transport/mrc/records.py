@@ -20,6 +20,7 @@ Why transmissions are records in linked queues
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 from mrc.packet import split_address
 from mrc.transport.base import GOOD, EvState, PathChoice
@@ -51,11 +52,21 @@ LOST = SegState.LOST
 ACKED = SegState.ACKED
 
 
+@cython.cclass
 class Msg:
     """A posted WRITE on the sender side."""
 
-    __slots__ = ("msg_id", "length", "key", "payload", "imm", "posted_ps", "next_offset",
-                 "unacked", "segmented")
+    msg_id: int
+    length: cython.longlong
+    key: int
+    payload: Any
+    imm: Any
+    posted_ps: cython.longlong
+    next_offset: cython.longlong
+    unacked: cython.longlong
+    segmented: cython.bint
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, msg_id: int, length: int, key: int, payload: bytes | None,
                  imm: int | None, posted_ps: int) -> None:
@@ -76,25 +87,38 @@ class Seg:
     """One packet (PSN) on the sender side, across all its transmissions. (Compiled, freed
     ones are kept for reuse: one is made per packet sent.)"""
 
-    __slots__ = ("seq", "msg", "offset", "length", "ev", "tx", "sent_ps", "state", "sends")
+    seq: cython.longlong
+    msg: Msg
+    offset: cython.longlong
+    length: cython.longlong
+    ev: Ev
+    tx: cython.longlong
+    sent_ps: cython.longlong
+    state: cython.longlong
+    sends: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, seq: int, msg: Msg, offset: int, length: int) -> None:
         self.seq = seq
         self.msg = msg
         self.offset = offset
         self.length = length
-        self.ev: Ev = None  # type: ignore[assignment]  # set by the first transmission
+        self.ev = None  # type: ignore[assignment]  # set by the first transmission
         self.tx = 0  # id of the current transmission (global, increasing)
         self.sent_ps = 0
         self.state = INFLIGHT
         self.sends = 0
 
 
-def new_seg(seq: int, msg: Msg, offset: int, length: int) -> Seg:
+@cython.ccall
+@cython.annotation_typing(True)
+def new_seg(seq: cython.longlong, msg: Msg, offset: cython.longlong,
+            length: cython.longlong) -> Seg:
     """``Seg(seq, msg, offset, length)`` for the sender's per-packet path: compiled, the
     record comes from the free list with no argument tuple, boxed integers or ``__init__``
     call (a cross-module C call instead of a Python one)."""
-    seg = Seg.__new__(Seg)
+    seg: Seg = Seg.__new__(Seg)
     seg.seq = seq
     seg.msg = msg
     seg.offset = offset
@@ -120,32 +144,32 @@ class Tx:
     at most once (only while its segment is INFLIGHT on it), so one link suffices.
     """
 
-    __slots__ = ("sent_ps", "seg", "tx", "next_sent", "next_ev", "next_plane", "next_qp",
-                 "due", "overdue", "next_suspect")
-
-    sent_ps: int
+    sent_ps: cython.longlong
     seg: Seg
-    tx: int
+    tx: cython.longlong
     next_sent: Tx | None  # the sender's RTO queue (``Sender.sent``)
     next_ev: Tx | None  # its EV's FIFO (the :class:`Ev` itself)
     next_plane: Tx | None  # its plane's overdue scope (``Sender.sent_on_plane``)
     next_qp: Tx | None  # the QP's overdue scope (``Sender.sent_on_qp``)
-    due: int
-    overdue: bool
+    due: cython.longlong
+    overdue: cython.bint
     next_suspect: Tx | None  # recovery's suspects (``Recovery._suspects``)
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
 
-def new_tx(sent_ps: int, seg: Seg, tx: int) -> Tx:
+@cython.ccall
+@cython.annotation_typing(True)
+def new_tx(sent_ps: cython.longlong, seg: Seg, tx: cython.longlong) -> Tx:
     """A transmission record, linked to nothing yet (compiled: from the free list, without
     a Python call)."""
-    t = Tx.__new__(Tx)
+    t: Tx = Tx.__new__(Tx)
     t.sent_ps = sent_ps
     t.seg = seg
     t.tx = tx
-    if not cython.compiled:  # (compiled, a new record's links are None and numbers 0)
-        t.next_sent = t.next_ev = t.next_plane = t.next_qp = t.next_suspect = None
-        t.due = 0
-        t.overdue = False
+    t.next_sent = t.next_ev = t.next_plane = t.next_qp = t.next_suspect = None
+    t.due = 0
+    t.overdue = False
     return t
 
 
@@ -157,10 +181,10 @@ LINK_QP = 3  # the QP's overdue scope: ``Tx.next_qp``
 LINK_SUSPECT = 4  # recovery's suspects: ``Tx.next_suspect``
 # typed copies for ``TxQueue.push`` (compiled, C integers; the names above stay the module's
 # Python attributes, which the sender and recovery import)
-_EV = LINK_EV
-_SENT = LINK_SENT
-_PLANE = LINK_PLANE
-_QP = LINK_QP
+_EV = cython.declare(cython.longlong, LINK_EV)
+_SENT = cython.declare(cython.longlong, LINK_SENT)
+_PLANE = cython.declare(cython.longlong, LINK_PLANE)
+_QP = cython.declare(cython.longlong, LINK_QP)
 
 
 @cython.cclass
@@ -171,20 +195,27 @@ class TxQueue:
     (``head`` is None: the queue is empty, whatever ``tail`` still points to); consumers read
     the head and drop it with :meth:`pop`."""
 
-    __slots__ = ("head", "tail", "link")
+    head: Tx | None
+    tail: Tx  # meaningful while head is not None
+    link: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, link: int) -> None:
-        self.head: Tx | None = None
-        self.tail: Tx = None  # type: ignore[assignment]  # meaningful while head is not None
+        self.head = None
+        self.tail = None  # type: ignore[assignment]
         self.link = link
 
-    def push(self, t: Tx) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(check=False)
+    def push(self, t: Tx) -> cython.void:
         """Append ``t`` at the tail, through this queue's link (a C call when compiled)."""
         if self.head is None:
             self.head = t
         else:
-            tail = self.tail
-            link = self.link
+            tail: Tx = self.tail
+            link: cython.longlong = self.link
             if link == _EV:
                 tail.next_ev = t
             elif link == _SENT:
@@ -197,14 +228,17 @@ class TxQueue:
                 tail.next_suspect = t
         self.tail = t
 
-    def pop(self) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(check=False)
+    def pop(self) -> cython.void:
         """Drop the head (its consumer has read it): the next record through this queue's
         link becomes the head, and the dropped record's link is cleared, so it keeps no
         popped chain alive while another queue still holds it."""
-        t = self.head
+        t: Tx | None = self.head
         if t is None:
             return
-        link = self.link
+        link: cython.longlong = self.link
         if link == _EV:
             self.head = t.next_ev
             t.next_ev = None
@@ -222,6 +256,7 @@ class TxQueue:
             t.next_suspect = None
 
 
+@cython.cclass
 class Ev(TxQueue):
     """Sender-side state of one EV, and its transmissions in send order.
 
@@ -230,9 +265,34 @@ class Ev(TxQueue):
     and ACK touch its EV and the queue's ends: in one object, that is one object and one
     cache line fewer per EV than a queue of its own (a deque would cost 600 bytes)."""
 
-    __slots__ = ("ev", "plane", "t1", "address", "addr_hi", "addr_lo", "state", "usable",
-                 "epoch", "probe_seq", "probe_ok", "probes_out", "sent", "acked", "lost",
-                 "trims", "timeouts", "strikes", "last_sent", "slow")
+    # What a packet's send (spray, transmit) and its ACK touch first, after the FIFO's ends
+    # (TxQueue's fields), in one or two cache lines of the C struct; the probe state and the
+    # rarer counters after.
+    ev: cython.longlong
+    plane: cython.longlong
+    usable: cython.bint
+    addr_hi: cython.ulonglong
+    addr_lo: cython.ulonglong
+    sent: cython.longlong
+    last_sent: cython.longlong  # send time of its newest transmission
+    acked: cython.longlong
+    strikes: cython.longlong  # overdue losses since the EV last delivered a packet
+    state: Any
+    t1: Any
+    address: int
+    epoch: cython.longlong  # bumped on every state change: stale probe timers die
+    probe_seq: cython.longlong
+    probe_ok: cython.longlong
+    #: (probe seq, sent ps) of its probes awaiting replies, oldest first; None until it is
+    #: first probed (most EVs never are)
+    probes_out: list[tuple[int, int]] | None
+    lost: cython.longlong
+    trims: cython.longlong
+    timeouts: cython.longlong
+    #: deliveries that came back slow or hot (:mod:`.spray`): not recycled
+    slow: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, choice: PathChoice) -> None:
         self.head = None
@@ -245,20 +305,18 @@ class Ev(TxQueue):
         self.addr_hi, self.addr_lo = split_address(choice.address)  # as packets carry it
         self.state: EvState = GOOD
         self.usable = True
-        self.epoch = 0  # bumped on every state change: stale probe timers die
+        self.epoch = 0
         self.probe_seq = 0
         self.probe_ok = 0
-        #: (probe seq, sent ps) of its probes awaiting replies, oldest first; None until it
-        #: is first probed (most EVs never are)
-        self.probes_out: list[tuple[int, int]] | None = None
+        self.probes_out = None
         self.sent = 0
         self.acked = 0
         self.lost = 0
         self.trims = 0
         self.timeouts = 0
-        self.strikes = 0  # overdue losses since the EV last delivered a packet
-        self.last_sent = -1  # send time of its newest transmission
-        self.slow = 0  # deliveries that came back slow or hot (:mod:`.spray`): not recycled
+        self.strikes = 0
+        self.last_sent = -1
+        self.slow = 0
 
     @property
     def choice(self) -> PathChoice:

@@ -64,7 +64,6 @@ cdef class Recovery:
                         long long una_psn) except? False
     @cython.locals(fifo=TxQueue, tx=cython.longlong, t=Tx, seg=Seg)
     cpdef _infer_losses(self, long long now, Seg acked)
-    @cython.locals(q=TxQueue)
     cpdef _suspect(self, long long now, Tx t, bint overdue)
     @cython.locals(window=cython.longlong, bound=cython.longlong, q=TxQueue,
                    t=Tx, seg=Seg)

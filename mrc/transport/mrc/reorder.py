@@ -26,9 +26,15 @@ instead.
 
 from __future__ import annotations
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 from mrc.transport.mrc.records import LINK_QP, TxQueue
 
 
+@cython.cclass
 class Reorder:
     """Overdue-loss state of one scope (one plane, or the whole QP): its transmissions in
     send order, the send time of the newest one known delivered, and the reorder window
@@ -38,8 +44,18 @@ class Reorder:
     (see :class:`.sender.Sender`: a plane's scope through ``Tx.next_plane``, the QP's
     through ``Tx.next_qp``), loss recovery pops it."""
 
-    __slots__ = ("dq", "newest", "min_rtt", "srtt", "cur_max", "cur_start", "prev_max",
-                 "window", "touched", "next_touched")
+    dq: TxQueue
+    newest: cython.longlong
+    min_rtt: cython.longlong
+    srtt: cython.longlong
+    cur_max: cython.longlong
+    cur_start: cython.longlong
+    prev_max: cython.longlong
+    window: cython.longlong
+    touched: cython.bint
+    next_touched: Reorder | None
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, window: int, dq: TxQueue | None = None) -> None:
         #: transmissions in send order
@@ -55,14 +71,18 @@ class Reorder:
         #: it touched, in the order touched (linked by ``next_touched``), once the ACK's
         #: segments are all counted
         self.touched = False
-        self.next_touched: Reorder | None = None
+        self.next_touched = None
 
-    def sample(self, now: int, rtt: int, hold_rtts: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def sample(self, now: cython.longlong, rtt: cython.longlong,
+               hold_rtts: cython.longlong) -> None:
         """The RTT an ACK echoes (exact): min and smoothed RTT, and the clock of the
         two-bucket windowed max (each bucket half of ``hold_rtts`` smoothed RTTs)."""
         if not self.min_rtt or rtt < self.min_rtt:
             self.min_rtt = rtt
-        srtt = self.srtt = rtt if not self.srtt else self.srtt + ((rtt - self.srtt) >> 3)
+        srtt: cython.longlong = rtt if not self.srtt else self.srtt + ((rtt - self.srtt) >> 3)
+        self.srtt = srtt
         if self.cur_start < 0:
             self.cur_start = now
         elif now - self.cur_start >= (hold_rtts * srtt) >> 1:
@@ -72,7 +92,11 @@ class Reorder:
         if rtt > self.cur_max:
             self.cur_max = rtt
 
-    def refresh(self, rto: int, margin: float, gain: float) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def refresh(self, rto: cython.longlong, margin: cython.double,
+                gain: cython.double) -> cython.longlong:
         """window = min(RTO, margin x min RTT + gain x (recent max delay - min RTT)); the
         RTO while the scope is cold (no evidence before the spread is known)."""
         prev = self.prev_max
