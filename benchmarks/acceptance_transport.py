@@ -39,9 +39,9 @@ if __name__ == "__main__":  # run as a script: this checkout's mrc (tests import
 from mrc.packet import ACK, NACK
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
-from mrc.sim.rc_connection import bdp_packets
-from mrc.sim.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
-from mrc.sim.transport_params import mrc_config
+from mrc.stack.rc_connection import bdp_packets
+from mrc.stack.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
+from mrc.stack.transport_params import mrc_config
 from mrc.transport.base import ASSUMED_BAD, GOOD
 from topology import preset
 from topology.spec import FabricSpec

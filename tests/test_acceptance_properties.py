@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrc.sim import faults
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from topology import preset
 
 SPEC = preset("lab-small")

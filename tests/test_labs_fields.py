@@ -15,7 +15,7 @@ from mrc.labs.fault_section import FAULT_KINDS
 from mrc.labs.fault_section import FIELDS as FAULT_FIELDS
 from mrc.labs.fields import TYPES, Derived, Field, Rule, field_map
 from mrc.labs.lab_file import field_tables, validate
-from mrc.sim import transport_params as tparams
+from mrc.stack import transport_params as tparams
 from topology.spec import preset
 
 SPEC = preset("lab-small")

@@ -17,7 +17,7 @@ from mrc.labs.cli import labs, run
 from mrc.labs.files import bundled_names, find_bundled, read_lab_text
 from mrc.labs.lab_file import load_lab
 from mrc.labs.runner import LabResult, run_lab
-from mrc.sim.rc_connection import bdp_packets
+from mrc.stack.rc_connection import bdp_packets
 from topology.spec import preset
 
 BUNDLED = ["t0-switch-down", "t1-fail-restore", "t0-t1-link-flap", "nic-port-down", "t1-reboot",

@@ -29,7 +29,7 @@ from mrc.labs.model import Collective, ConnectionMatrix, Lab, Permutation, Write
 from mrc.labs.runner import LabResult, TransportRun, assemble, prepare, select_transports
 from mrc.labs.schedule import schedule
 from mrc.labs.workloads import derangement
-from mrc.sim.transport_params import ParamError
+from mrc.stack.transport_params import ParamError
 from mrc.units import PS_PER_US, us
 
 RUNTIME = "flow"

@@ -17,7 +17,7 @@ configs' own order (so a table with several problems reports the one the config 
 except that RC's ``ack_every`` comes before the window rules: RC's default window is derived
 from it. The ranges are the configs' range checks restated here with their wording, so a
 bad value is refused on its own dotted key before any config is built; building the
-configs last (:mod:`mrc.sim.transport_params`) keeps their ``__post_init__`` checks as
+configs last (:mod:`mrc.stack.transport_params`) keeps their ``__post_init__`` checks as
 invariants.
 """
 
@@ -45,7 +45,7 @@ from mrc.labs.fields import (
 )
 from mrc.labs.model import TRANSPORT_KINDS, TransportSpec
 from mrc.packet import PSN_MASK, PSN_MOD
-from mrc.sim import transport_params as tparams
+from mrc.stack import transport_params as tparams
 from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
 from mrc.transport.mrc.config import SPRAY_POLICIES, MrcConfig
 from mrc.transport.rc.config import CC_KINDS, RcConfig
@@ -483,7 +483,7 @@ def _rc_window(spec: FabricSpec, checked: Mapping[str, Any], prefix: str) -> int
 
 def _build(kind: str, spec: FabricSpec, params: dict[str, Any], prefix: str) -> Any:
     """The transport's config for these checked params: its own checks run as invariants.
-    A :class:`~mrc.sim.transport_params.ParamError` names its key path itself (we pass ours)."""
+    A :class:`~mrc.stack.transport_params.ParamError` names its key path itself (we pass ours)."""
     try:
         if kind == "mrc":
             return tparams.mrc_config(spec, params, prefix)

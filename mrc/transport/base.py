@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from mrc.packet import Packet
 
@@ -76,10 +76,6 @@ class QueuePair(Protocol):
     events: deque[TransportEvent]
     bytes_placed: int
     failed: bool
-    #: the NIC driver's per-QP state, kept on the QP (``mrc.transport.qp_base.QpBase``)
-    nic_ports: list[Any]
-    nic_floor: int
-    nic_timer: int
 
     def post_write(self, now: int, msg_id: int, length: int, *,
                    payload: bytes | None = None) -> None: ...

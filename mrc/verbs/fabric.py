@@ -1,6 +1,6 @@
 """The driver under :mod:`mrc.verbs`: a simulated fabric whose hosts' NICs run verbs QPs.
 
-A :class:`Fabric` is one :class:`mrc.sim.stack.SimStack` (simulator, network, a NIC per host)
+A :class:`Fabric` is one :class:`mrc.stack.stack.SimStack` (simulator, network, a NIC per host)
 seen through libmrc: ``open_device(host)`` gives an application context
 (:class:`mrc.verbs.objects.Context`), ``controller(host)`` the host's controller
 (:class:`mrc.verbs.control.Controller`). Time moves only when asked (``run_for_us``,
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mrc.sim import faults as sim_faults
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from mrc.transport.mrc.cc import CcConfig
 from mrc.units import PS_PER_US
 from mrc.verbs.control import Controller, VerbsError

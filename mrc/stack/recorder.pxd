@@ -1,11 +1,11 @@
-# C layout of recorder.py for the compiled build (mrc/_build.py); the .py is the source.
+# C layout of mrc/stack/recorder.py for the compiled build (mrc/_build.py); the .py is the source.
 cimport cython
+from mrc.nic.runtime cimport RecorderSink
 
 cdef class _Series:
     cdef public list values
 
-@cython.final
-cdef class Recorder:
+cdef class Recorder(RecorderSink):
     cdef public long long planes, bin_ps
     cdef public _Series goodput
     cdef public list goodput_plane
@@ -23,3 +23,4 @@ cdef class Recorder:
     cpdef placed(self, long long now, long long plane, long long nbytes)
     @cython.locals(index=cython.longlong, plane=Py_ssize_t, amount=cython.longlong)
     cpdef _close_bin(self)
+    cpdef count(self, name, long long now, long long amount=*)

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mrc.sim import transport_params
-from mrc.sim.evset import build_ev_set
-from mrc.sim.rc_connection import RcConnection
+from mrc.stack import transport_params
+from mrc.stack.evset import build_ev_set
+from mrc.stack.rc_connection import RcConnection
 from mrc.transport.base import (
     EVENT_CONNECTION_FAILED,
     EVENT_MESSAGE_COMPLETED,
@@ -43,7 +43,7 @@ from mrc.transport.mrc import MrcQueuePair as MrcQp
 from mrc.transport.rc.striping import stripe
 
 if TYPE_CHECKING:
-    from mrc.sim.stack import Stack
+    from mrc.stack.stack import Stack
 
 Completion = Callable[[int, bool], None]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING
 
+from mrc.nic.runtime import RecorderSink
 from mrc.packet import ACK, CNP, DATA, NACK, PROBE, PROBE_REPLY
 from mrc.transport.base import ASSUMED_BAD, DENIED
 from mrc.units import PS_PER_US
@@ -56,7 +57,7 @@ class _Series:
         return self.values[index] if index < len(self.values) else 0
 
 
-class Recorder:
+class Recorder(RecorderSink):
     """Bins counters for one transport. ``bin_ps`` is the width of every bin.
 
     Optional series (only in the table when used): ``paused_ports``, the most ports whose
