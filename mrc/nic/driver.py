@@ -110,7 +110,7 @@ class NicDriver:
                  on_event: EventSink | None = None, recorder: RecorderSink | None = None,
                  strict: bool = True, counters: Iterable[str] = COUNTERS) -> None:
         self.sched = sched
-        self.ports: list[PortSink] = list(ports)
+        self.ports: Sequence[PortSink] = list(ports)
         self.on_event = on_event
         #: where goodput and counters go (a QP registered with a recorder of its own, in a
         #: mixed run, sends its goodput and retransmissions there)

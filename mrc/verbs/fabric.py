@@ -88,7 +88,7 @@ class Fabric:
         """Put ``qp``'s transport QP on its NIC (sending on every plane when ``send``)."""
         assert qp.transport is not None
         nic = self.stack.nics[qp.host]
-        if qp.transport.qpn in nic.qps:
+        if nic.holds(qp.transport):  # type: ignore[arg-type]
             nic.remove(qp.transport)  # type: ignore[arg-type]
         self.stack.register(qp, qp.transport, range(self.spec.planes) if send else ())  # type: ignore[arg-type]
         self.service(qp)
@@ -103,5 +103,5 @@ class Fabric:
     def service(self, qp: QueuePair) -> None:
         """After an API call changed ``qp``: send its control packets, arm its timer, wake
         its ports."""
-        if qp.transport is not None and qp.transport.qpn in self.stack.nics[qp.host].qps:
+        if qp.transport is not None and self.stack.nics[qp.host].holds(qp.transport):  # type: ignore[arg-type]
             self.stack.nics[qp.host].poke(qp.transport)  # type: ignore[arg-type]
