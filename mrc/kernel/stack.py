@@ -70,7 +70,8 @@ class KernelStack(Stack):
         self.timer = FaultTimer(self.clock.wall_at, scale, now=self.loop.time)
         self.nics: list[KernelHost] = [
             KernelHost(h, spec, self.clock, ns=fabric.ns(f"h{h}"), wires=wires_of(fabric, h),
-                       on_event=self._on_qp_event, recorder=self.recorder, sync=self.engine.run_due, trace=trace,
+                       on_event=self._on_qp_event, recorder=self.recorder,
+                       sync=self.engine.run_due, trace=trace,
                        burst_ps=self.clock.model_ps(fabric.shaping.host_catch_up_s)
                        if fabric.shaping is not None else None)
             for h in range(spec.hosts)]

@@ -51,7 +51,6 @@ cdef class OutPort(Handler):
     cpdef arrive(self, Packet pkt)
     @cython.locals(port=OutPort)
     cpdef _arrive_switch(self, Packet pkt)
-    cpdef kick(self)
     cpdef bint _lose(self) except? False
     cpdef _lost(self, Packet pkt)
     cpdef _mark(self, Packet pkt, long long now)

@@ -247,10 +247,6 @@ class OutPort(Handler):
             if port is not None:
                 port.send(pkt)
 
-    def kick(self) -> None:
-        """Nothing to pull: only a NIC port (``NicPort.kick``) pulls from its host when idle
-        (declared here so that the NIC driver calls either in C)."""
-
     # ------------------------------------------------------------------ slow path
     def _lose(self) -> bool:
         return self._rng.random() < self.loss_p
