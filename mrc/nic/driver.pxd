@@ -39,8 +39,8 @@ cdef class NicDriver:
     cdef public dict counters
     cdef public object first_rejection
 
-    @cython.locals(ctx=QpContext, senders=list, pkt=Packet, floor=cython.longlong,
-                   scheduled=cython.longlong)
+    @cython.locals(ctx=QpContext, senders=list, pkt=Packet, qp=QpBase, control=list,
+                   floor=cython.longlong, scheduled=cython.longlong)
     cpdef pull(self, long long now, long long plane, long long paused=*)
     @cython.locals(qpn=cython.longlong, before=cython.longlong, placed=cython.longlong,
                    ctx=QpContext, qp=QpBase)
@@ -56,7 +56,6 @@ cdef class NicDriver:
     cpdef _service(self, QpContext ctx, long long now)
     @cython.locals(deadline=cython.longlong, at=cython.longlong, scheduled=cython.longlong)
     cpdef _arm(self, QpContext ctx, long long now)
-    cpdef _at(self, long long time_ps, fn, arg)
     @cython.locals(pkt=Packet, ports=list, port=PortSink, kind=cython.longlong,
                    recorder=RecorderSink)
     cpdef _send_control(self, list control, long long now, QpContext ctx)

@@ -38,7 +38,6 @@ stop the host; in the simulator that is a bug).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from mrc.nic.runtime import PortSink, RecorderSink, Scheduler
 from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
@@ -211,7 +210,10 @@ class NicDriver:
             ctx, pkt = found
         if pkt.flags & FLAG_RETX:
             ctx.recorder.count("retransmissions", now)
-        self._defer_leftovers(ctx, now)
+        qp = ctx.qp
+        control = qp.take_control()
+        if control or qp.events:  # (``_defer_leftovers``, written out: once per packet)
+            self.sched.at(now, self._after_poll_cb, (ctx, control))
         floor = ctx.floor
         if floor:
             scheduled = ctx.timer
@@ -333,7 +335,7 @@ class NicDriver:
         qp = ctx.qp
         control = qp.take_control()
         if control or qp.events:
-            self._at(now, self._after_poll_cb, (ctx, control))
+            self.sched.at(now, self._after_poll_cb, (ctx, control))
 
     def _service(self, ctx: QpContext, now: int) -> None:
         """Send ``ctx``'s QP's control packets, arm its timer and forward its events."""
@@ -354,11 +356,7 @@ class NicDriver:
             if scheduled < 0 or deadline < scheduled:
                 at = deadline if deadline > now else now
                 ctx.timer = at
-                self._at(at, self._on_timer_cb, ctx)
-
-    def _at(self, time_ps: int, fn: Callable[[Any], None], arg: Any) -> None:
-        """``fn(arg)`` at ``time_ps`` on the driver's clock."""
-        self.sched.at(time_ps, fn, arg)
+                self.sched.at(at, self._on_timer_cb, ctx)
 
     def _send_control(self, control: list[Packet], now: int, ctx: QpContext) -> None:
         """``ctx``'s QP's control leaves at once, each packet on its port's priority queue.
@@ -399,4 +397,4 @@ class NicDriver:
             self._kick(ctx, now)
         elif ctx.timer < 0:
             ctx.timer = deadline
-            self._at(deadline, self._on_timer_cb, ctx)
+            self.sched.at(deadline, self._on_timer_cb, ctx)
