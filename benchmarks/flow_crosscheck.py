@@ -17,7 +17,7 @@ collisions its rates never settle at the max-min share within the run; the packe
 starts near 63 Tb/s and drifts down to 11-17 Tb/s by 300 us, under the flow model's 33 Tb/s.
 
 ``--seeds N`` reruns the named labs at seeds 1..N with every fault moved onto the T0-T1 link
-that seed's first RC QP on plane 1 hashes to (seeded QPNs, ``mrc.sim.qpn``), and prints the
+that seed's first RC QP on plane 1 hashes to (seeded QPNs, ``mrc.stack.qpn``), and prints the
 per-seed levels and their means: random loss is a draw, and one seed's packet run is one
 sample of it.
 
@@ -50,8 +50,8 @@ from mrc.labs.run.runner import run_lab
 from mrc.labs.schema.files import bundled_names
 from mrc.labs.schema.keys import materialize
 from mrc.labs.schema.lab_file import load_lab
-from mrc.sim.qpn import first_qpn
-from mrc.sim.rc_connection import ecmp_t1
+from mrc.stack.qpn import first_qpn
+from mrc.stack.rc_connection import ecmp_t1
 
 REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "flow_crosscheck.json"
 WIDE_LAB = {

@@ -56,7 +56,7 @@ from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
 if TYPE_CHECKING:
-    from mrc.sim.stack import SimStack
+    from mrc.stack.stack import SimStack
 
 #: Bytes each permutation flow writes.
 FLOW_BYTES = 2_000_000
@@ -153,7 +153,7 @@ def open_permutation(spec: FabricSpec, kind: str, size: int = FLOW_BYTES, seed: 
     says why); nothing has run yet."""
     from mrc.labs.run.workloads import derangement
     from mrc.sim.collector import collection_paused
-    from mrc.sim.stack import SimStack
+    from mrc.stack.stack import SimStack
 
     writers = range(0, spec.hosts, every)
     with collection_paused(building=True):
@@ -177,7 +177,7 @@ def run_permutation(case: str, spec: FabricSpec, kind: str, size: int = FLOW_BYT
     ``deadline_us``)."""
     # imported before the clock starts: setup_s is the building, not the imports
     import mrc.labs.run.workloads  # noqa: F401
-    import mrc.sim.stack  # noqa: F401
+    import mrc.stack.stack  # noqa: F401
 
     wall0 = time.perf_counter()
     done: list[int | None] = [None] * spec.hosts

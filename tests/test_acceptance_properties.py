@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import mrc.acceptance as acc
 from mrc.sim import faults
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from topology import preset
 
 SPEC = preset("lab-small")

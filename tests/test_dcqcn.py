@@ -8,8 +8,8 @@ import math
 import pytest
 
 from mrc.packet import CNP, DATA, ECN_CE, Packet
-from mrc.sim.rc_connection import rc_qp_pair
-from mrc.sim.stack import SimStack
+from mrc.stack.rc_connection import rc_qp_pair
+from mrc.stack.stack import SimStack
 from mrc.transport.rc.config import RcConfig
 from mrc.transport.rc.dcqcn import DcqcnConfig, DcqcnRp
 from mrc.units import PS_PER_US

@@ -24,8 +24,8 @@ import pytest
 from mrc import _build
 from mrc.labs.run.runner import run_lab
 from mrc.sim.engine import us
-from mrc.sim.evset import build_ev_set
-from mrc.sim.stack import MrcConnection, SimStack
+from mrc.stack.evset import build_ev_set
+from mrc.stack.stack import MrcConnection, SimStack
 from topology import preset
 
 LAB = """\
@@ -210,8 +210,8 @@ def test_the_seed_draws_the_qpns_and_so_rcs_ecmp_pinning() -> None:
     """Issue 16, item 10: like a NIC's QPN allocation, the first QPN comes from the seed, and
     RC's ECMP pinning hashes the QPN: another seed pins RC's QPs to other T1s (t1-fail-restore
     at seed 7 is no longer byte-identical to seed 1)."""
-    from mrc.sim.qpn import QPN_LIMIT, first_qpn
-    from mrc.sim.stack import RcConnectionAdapter, SimStack
+    from mrc.stack.qpn import QPN_LIMIT, first_qpn
+    from mrc.stack.stack import RcConnectionAdapter, SimStack
 
     spec = preset("lab-8plane")
 

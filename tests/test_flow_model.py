@@ -18,8 +18,8 @@ from mrc.labs.errors import LabError
 from mrc.labs.run.crosscheck import steady_levels
 from mrc.labs.run.flow import run_flow_lab
 from mrc.labs.run.runner import run_lab
-from mrc.sim.qpn import first_qpn
-from mrc.sim.rc_connection import ecmp_t1
+from mrc.stack.qpn import first_qpn
+from mrc.stack.rc_connection import ecmp_t1
 from topology.spec import preset
 
 

@@ -43,8 +43,8 @@ from hypothesis import strategies as st
 
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
-from mrc.sim.evset import paths_of
-from mrc.sim.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
+from mrc.stack.evset import paths_of
+from mrc.stack.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import (
     EVENT_CONNECTION_FAILED,
     EVENT_MESSAGE_COMPLETED,

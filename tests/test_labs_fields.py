@@ -15,7 +15,7 @@ from mrc.labs.schema.faults import FAULT_KINDS
 from mrc.labs.schema.faults import FIELDS as FAULT_FIELDS
 from mrc.labs.schema.fields import TYPES, Derived, Field, Rule, field_map
 from mrc.labs.schema.lab_file import field_tables, validate
-from mrc.sim import transport_params as tparams
+from mrc.stack import transport_params as tparams
 from topology.spec import preset
 
 SPEC = preset("lab-small")

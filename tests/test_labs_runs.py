@@ -19,7 +19,7 @@ from mrc.labs.cli.run import run
 from mrc.labs.run.results import LabResult
 from mrc.labs.schema.files import bundled_names, find_bundled, read_lab_text
 from mrc.labs.schema.lab_file import load_lab
-from mrc.sim.rc_connection import bdp_packets
+from mrc.stack.rc_connection import bdp_packets
 from topology.spec import preset
 
 BUNDLED = ["t0-switch-down", "t1-fail-restore", "t0-t1-link-flap", "nic-port-down", "t1-reboot",

@@ -23,8 +23,8 @@ from mrc.live.host import LiveHost
 from mrc.live.stack import LiveRunError, LiveStack, PayloadPool
 from mrc.live.udp import check_bind_address
 from mrc.packet import DATA, Packet
-from mrc.sim import transport_params
-from mrc.sim.evset import build_ev_set
+from mrc.stack import transport_params
+from mrc.stack.evset import build_ev_set
 from mrc.transport.mrc import MrcQueuePair
 from topology import usid
 from topology.paths import address_for
@@ -286,7 +286,8 @@ def test_removed_qp_stops_sending_and_its_packets_are_unknown() -> None:
     with LiveStack(SPEC, seed=4, bin_ps=5_000_000, dilation=5000) as stack:
         conn = stack.open("mrc", 0, 2, {})
         h0 = stack.nics[0]
-        assert conn.receiver.nic_ports == []  # the responder only answers
+        receiver = stack.nics[2].context(conn.receiver)
+        assert receiver is not None and receiver.ports == []  # the responder only answers
         stack.sim.at(0, lambda _: conn.write(0, 64_000_000))
         # run until ACKs flow back (modelled time: a loaded machine posts late), so that
         # some are still in flight when the QP goes; the 64 MB write lasts ~700 us, and on a
@@ -301,7 +302,7 @@ def test_removed_qp_stops_sending_and_its_packets_are_unknown() -> None:
         assert sent > 0
         h0.remove(conn.sender)
         h0.remove(conn.sender)  # idempotent
-        assert conn.sender.qpn not in h0.qps and conn.sender.nic_timer == -1
+        assert conn.sender.qpn not in h0.qps and not h0.holds(conn.sender)
         stack.sim.run(until + 20_000_000)
         assert h0.counters["tx_datagrams"] == sent  # nothing more left h0
         assert h0.counters["rx_unknown_qpn"] > 0  # the ACKs still in flight found no QP

@@ -18,7 +18,7 @@ from mrc.labs.run.runner import run_lab
 from mrc.labs.run.workloads import WriteBwJob
 from mrc.labs.schema import nccl_env
 from mrc.labs.schema.lab_file import validate
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from mrc.transport.base import ASSUMED_BAD, GOOD, PathChoice
 from mrc.transport.mrc import MrcQueuePair
 from mrc.transport.mrc.cc import CcConfig
@@ -124,7 +124,7 @@ def test_a_simulated_ev_set_is_the_fabric_paths_and_both_directions_share_evs() 
     """The simulator's EV set (``build_ev_set``, from plain rows) says what ``ev_paths``
     says, EV by EV; the reverse direction has the same EVs on the same (plane, T1), each
     with its own address (the pair's EVs are generated once for both)."""
-    from mrc.sim.evset import build_ev_set
+    from mrc.stack.evset import build_ev_set
 
     spec = preset("lab-8plane")
     prof = fabric_evs.fabric_profile(spec, 128)

@@ -25,7 +25,7 @@ from mrc.packet import (
     SACK_BITS,
     Packet,
 )
-from mrc.sim.evset import build_ev_set, paths_of, reply_paths
+from mrc.stack.evset import build_ev_set, paths_of, reply_paths
 from mrc.transport.base import (
     ASSUMED_BAD,
     DENIED,

@@ -16,7 +16,7 @@ from mrc.sim.network import Network
 from mrc.sim.pfc import PauseFrame, PfcIngress
 from mrc.sim.pfc_ports import PfcNicPort, PfcPort
 from mrc.sim.ports import OutPort
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from topology.paths import address_for
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec, preset
 

@@ -33,7 +33,7 @@ from mrc.packet import (
     PSN_MASK,
     Packet,
 )
-from mrc.sim.rc_connection import (
+from mrc.stack.rc_connection import (
     DCQCN_WINDOW_PKTS,
     RcConnection,
     bdp_packets,
@@ -643,7 +643,7 @@ def test_ecmp_t1_is_deterministic_and_in_range() -> None:
     ranking = t1_ranking(spec, 3, 60, 9)
     assert sorted(ranking) == list(range(16)) and ranking[0] == values[1]
     code = ("from topology.spec import FabricSpec; "
-            "from mrc.sim.rc_connection import ecmp_t1; "
+            "from mrc.stack.rc_connection import ecmp_t1; "
             "s = FabricSpec(planes=2, hosts=64, hosts_per_t0=16, t1_per_plane=16); "
             "print([ecmp_t1(s, a, b, q) for a, b, q in [(0, 40, 1), (3, 60, 9), (17, 2, 1000)]])")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -14,8 +14,9 @@ import pytest
 from mrc.packet import ACK, DATA, ECN_CE, ECN_ECT0, Packet, data_bytes
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import FabricTooLargeError, build_network, link_count
+from mrc.sim.fifo import Fifo
 from mrc.sim.network import Network
-from mrc.sim.ports import Fifo, OutPort
+from mrc.sim.ports import OutPort
 from topology import tables, usid
 from topology.paths import address_for
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec, preset

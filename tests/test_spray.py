@@ -13,7 +13,7 @@ from mrc.labs.schema.lab import ConnectionMatrix, Flow
 from mrc.labs.schema.lab_file import load_lab, validate
 from mrc.labs.sweep.file import load_sweep
 from mrc.sim import faults
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from mrc.transport.base import PathChoice
 from mrc.transport.mrc import MrcConfig, MrcQueuePair
 from mrc.transport.mrc.cc import CcConfig

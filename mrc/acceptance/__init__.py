@@ -1,6 +1,6 @@
 """The transport acceptance scenarios (issue 3) on small fabrics, through the real simulator.
 
-Each scenario builds a :class:`mrc.sim.stack.SimStack`, runs a workload and the faults of one
+Each scenario builds a :class:`mrc.stack.stack.SimStack`, runs a workload and the faults of one
 acceptance item, and returns its measurements as a dataclass; ``tests/test_acceptance_*.py``
 hold them to the issue's targets and ``benchmarks/acceptance_transport.py`` prints them.
 

@@ -20,8 +20,8 @@ from mrc.acceptance.workload import (
 from mrc.labs.run.workloads import derangement
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
-from mrc.sim.rc_connection import bdp_packets
-from mrc.sim.stack import MrcConnection, SimStack
+from mrc.stack.rc_connection import bdp_packets
+from mrc.stack.stack import MrcConnection, SimStack
 from topology import preset
 from topology.spec import FabricSpec
 

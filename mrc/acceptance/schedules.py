@@ -16,8 +16,8 @@ from typing import Any
 from mrc.acceptance.workload import MB, Writes, engine
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
-from mrc.sim.stack import MrcConnection, SimStack
-from mrc.sim.transport_params import mrc_config
+from mrc.stack.stack import MrcConnection, SimStack
+from mrc.stack.transport_params import mrc_config
 from topology import preset
 from topology.spec import FabricSpec
 

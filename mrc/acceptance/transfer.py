@@ -22,7 +22,7 @@ from mrc.acceptance.workload import (
 from mrc.packet import ACK, NACK
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
-from mrc.sim.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
+from mrc.stack.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import ASSUMED_BAD, GOOD
 from topology import preset
 from topology.spec import FabricSpec

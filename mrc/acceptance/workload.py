@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from mrc.sim.engine import Simulator
-from mrc.sim.stack import Connection, RcConnectionAdapter, SimStack
+from mrc.stack.stack import Connection, RcConnectionAdapter, SimStack
 from topology.spec import FabricSpec
 
 MB = 1 << 20

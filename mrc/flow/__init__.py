@@ -70,8 +70,8 @@ which (``flow.<transport>.path_model``).
 
 Layering: this package sits directly above the simulator (``mrc.sim < mrc.flow <
 mrc.labs``): it imports ``topology``, ``mrc.units``, ``mrc.ev``, ``mrc.packet`` and the
-transports' definitions (``mrc.sim.evset``, ``mrc.sim.rc_connection``, ``mrc.sim.qpn``,
-``mrc.sim.transport_params``; ``DcqcnRp`` from ``mrc.transport.rc.dcqcn``), never
+transports' definitions (``mrc.stack.evset``, ``mrc.stack.rc_connection``, ``mrc.stack.qpn``,
+``mrc.stack.transport_params``; ``DcqcnRp`` from ``mrc.transport.rc.dcqcn``), never
 ``mrc.sim``'s engine and never the labs layer; ``mrc.labs.run.flow`` adapts a lab to it. The layers contract in
 ``pyproject.toml`` places it beside ``mrc.live`` (above ``mrc.sim``, below ``mrc.kernel``
 and ``mrc.labs``).

@@ -34,8 +34,8 @@ from mrc.flow.workload import (
     connections,
 )
 from mrc.packet import ACK_BYTES
-from mrc.sim import transport_params
-from mrc.sim.rc_connection import bdp_packets
+from mrc.stack import transport_params
+from mrc.stack.rc_connection import bdp_packets
 from mrc.transport.mrc.config import MrcConfig
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 

@@ -2,7 +2,7 @@
 
 Both come from the packet model's own definitions, imported, never re-derived:
 
-* MRC: :func:`mrc.sim.evset.build_ev_set` (the sender's EVs, as ``SimStack`` builds
+* MRC: :func:`mrc.stack.evset.build_ev_set` (the sender's EVs, as ``SimStack`` builds
   them with the run's seed): EV k on plane k mod P, and within a plane a seeded order of
   T1s per host pair. The ``exact`` spread counts each connection's EVs per (plane, T1):
   what round-robin spraying (``spray = "round_robin"``) loads each path with. The
@@ -16,10 +16,10 @@ Both come from the packet model's own definitions, imported, never re-derived:
   end up evenly loaded (fixed round-robin splits over each pair's 16 random T1s would load
   some uplinks 50% above the mean). It is also the only affordable spread for an
   aggregated all-to-all.
-* RC: :func:`mrc.sim.rc_connection.ecmp_t1` pins QP i of a connection to plane
+* RC: :func:`mrc.stack.rc_connection.ecmp_t1` pins QP i of a connection to plane
   i mod P (``RcConnection``) and to the T1 its rendezvous hash of (src, dst, qpn) picks;
   QPNs are numbered as ``SimStack.allocate_qpn`` hands them out (from the seed's
-  ``mrc.sim.qpn.first_qpn``, a block of
+  ``mrc.stack.qpn.first_qpn``, a block of
   ``qps_per_plane x planes`` per connection in the order the workload opens them), so the
   pins are the packet run's. Hashing costs ~0.15 ms per QP at 256 T1s; beyond a budget the
   pins are ``sampled``: seeded uniform draws, the distribution of the hash (independent,
@@ -38,9 +38,9 @@ import numpy as np
 
 from mrc.ev.profile import EvProfile
 from mrc.flow.fabric import Layout
-from mrc.sim.evset import build_ev_set
-from mrc.sim.qpn import first_qpn
-from mrc.sim.rc_connection import ecmp_t1
+from mrc.stack.evset import build_ev_set
+from mrc.stack.qpn import first_qpn
+from mrc.stack.rc_connection import ecmp_t1
 from topology.spec import FabricSpec
 
 LOCAL = -1
@@ -175,7 +175,7 @@ def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: 
     qp = np.tile(np.arange(qps), len(cross))
     qp_plane = planes_of_qp[qp]
     if pinning == "exact":
-        # SimStack.allocate_qpn: from the seed's first QPN (mrc.sim.qpn), a block each
+        # SimStack.allocate_qpn: from the seed's first QPN (mrc.stack.qpn), a block each
         base = first_qpn(seed) + groups.opened[g] * qps
         pins = np.array([ecmp_t1(spec, int(s), int(d), int(q)) for s, d, q in zip(
             groups.src_host[g].tolist(), groups.dst_host[g].tolist(), (base + qp).tolist(),

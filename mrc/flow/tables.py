@@ -1,4 +1,4 @@
-"""A flow run as the tidy tables a packet run writes (``mrc.sim.recorder`` and ``SimStack``):
+"""A flow run as the tidy tables a packet run writes (``mrc.stack.recorder`` and ``SimStack``):
 goodput per bin in total and per plane, the assumed-bad EV gauge, and event rows.
 
 Rates are constant between events, so a bin's goodput is the exact integral of the segments

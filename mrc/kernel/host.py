@@ -23,7 +23,7 @@ asyncio loop then serves every host on one clock with no inter-process hops; the
 still cross the kernel fabric for real. The cost is one CPU for all hosts, which the scale
 factor accounts for.
 
-Everything else is the live host's: the NIC driver (``mrc.sim.nic_driver``) under its QPs,
+Everything else is the live host's: the NIC driver (``mrc.nic.driver``) under its QPs,
 the paced ports, the encoding. This module only supplies the socket side the live host leaves
 to a subclass (its docstring lists it): ``start``/``close`` open and close the packet socket
 (``_loop``, ``_sock``), ``_transmit`` sends, ``receive_burst`` takes what was read, and

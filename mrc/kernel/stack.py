@@ -1,7 +1,7 @@
 """``KernelStack``: one transport's run with the Linux kernel as the fabric.
 
 The labs runner drives a *stack* (``stack.sim.at``/``run``, ``stack.open``, tables at the end);
-this is that stack for the kernel runtime: the shared :class:`~mrc.sim.stack.Stack`
+this is that stack for the kernel runtime: the shared :class:`~mrc.stack.stack.Stack`
 (connections, drains, event rows, goodput recorder, totals) built from kernel parts, as the
 live runtime's ``LiveStack`` is from live ones, so workloads, summaries, CSVs and plots are the
 simulator's own code:
@@ -34,8 +34,8 @@ from mrc.live.clock import Clock
 from mrc.live.stack import LiveMrcConnection, LiveRcConnection, LiveSim, PayloadPool
 from mrc.live.wall_engine import WallEngine
 from mrc.sim.engine import Simulator
-from mrc.sim.recorder import Recorder
-from mrc.sim.stack import ConnectionFactory, Stack
+from mrc.stack.recorder import Recorder
+from mrc.stack.stack import ConnectionFactory, Stack
 from mrc.units import PS_PER_US
 
 RUNTIME = "kernel"
@@ -70,8 +70,8 @@ class KernelStack(Stack):
         self.timer = FaultTimer(self.clock.wall_at, scale, now=self.loop.time)
         self.nics: list[KernelHost] = [
             KernelHost(h, spec, self.clock, ns=fabric.ns(f"h{h}"), wires=wires_of(fabric, h),
-                       on_event=self._on_qp_event, on_placed=self.recorder.placed,
-                       on_count=self.recorder.count, sync=self.engine.run_due, trace=trace,
+                       on_event=self._on_qp_event, recorder=self.recorder,
+                       sync=self.engine.run_due, trace=trace,
                        burst_ps=self.clock.model_ps(fabric.shaping.host_catch_up_s)
                        if fabric.shaping is not None else None)
             for h in range(spec.hosts)]

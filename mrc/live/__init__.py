@@ -7,7 +7,7 @@
 * :mod:`mrc.live.gso`: Linux UDP segmentation offload, so hosts and fabric send runs of
   datagrams in one call; :mod:`mrc.live.udp`: binding, burst reads, kernel drop counts.
 * :mod:`mrc.live.host`: a host driving unchanged QP objects through the simulator's NIC
-  driver (``mrc.sim.nic_driver``) on asyncio, one asyncio-dgram socket each.
+  driver (``mrc.nic.driver``) on asyncio, one asyncio-dgram socket each.
 * :mod:`mrc.live.stack`: ``LiveStack``, the stack the labs runner drives (the labs layer's
   ``mrc.labs.run.live`` runs a lab live: what ``mrc-lab run LAB --runtime live`` calls).
 """

@@ -1,10 +1,10 @@
 """The live host: unchanged sans-IO queue pairs driven by asyncio, one UDP socket per host.
 
 What it does for its QPs is the simulator's NIC driver itself
-(:class:`~mrc.sim.nic_driver.NicDriver`: registration, round-robin pulls, timers, port state,
+(:class:`~mrc.nic.driver.NicDriver`: registration, round-robin pulls, timers, port state,
 events), with real time and real bytes underneath: the driver's scheduler is asyncio timers
-on the dilated :class:`~mrc.live.clock.Clock`, and its port sinks are this module's paced
-ports. Each NIC
+on the dilated :class:`~mrc.live.clock.Clock`, and its ports are paced ports
+(:mod:`mrc.live.host_nic`). Each NIC
 port (one per plane), whenever it is idle, pulls the next packets of its plane through the
 driver and stays busy for their serialization time at the port's rate (modelled time; the
 clock makes it wall time); control packets (ACK, NACK, PROBE, PROBE_REPLY) go out at once and
@@ -57,6 +57,7 @@ import asyncio_dgram
 from mrc import wire
 from mrc.live import gso
 from mrc.live.clock import Clock
+from mrc.live.host_nic import LivePort, LiveTimers
 from mrc.live.udp import (
     RX_BATCH,
     check_bind_address,
@@ -65,14 +66,12 @@ from mrc.live.udp import (
     take_reads,
     udp_kernel_drops,
 )
+from mrc.nic.driver import COUNTERS as DRIVER_COUNTERS
+from mrc.nic.driver import EventSink, NicDriver
+from mrc.nic.runtime import RecorderSink
 from mrc.packet import DATA, Packet
-from mrc.sim.nic_driver import COUNTERS as DRIVER_COUNTERS
-from mrc.sim.nic_driver import CountSink, EventSink, NicDriver, PlacedSink
-from mrc.units import PS_PER_S
-from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
+from topology.spec import FabricSpec
 
-_PS_BITS = 8 * PS_PER_S
-_ETH = ETHERNET_OVERHEAD_BYTES
 _TS_MASK = (1 << 32) - 1
 #: The host's counters (``stats``), the driver's among them.
 COUNTERS = ("tx_datagrams", "tx_bytes", "rx_datagrams", "rx_bytes", "rx_malformed",
@@ -80,104 +79,23 @@ COUNTERS = ("tx_datagrams", "tx_bytes", "rx_datagrams", "rx_bytes", "rx_malforme
             "tx_nic_down", "tx_lost_ps", "wakes", "wake_late_ps")
 
 
-class _Port:
-    """One NIC port (plane): when it is free again, whether its link is up, its wake timer.
-    The driver's port sink: ``kick``, ``send``, ``drop_unsent`` (``mrc.sim.nic_driver``)."""
-
-    __slots__ = ("host", "plane", "bps", "free_at", "up", "busy", "wake", "tx_data",
-                 "tx_control", "dropped_down")
-
-    def __init__(self, host: LiveHost, plane: int, bps: int) -> None:
-        self.host = host
-        self.plane = plane
-        self.bps = bps
-        self.free_at = 0
-        self.up = True
-        self.busy = False  # a wake timer is armed for free_at
-        self.wake: asyncio.TimerHandle | None = None
-        self.tx_data = 0
-        self.tx_control = 0
-        self.dropped_down = 0
-
-    def serialization_ps(self, size: int) -> int:
-        return -((size + _ETH) * -_PS_BITS // self.bps)
-
-    def kick(self) -> None:
-        """Fill the port now if it is idle and up (while a received burst is taken in: once,
-        after it)."""
-        if self.up and not self.busy:
-            host = self.host
-            burst = host._burst
-            if burst is None:
-                host._fill(self, host._last_now)
-            elif self not in burst:
-                burst.append(self)
-
-    def send(self, pkt: Packet) -> None:
-        self.host._send_now(pkt, self)
-
-    def drop_unsent(self, pkt: Packet) -> None:
-        """A packet put on this port while it has no link: lost here."""
-        self.dropped_down += 1
-        self.host.counters["tx_nic_down"] += 1
-
-
-class _Timers:
-    """The live host's scheduler for its QPs' wake-ups: asyncio timers on the dilated clock.
-
-    ``now`` wakes the host up (modelled time from the clock, never backwards, after the
-    ``sync`` hook ran the fabric's due events); a wake-up asyncio fires a hair early is due
-    all the same, so the host's time is moved to it first. Each wake-up counts how late it
-    came (``wakes``, ``wake_late_ps``, in modelled time): a host whose loop cannot keep up
-    runs its QPs' timers late, which ``mrc.labs.run.pace`` judges."""
-
-    __slots__ = ("host",)
-
-    def __init__(self, host: LiveHost) -> None:
-        self.host = host
-
-    @property
-    def now(self) -> int:
-        return self.host._wake_up()
-
-    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None:
-        host = self.host
-        if host._loop is not None and not host.closed:
-            host._loop.call_at(host.clock.wall_at(time_ps), self._fire, (time_ps, fn, arg))
-
-    def _fire(self, job: tuple[int, Callable[[Any], None], Any]) -> None:
-        time_ps, fn, arg = job
-        host = self.host
-        if host.closed:
-            return
-        counters = host.counters
-        counters["wakes"] += 1
-        late = host.clock.now_ps() - time_ps
-        if late > 0:
-            counters["wake_late_ps"] += late
-        if host._last_now < time_ps:
-            host._last_now = time_ps
-        fn(arg)
-
-
 class LiveHost(NicDriver):
     """Host ``index``: its QPs (the shared NIC driver), its paced NIC ports and its
     asyncio-dgram socket."""
 
-    ports: list[_Port]  # the driver's ports, as this host builds them
+    ports: list[LivePort]  # the driver's ports, as this host builds them
 
     def __init__(self, index: int, spec: FabricSpec, clock: Clock, *,
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,
-                 on_event: EventSink | None = None, on_placed: PlacedSink | None = None,
-                 on_count: CountSink | None = None, burst_ps: int | None = None,
-                 lead_ps: int | None = None, sync: Callable[[int], None] | None = None,
-                 buffer_bytes: int = 4 << 20, trace: int = 0, gso: bool = True,
-                 gro: bool = True) -> None:
+                 on_event: EventSink | None = None, recorder: RecorderSink | None = None,
+                 burst_ps: int | None = None, lead_ps: int | None = None,
+                 sync: Callable[[int], None] | None = None, buffer_bytes: int = 4 << 20,
+                 trace: int = 0, gso: bool = True, gro: bool = True) -> None:
         check_bind_address(bind_host, allow_non_loopback)
-        super().__init__(_Timers(self), [_Port(self, p, spec.link_bps)
-                                         for p in range(spec.planes)],
-                         on_event=on_event, on_placed=on_placed, on_count=on_count,
-                         strict=False, counters=COUNTERS)
+        super().__init__(LiveTimers(self), [LivePort(self, p, spec.link_bps)
+                                            for p in range(spec.planes)],
+                         on_event=on_event, recorder=recorder, strict=False,
+                         counters=COUNTERS)
         self.index = index
         self.spec = spec
         self.clock = clock
@@ -207,7 +125,7 @@ class LiveHost(NicDriver):
         #: While a received burst is taken in: the ports to fill after it. The control
         #: packets it provokes are held meanwhile, so its ACKs of one size leave in one GSO
         #: send after it.
-        self._burst: list[_Port] | None = None
+        self._burst: list[LivePort] | None = None
         self._last_now = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sock: socket.socket | None = None
@@ -322,7 +240,7 @@ class LiveHost(NicDriver):
         self.on_port_state(now, plane, up)
 
     # ----------------------------------------------------------------- pacing
-    def _fill(self, port: _Port, now: int) -> None:
+    def _fill(self, port: LivePort, now: int) -> None:
         """Fill an idle (or late) port: pull packets until it is busy past now (+ lead)."""
         if not port.up or self.closed:
             return
@@ -354,19 +272,19 @@ class LiveHost(NicDriver):
         if port.free_at > horizon:
             self._arm_port(port, port.free_at)
 
-    def _arm_port(self, port: _Port, t: int) -> None:
+    def _arm_port(self, port: LivePort, t: int) -> None:
         """Wake the port when it is free at ``t`` (a wake that comes early re-arms itself)."""
         port.busy = True
         if port.wake is None and self._loop is not None:
             port.wake = self._loop.call_at(self.clock.wall_at(t - self.lead_ps), self._wake,
                                            port)
 
-    def _wake(self, port: _Port) -> None:
+    def _wake(self, port: LivePort) -> None:
         port.wake = None
         self._fill(port, self._wake_up())
 
     # ----------------------------------------------------------------- send
-    def _send(self, pkt: Packet, port: _Port, now: int, hold: bool = False) -> int:
+    def _send(self, pkt: Packet, port: LivePort, now: int, hold: bool = False) -> int:
         """Encode and send one packet; returns its IPv6 size (for the port's pacing).
 
         ``hold``: its datagram may wait for the caller's ``_flush`` (the DATA a kick pulls,
@@ -446,7 +364,7 @@ class LiveHost(NicDriver):
         self.counters["tx_datagrams"] += 1
         self.counters["tx_bytes"] += len(data)
 
-    def _send_now(self, pkt: Packet, port: _Port) -> None:
+    def _send_now(self, pkt: Packet, port: LivePort) -> None:
         """Control leaves at once (the NIC's priority queue) and occupies its port."""
         if not port.up:
             port.drop_unsent(pkt)
@@ -510,7 +428,7 @@ class LiveHost(NicDriver):
         leaves in one GSO send."""
         counters = self.counters
         now = self._wake_up()
-        burst_ports: list[_Port] = []
+        burst_ports: list[LivePort] = []
         self._burst = burst_ports
         try:
             for data, pkt in zip(datagrams, wire.decode_many(datagrams), strict=True):

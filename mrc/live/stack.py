@@ -4,7 +4,7 @@ and real time.
 The labs runner drives a *stack* through a lab: it opens connections, schedules the workload
 and the fault schedule with ``stack.sim.at``, advances time with ``stack.sim.run(until)`` and
 reads tables at the end. :class:`LiveStack` is that stack for the live runtime: the same
-:class:`~mrc.sim.stack.Stack` as the simulator's (connections, drains, event rows, goodput
+:class:`~mrc.stack.stack.Stack` as the simulator's (connections, drains, event rows, goodput
 recorder), built from live parts, so workloads, fault schedules, summaries, CSVs and plots are
 the very same code as in simulation:
 
@@ -12,7 +12,7 @@ the very same code as in simulation:
   clock. ``at(t, fn)`` puts ``fn`` on the fabric's modelled-time event heap, so workload steps
   and faults happen at their exact modelled time, in order with the packets; ``run(until)``
   runs the asyncio loop until the dilated wall clock reaches ``until``.
-* Connections are the simulator's (``mrc.sim.stack``) with real payloads: seeded bytes per
+* Connections are the simulator's (``mrc.stack.stack``) with real payloads: seeded bytes per
   message, a SHA-256 taken at post time, and the receiver's reassembled bytes checked against
   it (``messages_verified`` / ``messages_corrupt``).
 * Hosts are :class:`~mrc.live.host.LiveHost` (one asyncio-dgram socket each), the fabric a
@@ -43,8 +43,8 @@ from mrc.live.host import LiveHost
 from mrc.live.udp import check_bind_address
 from mrc.live.wall_engine import WallEngine
 from mrc.pcap import Capture, CaptureOptions
-from mrc.sim.recorder import Recorder
-from mrc.sim.stack import (
+from mrc.stack.recorder import Recorder
+from mrc.stack.stack import (
     ConnectionFactory,
     MrcConnection,
     RcConnectionAdapter,
@@ -244,7 +244,7 @@ class LiveStack(Stack):
     Builds its own event loop (a ``select`` selector: timeouts to the microsecond, where
     epoll rounds up to the millisecond) and binds every socket at once; :meth:`close`
     releases all of it. Opening connections, drains, event rows, timeseries and totals are
-    the shared :class:`~mrc.sim.stack.Stack`'s.
+    the shared :class:`~mrc.stack.stack.Stack`'s.
     """
 
     connection_kinds: ClassVar[dict[str, ConnectionFactory]] = {
@@ -272,7 +272,7 @@ class LiveStack(Stack):
         self.nics: list[LiveHost] = [
             LiveHost(h, spec, self.clock, bind_host=bind_host,
                      allow_non_loopback=allow_non_loopback, on_event=self._on_qp_event,
-                     on_placed=self.recorder.placed, on_count=self.recorder.count,
+                     recorder=self.recorder,
                      sync=self.fabric.engine.run_due, trace=trace)
             for h in range(spec.hosts)]
         self.pcap: Capture | None = None

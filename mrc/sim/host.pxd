@@ -1,11 +1,10 @@
 # C layout of mrc/sim/host.py for the compiled build (mrc/_build.py).
 cimport cython
+from mrc.nic.driver cimport NicDriver
 from mrc.packet cimport Packet
 from mrc.sim.engine cimport Handler, Simulator
 from mrc.sim.ports cimport OutPort
-from mrc.sim.nic_driver cimport NicDriver
 
-cdef long long LOST_EPOCH, _ETH
 cdef unsigned long long _CARRIER_HI, _CARRIER_LO
 
 cdef class Host:
@@ -35,9 +34,7 @@ cdef class NicPort(OutPort):
     cpdef _drain(self, long long now)
     cpdef tuple backlog(self)
     cpdef _tx_done(self, long long epoch)
-    @cython.locals(pkt=Packet, size=cython.longlong, ppb=cython.longlong,
-                   end=cython.longlong, epoch=cython.longlong, sim=Simulator, host=Host,
-                   nic=NicDriver)
+    @cython.locals(pkt=Packet, end=cython.longlong, host=Host, nic=NicDriver)
     cpdef _next(self, long long now)
     cpdef long long set_down(self) except? -1
     cpdef set_up(self)

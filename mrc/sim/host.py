@@ -1,8 +1,9 @@
 """A host as the fabric sees it: one NIC port per plane, and delivery to its agent.
 
-The agent (:class:`mrc.sim.network.HostAgent`: the NIC driver of the transports, or a traffic
-source) fills the ports: a ``NicPort`` pulls the next data packet from it each time its wire
-goes idle, so line-rate pacing is the port's job, not the agent's.
+The agent (:class:`mrc.sim.network.HostAgent`: the NIC driver of the transports,
+:class:`mrc.sim.nic.Nic`, or a traffic source) fills the ports: a ``NicPort`` pulls the next
+data packet from it each time its wire goes idle, so line-rate pacing is the port's job, not
+the agent's. A pull only hands a packet back: the agent never calls into the port meanwhile.
 """
 
 from __future__ import annotations
@@ -15,18 +16,16 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+from mrc.nic.driver import NicDriver
 from mrc.packet import Packet
 from mrc.sim.engine import Handler
-from mrc.sim.nic_driver import NicDriver
-from mrc.sim.ports import LOST_EPOCH, OutPort
+from mrc.sim.ports import OutPort
 from topology import usid
-from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
     from mrc.sim.network import HostAgent, Network
     from mrc.sim.switch import Switch
 
-_ETH = ETHERNET_OVERHEAD_BYTES
 #: the carrier bits of a destination, in the halves a packet keeps it as (one that reached
 #: its host has consumed every uSID: they are all zero)
 _CARRIER_HI = usid.CARRIER_MASK >> 64
@@ -165,8 +164,8 @@ class NicPort(OutPort):
             self._next(self.busy_until)
 
     def _next(self, now: int) -> None:
-        """Put the next packet on the wire: control first, else whatever the agent gives."""
-        self._pending = True  # a nested send() from inside pull() must only queue
+        """Put the next packet on the wire (``_transmit``): control first, else whatever the
+        agent gives; and be told when the wire is free again."""
         pkt: Packet | None
         if self._hqb:  # (the byte count says whether control waits: no deque test)
             pkt = self.hq.popleft()
@@ -175,28 +174,17 @@ class NicPort(OutPort):
             host = self.host
             nic = host.nic
             if nic is not None:
-                pkt = nic.pull_port(now, self.plane, self.paused_priority)
+                pkt = nic.pull(now, self.plane, self.paused_priority)
             else:
                 agent = host.agent
                 pkt = agent.pull(now, self.plane) if agent is not None else None
             if pkt is None:
-                if self._hqb:  # the agent queued control while we asked it for data
-                    pkt = self.hq.popleft()
-                    self._hqb -= pkt.size
-                else:
-                    self._pending = False
-                    return
-        size = pkt.size
-        ppb = self._ppb
-        end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+                self._pending = False
+                return
+        self._pending = True
+        end = self._transmit(pkt, now)
         self.busy_until = end
-        epoch = self.epoch
-        pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-        self.tx_packets += 1
-        self.tx_bytes += size
-        sim = self.sim
-        sim.schedule(end + self._flight, self._arrive, pkt)
-        sim.schedule(end, self._tx_done_cb, epoch)
+        self.sim.schedule(end, self._tx_done_cb, self.epoch)
 
     def set_down(self) -> int:
         lost = OutPort.set_down(self)  # (explicit: the compiled build has no super() here)

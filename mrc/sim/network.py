@@ -68,7 +68,8 @@ class HostAgent(Protocol):
 
     def pull(self, now: int, plane: int) -> Packet | None:
         """The port of ``plane`` is idle and has no control packet waiting: the next packet
-        to put on that wire, or None (then call ``Host.kick`` when there is one)."""
+        to put on that wire, or None (then call ``Host.kick`` when there is one). A pull only
+        hands a packet back: it never sends or kicks on the host's ports."""
         ...
 
     def on_receive(self, now: int, pkt: Packet) -> None:

@@ -1,31 +1,66 @@
-"""The simulator's NIC: one :class:`~mrc.sim.nic_driver.NicDriver` per host, on the
-simulator's clock, driving the network's NIC ports.
+"""The simulator's NIC: the NIC driver (:mod:`mrc.nic.driver`) on the simulator's clock,
+driving a simulated host's NIC ports.
 
-It is the host's agent in the network (``HostAgent``: ``pull``, ``on_receive``,
-``on_port_state``), so the simulated NIC ports pull data from it and hand it what arrives;
-everything it does for its QPs is the driver's (:mod:`mrc.sim.nic_driver`), shared with the
-live runtime's host. The ports pull from inside their transmit, so control packets a QP hands
-over while polled wait for an event of their own.
+The driver knows only the small classes of :mod:`mrc.nic.runtime`; here the simulator's
+parts take their shape: :class:`SimClock` is the engine as the driver's ``Scheduler``,
+:class:`PortLink` a :class:`~mrc.sim.host.NicPort` as its ``PortSink``. :class:`Nic` is the
+host's agent in the network (``HostAgent``): its ports pull data from it when idle
+(``NicDriver.pull``) and hand it what arrives (``on_receive``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from mrc.nic.driver import EventSink, NicDriver
+from mrc.nic.runtime import PortSink, RecorderSink, Scheduler
+from mrc.packet import Packet
 from mrc.sim.engine import Simulator
-from mrc.sim.nic_driver import EventSink, NicDriver
-from mrc.sim.recorder import Recorder
+from mrc.sim.host import Host, NicPort
+
+
+class SimClock(Scheduler):
+    """The simulator's engine as the driver's clock."""
+
+    __slots__ = ("sim",)
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    def now(self) -> int:
+        return self.sim.now
+
+    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any) -> None:
+        self.sim.at(time_ps, fn, arg)
+
+
+class PortLink(PortSink):
+    """A simulated NIC port as the driver's port."""
+
+    __slots__ = ("port",)
+
+    def __init__(self, port: NicPort) -> None:
+        PortSink.__init__(self, port.plane)
+        self.port = port
+
+    def kick(self) -> None:
+        self.port.kick()
+
+    def send(self, pkt: Packet) -> None:
+        self.port.send(pkt)
+
+    def drop_unsent(self, pkt: Packet) -> None:
+        self.port.drop_unsent(pkt)
 
 
 class Nic(NicDriver):
     """Binds the QPs of one simulated host to its NIC ports; goodput and counters go to
     ``recorder``, transport events to ``on_event``."""
 
-    def __init__(self, sim: Simulator, host: Any, recorder: Recorder,
+    def __init__(self, sim: Simulator, host: Host, recorder: RecorderSink,
                  on_event: EventSink | None = None) -> None:
-        super().__init__(sim, host.ports, on_event=on_event, on_placed=recorder.placed,
-                         on_count=recorder.count, defer_polled_control=True)
-        self.sim = sim
+        super().__init__(SimClock(sim), [PortLink(port) for port in host.ports],
+                         on_event=on_event, recorder=recorder)
         self.host = host
-        self.recorder = recorder
         host.attach(self)

@@ -70,7 +70,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import PAUSE, Packet
-from mrc.sim.ports import OutPort
+from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
@@ -208,14 +208,19 @@ class PauseState:
         storms: int
         last_pause_rx: int
         _expire_cb: Callable[[int], None]
+        _pause_cb: Callable[[PauseFrame], None]
         _far: Switch | None
         _tap: Any
+        loss_p: float
+        delay_ps: int
 
         def _pause_begin(self, now: int) -> None: ...
         def _pause_end(self, now: int) -> None: ...
         def _flush_lossless(self, reason: str) -> int: ...
         def _lost(self, pkt: Packet) -> None: ...
         def _drain(self, now: int) -> None: ...
+        def _lose(self) -> bool: ...
+        def serialization_ps(self, size: int) -> int: ...
 
     def _init_pause(self, spec: Any) -> None:
         self.pfc_prio = spec.pfc_priority
@@ -235,6 +240,15 @@ class PauseState:
         self._expire_cb = self._expire
 
     # ------------------------------------------------------------------ PAUSE frames
+    def _transmit_frame(self, frame: Packet, start: int) -> int:
+        """A PAUSE frame goes on the wire at ``start``: serialized and lost as a packet is
+        (``OutPort._transmit``), but MAC control, so not counted, and taken at the far MAC,
+        with no switch latency (``_pause_arrive``). Returns when the wire is free."""
+        end = start + self.serialization_ps(frame.size)
+        frame.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
+        self.sim.schedule(end + self.delay_ps, self._pause_cb, frame)
+        return end
+
     def _pause_arrive(self, frame: PauseFrame) -> None:
         """A PAUSE frame sent on this port reached the far end: it is about the far end's
         sending toward us, i.e. the port in the other direction (``reverse``)."""

@@ -2,15 +2,15 @@
 # source. Each port declares the pause state of mrc.sim.pfc.PauseState (its Python mixin,
 # PAUSE_SLOTS) as C fields beside its own, what every packet-hop reads first.
 cimport cython
+from mrc.nic.driver cimport NicDriver
 from mrc.packet cimport Packet
-from mrc.sim.engine cimport Simulator
+from mrc.sim.fifo cimport Fifo
 from mrc.sim.host cimport Host, NicPort
-from mrc.sim.nic_driver cimport NicDriver
 from mrc.sim.pfc cimport PfcIngress
-from mrc.sim.ports cimport Fifo, OutPort
+from mrc.sim.ports cimport OutPort
 
-# constants: typed copies of imported names, and this module's private ones
-cdef long long DATA, ECN_CE, ECN_NOT_ECT, PAUSE, LOST_EPOCH, _ETH
+# constants: typed copies of imported names
+cdef long long DATA, ECN_CE, ECN_NOT_ECT, PAUSE, LOST_EPOCH
 
 cdef class PfcPort(OutPort):
     # What every packet-hop reads first (as in OutPort: the C struct's order), then the rest
@@ -36,12 +36,10 @@ cdef class PfcPort(OutPort):
 
     cpdef send(self, Packet pkt)
     @cython.locals(now=cython.longlong, kind=cython.longlong, lossless=bint,
-                   size=cython.longlong, ppb=cython.longlong, end=cython.longlong,
-                   lqb=cython.longlong)
+                   size=cython.longlong, lqb=cython.longlong)
     cpdef send_from(self, Packet pkt, PfcIngress src)
-    @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
-                   ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
-                   pkt=Packet, src=PfcIngress, paused=bint, turn=bint, lqb=cython.longlong)
+    @cython.locals(t=cython.longlong, size=cython.longlong, pkt=Packet, src=PfcIngress,
+                   paused=bint, turn=bint, lqb=cython.longlong)
     cpdef _drain(self, long long now)
     @cython.locals(t=cython.longlong)
     cpdef _arm_clock(self)
@@ -74,8 +72,6 @@ cdef class PfcNicPort(NicPort):
 
     @cython.locals(now=cython.longlong, port=PfcPort)
     cpdef _arrive_switch(self, Packet pkt)
-    @cython.locals(pkt=Packet, size=cython.longlong, ppb=cython.longlong,
-                   end=cython.longlong, epoch=cython.longlong, sim=Simulator, host=Host,
-                   nic=NicDriver)
+    @cython.locals(pkt=Packet, end=cython.longlong, host=Host, nic=NicDriver)
     cpdef _next(self, long long now)
     cpdef long long set_down(self) except? -1

@@ -12,17 +12,15 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
+from mrc.sim.fifo import Fifo
 from mrc.sim.host import Host, NicPort
 from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
-from mrc.sim.ports import LOST_EPOCH, Fifo, OutPort
+from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
-from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
     from mrc.sim.network import Network
     from mrc.sim.switch import Switch
-
-_ETH = ETHERNET_OVERHEAD_BYTES
 
 
 class PfcPort(OutPort, PauseState):
@@ -81,14 +79,7 @@ class PfcPort(OutPort, PauseState):
             if self._hqb or self._qb or self._lqb:
                 self._drain(now)
             if self.busy_until <= now and not (lossless and (self.paused or self.storm)):
-                size = pkt.size
-                ppb = self._ppb
-                end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
-                self.busy_until = end
-                pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
-                self.tx_packets += 1
-                self.tx_bytes += size
-                self.sim.schedule(end + self._flight, self._arrive, pkt)
+                self.busy_until = self._transmit(pkt, now)
                 return
         size = pkt.size
         if lossless:
@@ -117,11 +108,6 @@ class PfcPort(OutPort, PauseState):
         paused. A lossless departure releases its ingress bytes; the transmit clock makes
         sure that happens at the departure's own time."""
         t = self.busy_until
-        sim = self.sim
-        arrive = self._arrive
-        flight = self._flight
-        ppb = self._ppb
-        epoch = self.epoch
         paused = self.paused
         turn = self._turn
         # The queues are reached through ``self`` where one is popped, not loaded up front:
@@ -130,12 +116,9 @@ class PfcPort(OutPort, PauseState):
         while t <= now:  # (the byte counters say which queues hold packets: no deque test)
             if self._hqb:
                 pkt = self.hq.popleft()
-                size = pkt.size
-                self._hqb -= size
+                self._hqb -= pkt.size
                 if pkt.kind == PAUSE:
-                    t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
-                    pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-                    sim.schedule(t + self.delay_ps, self._pause_cb, pkt)
+                    t = self._transmit_frame(pkt, t)
                     continue
             elif self._lqb and not paused and (turn or not self._qb):
                 pkt, src = self.lq.popleft()
@@ -150,16 +133,11 @@ class PfcPort(OutPort, PauseState):
                     src.release(size)
             elif self._qb:
                 pkt = self.q.popleft()
-                size = pkt.size
-                self._qb -= size
+                self._qb -= pkt.size
                 turn = True
             else:
                 break
-            t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
-            pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-            self.tx_packets += 1
-            self.tx_bytes += size
-            sim.schedule(t + flight, arrive, pkt)
+            t = self._transmit(pkt, t)
         self.busy_until = t
         self._turn = turn
 
@@ -232,12 +210,7 @@ class PfcPort(OutPort, PauseState):
         if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
         if self.busy_until <= now:
-            size = frame.size
-            ppb = self._ppb
-            end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
-            self.busy_until = end
-            frame.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
-            self.sim.schedule(end + self.delay_ps, self._pause_cb, frame)
+            self.busy_until = self._transmit_frame(frame, now)
             return
         self.hq.appendleft(frame)
         self._hqb += frame.size
@@ -415,8 +388,7 @@ class PfcNicPort(NicPort, PauseState):
             self._next(self.sim.now)
 
     def _next(self, now: int) -> None:
-        """``NicPort._next`` (keep them in step), with PAUSE frames on their own callback."""
-        self._pending = True
+        """``NicPort._next`` with PAUSE frames (``_transmit_frame``) and a parked packet."""
         pkt: Packet | None
         if self._hqb:
             pkt = self.hq.popleft()
@@ -430,33 +402,19 @@ class PfcNicPort(NicPort, PauseState):
             agent = host.agent
             pkt = None
             if nic is not None and self._parked is None:
-                pkt = nic.pull_port(now, self.plane, self.paused_priority)
+                pkt = nic.pull(now, self.plane, self.paused_priority)
             elif agent is not None and self._parked is None:
                 pkt = agent.pull(now, self.plane)
                 if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
                     self._parked = pkt  # the agent ignored the pause: hold it back
                     pkt = None
             if pkt is None:
-                if self._hqb:
-                    pkt = self.hq.popleft()
-                    self._hqb -= pkt.size
-                else:
-                    self._pending = False
-                    return
-        size = pkt.size
-        ppb = self._ppb
-        end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+                self._pending = False
+                return
+        self._pending = True
+        end = self._transmit_frame(pkt, now) if pkt.kind == PAUSE else self._transmit(pkt, now)
         self.busy_until = end
-        epoch = self.epoch
-        pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-        sim = self.sim
-        if pkt.kind == PAUSE:
-            sim.schedule(end + self.delay_ps, self._pause_cb, pkt)
-        else:
-            self.tx_packets += 1
-            self.tx_bytes += size
-            sim.schedule(end + self._flight, self._arrive, pkt)
-        sim.schedule(end, self._tx_done_cb, epoch)
+        self.sim.schedule(end, self._tx_done_cb, self.epoch)
 
     def set_down(self) -> int:
         self._stop_pause()

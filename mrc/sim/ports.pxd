@@ -1,44 +1,13 @@
 # C layout of mrc/sim/ports.py for the compiled build (mrc/_build.py).
 cimport cython
 from mrc.packet cimport Packet
-from cpython.object cimport PyObject
 from mrc.sim.engine cimport Handler, Simulator
-from mrc.sim.engine_c cimport _item_array, _slot_put, _slot_take
+from mrc.sim.fifo cimport Fifo
 from mrc.sim.switch cimport Switch
-
-# Fifo's inline ring: fill its n slots with None, release its n slots (NULL after)
-cdef extern from *:
-    """
-    static CYTHON_INLINE void mrc_ring_fill(PyObject **ring, Py_ssize_t n) {
-        for (Py_ssize_t i = 0; i < n; i++) { Py_INCREF(Py_None); ring[i] = Py_None; }
-    }
-    static CYTHON_INLINE void mrc_ring_clear(PyObject **ring, Py_ssize_t n) {
-        for (Py_ssize_t i = 0; i < n; i++) { Py_CLEAR(ring[i]); }
-    }
-    """
-    void _ring_fill "mrc_ring_fill"(PyObject** ring, Py_ssize_t n) noexcept
-    void _ring_clear "mrc_ring_clear"(PyObject** ring, Py_ssize_t n) noexcept
 
 # constants: typed copies of imported names, and this module's private ones
 cdef long long DATA, ECN_CE, ECN_NOT_ECT
 cdef long long _PS_BITS, _ETH
-cdef Py_ssize_t _INLINE
-
-@cython.final
-cdef class Fifo:
-    cdef PyObject** _slots
-    cdef public Py_ssize_t _mask, _head, _count
-    cdef PyObject* _ring[4]  # (_INLINE of them)
-    cdef list _items
-
-    cpdef void append(self, item) except *
-    cpdef void appendleft(self, item) except *
-    cpdef popleft(self)
-    cpdef remove(self, item)
-    cdef _set_items(self, list items)
-    cdef _grow(self)
-    @cython.locals(out=list, mask=Py_ssize_t, head=Py_ssize_t, i=Py_ssize_t)
-    cdef list _in_order(self)
 
 cdef class OutPort(Handler):
     # In the order of the C struct: first what every packet-hop reads or writes (send, the
@@ -68,12 +37,11 @@ cdef class OutPort(Handler):
     cdef public long long trims, ecn_marks
     cdef public dict drops
 
-    @cython.locals(now=cython.longlong, size=cython.longlong, ppb=cython.longlong,
-                   end=cython.longlong)
+    @cython.locals(size=cython.longlong, ppb=cython.longlong, end=cython.longlong)
+    cdef long long _transmit(self, Packet pkt, long long start) except? -1
+    @cython.locals(now=cython.longlong)
     cpdef send(self, Packet pkt)
-    @cython.locals(t=cython.longlong, sim=Simulator, flight=cython.longlong,
-                   ppb=cython.longlong, epoch=cython.longlong, size=cython.longlong,
-                   pkt=Packet, hq=Fifo, q=Fifo)
+    @cython.locals(t=cython.longlong, pkt=Packet, hq=Fifo, q=Fifo)
     cpdef _drain(self, long long now)
     @cython.locals(size=cython.longlong, qb=cython.longlong)
     cpdef _admit(self, Packet pkt, long long now)
@@ -83,7 +51,6 @@ cdef class OutPort(Handler):
     cpdef arrive(self, Packet pkt)
     @cython.locals(port=OutPort)
     cpdef _arrive_switch(self, Packet pkt)
-    cpdef kick(self)
     cpdef bint _lose(self) except? False
     cpdef _lost(self, Packet pkt)
     cpdef _mark(self, Packet pkt, long long now)

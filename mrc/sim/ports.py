@@ -5,7 +5,8 @@ delay and spends the far switch's latency (see :mod:`mrc.sim.network` for the mo
 crossing a hop costs exactly one heap event, its arrival, congested or not:
 
 * A port remembers ``busy_until``. A packet reaching an idle port starts serializing at once and
-  its arrival at the far end is scheduled directly.
+  its arrival at the far end is scheduled directly (``OutPort._transmit``: the one transmit
+  step, every port's).
 * Packets that wait need no "transmit done" event either. Departures are computed lazily: the
   port catches up (``_drain``) whenever something touches it -- a new packet to admit, or the
   arrival of one of its own packets at the far end. That is exact: between two catch-ups nothing
@@ -21,8 +22,8 @@ crossing a hop costs exactly one heap event, its arrival, congested or not:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
 
 try:
     import cython
@@ -31,20 +32,10 @@ except ImportError:  # pure Python without Cython installed
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
 from mrc.sim.engine import Handler
+from mrc.sim.fifo import Fifo
 from mrc.sim.network import DROP_REASONS, Tap
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
-
-if not cython.compiled:  # (the compiled build has them from engine_c.pxd, in C; unused here)
-    from mrc.sim.engine import _item_array, _slot_put, _slot_take
-
-    def _ring_fill(ring: Any, n: int) -> None:
-        """Fill a C ring of ``n`` slots with None (compiled only: ``Fifo``'s inline ring)."""
-        raise NotImplementedError
-
-    def _ring_clear(ring: Any, n: int) -> None:
-        """Release a C ring's references (compiled only: ``Fifo``'s inline ring)."""
-        raise NotImplementedError
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
@@ -57,120 +48,6 @@ _PS_BITS = 8 * PS_PER_S
 _ETH = ETHERNET_OVERHEAD_BYTES
 #: ``hop_epoch`` of a packet that random loss took: no port ever has this epoch.
 LOST_EPOCH: Final = -1
-#: Slots of a :class:`Fifo`'s ring at first (compiled: inside the queue's own struct).
-_INLINE = 4
-
-
-class Fifo:
-    """A port's queue: the operations of a ``deque`` the ports use (``append``, ``popleft``,
-    ``appendleft``, ``remove``, ``len``, truth, iteration), in a ring.
-
-    Cython does not know a deque's type, so every packet a compiled port queued and took out
-    of a deque cost two calls through Python's call protocol (~70 instructions each); this
-    queue's ``append`` and ``popleft`` are C calls of a few. The ring has a power-of-two
-    length (``_mask``: that length less one, kept so the hot paths need no ``len``), None
-    where free; ``_head`` is the first item's index and ``_count`` how many there are.
-    Compiled, ``_slots`` points at the ring's slots: first :data:`_INLINE` of them inside the
-    queue's own C struct, where a queue that never holds more (most ports' queues, most of
-    the time) reads its items from the lines it reads its counts from; past that, a list's
-    item array (``engine_c.h``), which the list, never resized in place, keeps where it was.
-    At 1024 hosts a queue gone cold since its last packet costs a cache line less per
-    operation either way than reaching a list's array through the list. In pure Python the
-    ring is the list ``_items``."""
-
-    # (``_ring``, the inline slots, is a C array of ports.pxd: compiled only, unknown to
-    # mypy, hence the ignores where it is named)
-    __slots__ = ("_items", "_slots", "_mask", "_head", "_count", "_ring")
-
-    def __init__(self) -> None:
-        self._head = 0
-        self._count = 0
-        if cython.compiled:
-            _ring_fill(self._ring, _INLINE)  # type: ignore[attr-defined]
-            self._slots = self._ring  # type: ignore[attr-defined]
-            self._mask = _INLINE - 1
-        else:
-            self._set_items([None] * _INLINE)
-
-    def __dealloc__(self) -> None:
-        # (compiled only: the inline ring's references are the queue's own; an empty ring
-        # left for a list holds none)
-        _ring_clear(self._ring, _INLINE)  # type: ignore[attr-defined]
-
-    def _set_items(self, items: list[Any]) -> None:
-        """Make ``items`` (a power-of-two length) the ring."""
-        self._items: list[Any] = items
-        self._mask = len(items) - 1
-        if cython.compiled:
-            if self._slots == self._ring:  # type: ignore[attr-defined]
-                # (its items are in ``items`` now)
-                _ring_clear(self._ring, _INLINE)  # type: ignore[attr-defined]
-            self._slots = _item_array(items)
-
-    def append(self, item: Any) -> None:
-        if self._count > self._mask:
-            self._grow()
-        i = (self._head + self._count) & self._mask
-        if cython.compiled:
-            _slot_put(self._slots, i, item)
-        else:
-            self._items[i] = item
-        self._count += 1
-
-    def appendleft(self, item: Any) -> None:
-        if self._count > self._mask:
-            self._grow()
-        self._head = (self._head - 1) & self._mask
-        if cython.compiled:
-            _slot_put(self._slots, self._head, item)
-        else:
-            self._items[self._head] = item
-        self._count += 1
-
-    def popleft(self) -> Any:
-        if not self._count:
-            raise IndexError("pop from an empty queue")
-        if cython.compiled:
-            item = _slot_take(self._slots, self._head)
-        else:
-            item = self._items[self._head]
-            self._items[self._head] = None
-        self._head = (self._head + 1) & self._mask
-        self._count -= 1
-        return item
-
-    def remove(self, item: Any) -> None:
-        """Remove the first occurrence of ``item`` (ValueError if there is none)."""
-        items = self._in_order()
-        items.remove(item)
-        self._count = len(items)
-        self._head = 0
-        self._set_items(items + [None] * (self._mask + 1 - len(items)))
-
-    def _grow(self) -> None:
-        items = self._in_order()
-        self._head = 0
-        self._set_items(items + [None] * len(items))
-
-    def _in_order(self) -> list[Any]:
-        mask = self._mask
-        head = self._head
-        out = []
-        for i in range(self._count):
-            if cython.compiled:
-                out.append(cython.cast(object, self._slots[(head + i) & mask]))
-            else:
-                out.append(self._items[(head + i) & mask])
-        return out
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __bool__(self) -> bool:
-        return self._count > 0
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._in_order())
 
 
 class OutPort(Handler):
@@ -265,9 +142,20 @@ class OutPort(Handler):
         return f"<OutPort {self.name} {state} q={self.qbytes}B hq={self.hqbytes}B>"
 
     # ------------------------------------------------------------------ hot path
-    # The transmit step is written out in send(), _drain() and NicPort._next() (mrc.sim.host)
-    # rather than shared through a helper: it runs once per packet-hop and a call costs as much
-    # as it does.
+    def _transmit(self, pkt: Packet, start: int) -> int:
+        """The transmit step, the one every port runs (here, ``NicPort`` and the PFC ports):
+        ``pkt`` goes on the wire at ``start``, serialized at the port's rate (random loss
+        takes it now, to be found at its arrival), is counted, and its arrival at the far
+        end is scheduled, the only event its hop needs. Returns when the wire is free."""
+        size = pkt.size
+        ppb = self._ppb
+        end = start + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+        pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
+        self.tx_packets += 1
+        self.tx_bytes += size
+        self.sim.schedule(end + self._flight, self._arrive, pkt)
+        return end
+
     def send(self, pkt: Packet) -> None:
         """Admit ``pkt``: transmit now if idle, else queue it (trim, mark or drop)."""
         if not self.up:
@@ -278,15 +166,7 @@ class OutPort(Handler):
             if self._hqb or self._qb:
                 self._drain(now)  # departures due by now, before this packet is admitted
             if self.busy_until <= now:
-                # Idle: serialize now; its arrival is the only event this hop needs.
-                size = pkt.size
-                ppb = self._ppb
-                end = now + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
-                self.busy_until = end
-                pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
-                self.tx_packets += 1
-                self.tx_bytes += size
-                self.sim.schedule(end + self._flight, self._arrive, pkt)
+                self.busy_until = self._transmit(pkt, now)
                 return
         if pkt.kind == DATA and not pkt.trimmed:
             self._admit(pkt, now)
@@ -321,27 +201,16 @@ class OutPort(Handler):
         hq = self.hq
         q = self.q
         t = self.busy_until
-        sim = self.sim
-        arrive = self._arrive
-        flight = self._flight
-        ppb = self._ppb
-        epoch = self.epoch
         while t <= now:
             if hq:
                 pkt = hq.popleft()
-                size = pkt.size
-                self._hqb -= size
+                self._hqb -= pkt.size
             elif q:
                 pkt = q.popleft()
-                size = pkt.size
-                self._qb -= size
+                self._qb -= pkt.size
             else:
                 break
-            t += (size + _ETH) * ppb if ppb else self.serialization_ps(size)
-            pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else epoch
-            self.tx_packets += 1
-            self.tx_bytes += size
-            sim.schedule(t + flight, arrive, pkt)
+            t = self._transmit(pkt, t)
         self.busy_until = t
 
     def _arrival(self, pkt: Packet) -> bool:
@@ -377,10 +246,6 @@ class OutPort(Handler):
             port = self._far.forward(pkt)  # type: ignore[union-attr]
             if port is not None:
                 port.send(pkt)
-
-    def kick(self) -> None:
-        """Nothing to pull: only a NIC port (``NicPort.kick``) pulls from its host when idle
-        (declared here so that the NIC driver calls either in C)."""
 
     # ------------------------------------------------------------------ slow path
     def _lose(self) -> bool:

@@ -23,7 +23,7 @@ import builtins
 from collections import deque
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 from mrc.packet import Packet
 
@@ -198,10 +198,6 @@ class QueuePair(Protocol):
     events: deque[TransportEvent]
     bytes_placed: int
     failed: bool
-    #: the NIC driver's per-QP state, kept on the QP (``mrc.transport.qp_base.QpBase``)
-    nic_ports: list[Any]
-    nic_floor: int
-    nic_timer: int
 
     def post_write(self, now: int, msg_id: int, length: int, *,
                    payload: bytes | None = None) -> None: ...

@@ -6,8 +6,6 @@ cdef class QpBase:
     cdef public object events
     cdef public long long bytes_placed
     cdef public bint failed
-    cdef public list nic_ports
-    cdef public long long nic_floor, nic_timer
 
     cpdef poll(self, long long now, long long plane)
     cpdef receive(self, long long now, Packet pkt)

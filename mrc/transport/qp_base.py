@@ -11,7 +11,7 @@ fields cost a C call and a load instead of a Python method call and attribute lo
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mrc.packet import Packet
@@ -21,25 +21,12 @@ if TYPE_CHECKING:
 class QpBase:
     """Identity and outputs of a QP, and the per-packet calls a driver makes on it."""
 
-    __slots__ = ("qpn", "events", "bytes_placed", "failed", "nic_ports", "nic_floor",
-                 "nic_timer")
+    __slots__ = ("qpn", "events", "bytes_placed", "failed")
 
     qpn: int
     events: deque[TransportEvent]
     bytes_placed: int
     failed: bool
-    #: Kept by the NIC driver the QP is registered with (``mrc.sim.nic_driver``), on the QP
-    #: so that the driver's per-packet work needs no lookup by QPN: the ports the QP sends
-    #: on, the soonest deadline a poll can create (0: unknown), the time of the wake-up
-    #: armed for it (-1: none). A QP is registered with one driver at a time.
-    nic_ports: list[Any]
-    nic_floor: int
-    nic_timer: int
-
-    def __init__(self) -> None:
-        self.nic_ports = []
-        self.nic_floor = 0
-        self.nic_timer = -1
 
     def poll(self, now: int, plane: int) -> Packet | None:
         """The next DATA packet for the idle port of ``plane``, or None."""

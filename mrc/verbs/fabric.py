@@ -1,6 +1,6 @@
 """The driver under :mod:`mrc.verbs`: a simulated fabric whose hosts' NICs run verbs QPs.
 
-A :class:`Fabric` is one :class:`mrc.sim.stack.SimStack` (simulator, network, a NIC per host)
+A :class:`Fabric` is one :class:`mrc.stack.stack.SimStack` (simulator, network, a NIC per host)
 seen through libmrc: ``open_device(host)`` gives an application context
 (:class:`mrc.verbs.objects.Context`), ``controller(host)`` the host's controller
 (:class:`mrc.verbs.control.Controller`). Time moves only when asked (``run_for_us``,
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mrc.sim import faults as sim_faults
-from mrc.sim.stack import SimStack
+from mrc.stack.stack import SimStack
 from mrc.transport.mrc.cc import CcConfig
 from mrc.units import PS_PER_US
 from mrc.verbs.control import Controller, VerbsError
@@ -88,7 +88,7 @@ class Fabric:
         """Put ``qp``'s transport QP on its NIC (sending on every plane when ``send``)."""
         assert qp.transport is not None
         nic = self.stack.nics[qp.host]
-        if qp.transport.qpn in nic.qps:
+        if nic.holds(qp.transport):  # type: ignore[arg-type]
             nic.remove(qp.transport)  # type: ignore[arg-type]
         self.stack.register(qp, qp.transport, range(self.spec.planes) if send else ())  # type: ignore[arg-type]
         self.service(qp)
@@ -103,5 +103,5 @@ class Fabric:
     def service(self, qp: QueuePair) -> None:
         """After an API call changed ``qp``: send its control packets, arm its timer, wake
         its ports."""
-        if qp.transport is not None and qp.transport.qpn in self.stack.nics[qp.host].qps:
+        if qp.transport is not None and self.stack.nics[qp.host].holds(qp.transport):  # type: ignore[arg-type]
             self.stack.nics[qp.host].poke(qp.transport)  # type: ignore[arg-type]

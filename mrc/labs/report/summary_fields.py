@@ -8,7 +8,7 @@ need more than a sentence; the README's "Summary fields" section says the same, 
 
 from __future__ import annotations
 
-#: The causes ``dropped_packets`` is split by (``mrc.sim.recorder.DROP_SERIES``).
+#: The causes ``dropped_packets`` is split by (``mrc.stack.recorder.DROP_SERIES``).
 DROP_CAUSES = ("data", "control", "probe")
 #: The outcomes of a transport's job (the ``outcome`` field).
 OUTCOMES = {

@@ -30,7 +30,7 @@ from mrc.labs.run.runner import prepare, select_transports
 from mrc.labs.run.workloads import derangement
 from mrc.labs.schema.lab import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
 from mrc.labs.schema.schedule import schedule
-from mrc.sim.transport_params import ParamError
+from mrc.stack.transport_params import ParamError
 from mrc.units import PS_PER_US, us
 
 RUNTIME = "flow"

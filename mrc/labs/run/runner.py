@@ -55,7 +55,7 @@ class RuntimeSession(Protocol):
 
 
 def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: str) -> Any:
-    from mrc.sim.stack import SimStack
+    from mrc.stack.stack import SimStack
 
     return SimStack(spec, seed, bin_ps, transport_name)
 
@@ -278,8 +278,8 @@ def run_transport(lab: Lab, spec: TransportSpec, factory: StackFactory, *,
 def run_mixed(lab: Lab, specs: Sequence[TransportSpec], *,
               progress: bool = False) -> list[TransportRun]:
     """Every transport through the lab at once on one fabric (``[run] mixed = true``, see
-    :mod:`mrc.sim.mixed`): a job per transport on its view of one stack, the faults once."""
-    from mrc.sim.mixed import MixedStack
+    :mod:`mrc.stack.mixed`): a job per transport on its view of one stack, the faults once."""
+    from mrc.stack.mixed import MixedStack
 
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))

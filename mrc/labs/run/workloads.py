@@ -1,6 +1,6 @@
 """Workload drivers: they post RDMA WRITEs on a SimStack's connections and time what completes.
 
-Completions follow verbs (:mod:`mrc.sim.connections`): a WRITE completes at the sender (its
+Completions follow verbs (:mod:`mrc.stack.connections`): a WRITE completes at the sender (its
 CQE) when it is acknowledged, and at the receiver when it is placed. ``write_bw`` behaves
 like perftest's ``ib_write_bw``: ``tx_depth`` WRITEs in flight per direction, each reposted
 on its sender CQE, so ``tx_depth`` bounds the sender's outstanding work requests; every

@@ -147,7 +147,7 @@ class RunSpec:
     bin_us: float
     seed: int = 1
     grace_us: float = 0.0
-    mixed: bool = False  # every transport at once on one fabric (mrc.sim.mixed)
+    mixed: bool = False  # every transport at once on one fabric (mrc.stack.mixed)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ knobs is the config's field order, the order the config checks them in (so a tab
 several problems reports the one the config would). RC's ``cc`` and ``ack_every`` come
 before its window, whose default is derived from them. A bad value is refused on its own
 dotted key before any config is built; building the configs last
-(:mod:`mrc.sim.transport_params`) keeps their ``__post_init__`` checks as invariants.
+(:mod:`mrc.stack.transport_params`) keeps their ``__post_init__`` checks as invariants.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from mrc.labs.schema.fields import (
     type_word,
 )
 from mrc.labs.schema.lab import TRANSPORT_KINDS, TransportSpec
-from mrc.sim import transport_params as tparams
+from mrc.stack import transport_params as tparams
 from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
 from mrc.transport.mrc.config import MrcConfig
 from mrc.transport.rc.config import RcConfig
@@ -425,7 +425,7 @@ def _rc_window(spec: FabricSpec, checked: Mapping[str, Any], prefix: str) -> int
 
 def _build(kind: str, spec: FabricSpec, params: dict[str, Any], prefix: str) -> Any:
     """The transport's config for these checked params: its own checks run as invariants.
-    A :class:`~mrc.sim.transport_params.ParamError` names its key path itself (we pass ours)."""
+    A :class:`~mrc.stack.transport_params.ParamError` names its key path itself (we pass ours)."""
     try:
         if kind == "mrc":
             return tparams.mrc_config(spec, params, prefix)

@@ -3,7 +3,7 @@
 Everything is driven through the :mod:`mrc.transport.base` contract (``post_write``,
 ``receive``, ``handle_timer``, ``poll``, ``take_control``, ``next_timer``, ``events``); the QP
 never reads a clock and never sees fabric state, only the EV set it was given
-(:mod:`mrc.sim.evset`). Each QP is both a sender (of its own WRITEs) and a receiver
+(:mod:`mrc.stack.evset`). Each QP is both a sender (of its own WRITEs) and a receiver
 (of its peer's).
 
 The QP is split into rooms, one concept each, owned and wired by :class:`MrcQueuePair`:

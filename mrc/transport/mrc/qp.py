@@ -50,7 +50,6 @@ class MrcQueuePair(QpBase):
                  evs: Sequence[PathChoice], *, reply_evs: Sequence[PathChoice] | None = None,
                  config: MrcConfig | None = None, cc: CongestionControl | None = None,
                  psn: int = 0, peer_psn: int = 0, key_seed: int = 0) -> None:
-        QpBase.__init__(self)  # (explicit: the compiled build has no super() here)
         if mtu <= 0:
             raise ValueError("mtu must be positive")
         if not evs:

@@ -4,7 +4,7 @@ One ``RcQp`` (:mod:`.qp`) is one *endpoint* of an RC QP, as on a real NIC: its r
 (:mod:`.requester`) sends the RDMA WRITEs posted on it, its responder half (:mod:`.responder`)
 places the WRITEs of the peer and acknowledges them. The driver registers each endpoint with
 its host's NIC under the QP's number; both ends of a QP use the same ``qpn``
-(``mrc.sim.rc_connection.rc_qp_pair`` builds matching ends over a fabric). Lab parameters and
+(``mrc.stack.rc_connection.rc_qp_pair`` builds matching ends over a fabric). Lab parameters and
 counters are in :mod:`.config`; :mod:`.striping` spreads one message over several QPs as NCCL
 does.
 

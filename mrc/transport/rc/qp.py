@@ -42,7 +42,6 @@ class RcQp(QpBase):
 
     def __init__(self, qpn: int, host: int, peer: int, plane: int, paths: Mapping[int, int],
                  *, t1: int | None = None, config: RcConfig | None = None) -> None:
-        QpBase.__init__(self)  # (explicit: the compiled build has no super() here)
         if not paths:
             raise ValueError("an RC QP needs at least one path")
         self.qpn = qpn

@@ -11,7 +11,7 @@
   subset of the QPs (NCCL_IB_SPLIT_DATA_ON_QPS=0: one QP of each port per message).
 
 Which path each QP takes is the fabric's business: the layer that knows the fabric builds the
-QPs (``mrc.sim.rc_connection``) and hands them over.
+QPs (``mrc.stack.rc_connection``) and hands them over.
 """
 
 from __future__ import annotations

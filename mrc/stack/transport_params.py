@@ -19,7 +19,7 @@ from typing import Any
 
 from mrc.ev import DEFAULT_FIELD_WIDTHS, EV_STATE_CODES
 from mrc.ev.profile import EV_MODES, EXPLICIT, GENERATED, EvField, EvProfile, EvProfileError
-from mrc.sim.rc_connection import rc_config_for
+from mrc.stack.rc_connection import rc_config_for
 from mrc.transport.mrc.cc import CcConfig
 from mrc.transport.mrc.config import MrcConfig
 from mrc.transport.rc.config import RcConfig

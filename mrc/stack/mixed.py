@@ -8,7 +8,7 @@ stopping MRC's lossless neighbours does not happen (MRC is not paused), MRC's be
 packets and RC's lossless ones share the wire by round robin and share nothing in the buffer
 (the static per-queue model of :mod:`mrc.sim.pfc`).
 
-:class:`MixedStack` is one :class:`~mrc.sim.stack.SimStack` with a recorder per transport:
+:class:`MixedStack` is one :class:`~mrc.stack.stack.SimStack` with a recorder per transport:
 every QP is registered under its transport, and what is counted per QP (goodput,
 retransmissions, probes, CNPs, trims and drops of its packets) goes to its transport's
 recorder; fabric-wide series (paused ports, queue depth) go to every transport's.
@@ -23,8 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from mrc.sim.recorder import DROP_SERIES, Recorder
-from mrc.sim.stack import Connection, SimStack
+from mrc.stack.recorder import DROP_SERIES, Recorder
+from mrc.stack.stack import Connection, SimStack
 from mrc.transport.base import QueuePair, TransportEvent
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
@@ -68,9 +68,10 @@ class MixedStack(SimStack):
     # ----------------------------------------------------------------- routing
     def register(self, conn: Connection, qp: Any, planes: Any, host: int | None = None) -> None:
         super().register(conn, qp, planes, host)
-        host = qp.host if host is None else host
         self._transport_of[qp.qpn] = conn.transport
-        self.nics[host].recorders[qp.qpn] = self.recorders[conn.transport]
+
+    def _recorder_of_qp(self, conn: Connection) -> Recorder:
+        return self.recorders[conn.transport]
 
     def _recorder_of_qpn(self, qpn: int) -> Recorder | None:
         name = self._transport_of.get(qpn)

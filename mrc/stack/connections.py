@@ -24,13 +24,14 @@ completes when all its chunks have.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from mrc.sim import transport_params
-from mrc.sim.evset import build_ev_set
-from mrc.sim.rc_connection import RcConnection
+from mrc.nic.driver import NicDriver
+from mrc.stack import transport_params
+from mrc.stack.evset import build_ev_set
+from mrc.stack.rc_connection import RcConnection
 from mrc.transport.base import (
     ConnectionFailed,
     MessageCompleted,
@@ -42,11 +43,39 @@ from mrc.transport.base import (
 )
 from mrc.transport.mrc import MrcQueuePair as MrcQp
 from mrc.transport.rc.striping import stripe
-
-if TYPE_CHECKING:
-    from mrc.sim.stack import Stack
+from topology.spec import FabricSpec
 
 Completion = Callable[[int, bool], None]
+
+
+class _Clock(Protocol):
+    def at(self, time_ps: int, fn: Callable[[Any], None], arg: Any = None) -> None: ...
+
+
+class StackApi(Protocol):
+    """What a connection uses of the stack that opened it (:class:`mrc.stack.stack.Stack`)."""
+
+    @property
+    def spec(self) -> FabricSpec: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def transport_name(self) -> str: ...
+
+    @property
+    def sim(self) -> _Clock: ...
+
+    @property
+    def nics(self) -> Sequence[NicDriver]: ...
+
+    def allocate_qpn(self, count: int = 1) -> int: ...
+
+    def register(self, conn: Connection, qp: Any, planes: Iterable[int],
+                 host: int | None = None) -> None: ...
+
+    def note_event(self, now_ps: int, kind: str, target: str, **detail: Any) -> None: ...
 
 
 @dataclass(slots=True)
@@ -74,7 +103,7 @@ class Connection:
     """Writes from ``src`` to ``dst`` over one transport; completions verified end to end
     (see the module docstring)."""
 
-    def __init__(self, stack: Stack, kind: str, src: int, dst: int) -> None:
+    def __init__(self, stack: StackApi, kind: str, src: int, dst: int) -> None:
         self.stack = stack
         self.kind = kind
         #: the lab transport it belongs to (several share one stack in a mixed run)
@@ -171,15 +200,15 @@ class Connection:
         its QPs leave the NICs at once and unfinished messages complete with ok=False."""
         for qp in self.qps():
             for nic in self.stack.nics:
-                if nic.qps.get(qp.qpn) is qp:
-                    nic.remove(qp)  # type: ignore[arg-type]
+                if nic.holds(qp):
+                    nic.remove(qp)
         self._failed(now, reason)
 
 
 class MrcConnection(Connection):
     """``qps_per_connection`` MRC QP pairs; each source QP sprays over its EV profile."""
 
-    def __init__(self, stack: Stack, src: int, dst: int, params: dict[str, Any]) -> None:
+    def __init__(self, stack: StackApi, src: int, dst: int, params: dict[str, Any]) -> None:
         super().__init__(stack, "mrc", src, dst)
         spec = stack.spec
         conn = transport_params.mrc_connection(spec, params,
@@ -260,7 +289,7 @@ class MrcConnection(Connection):
 class RcConnectionAdapter(Connection):
     """NCCL-style RC: ``qps_per_plane`` QPs on every plane, each pinned to one ECMP path."""
 
-    def __init__(self, stack: Stack, src: int, dst: int, params: dict[str, Any]) -> None:
+    def __init__(self, stack: StackApi, src: int, dst: int, params: dict[str, Any]) -> None:
         super().__init__(stack, "rc", src, dst)
         spec = stack.spec
         cfg, per_plane, split = transport_params.rc_connection(

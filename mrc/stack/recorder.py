@@ -22,6 +22,7 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+from mrc.nic.runtime import RecorderSink
 from mrc.packet import ACK, CNP, DATA, NACK, PROBE, PROBE_REPLY
 from mrc.transport.base import ASSUMED_BAD, DENIED
 from mrc.units import PS_PER_US
@@ -66,7 +67,7 @@ class _Series:
 
 @cython.final
 @cython.cclass
-class Recorder:
+class Recorder(RecorderSink):
     """Bins counters for one transport. ``bin_ps`` is the width of every bin.
 
     Optional series (only in the table when used): ``paused_ports``, the most ports whose
@@ -155,7 +156,9 @@ class Recorder:
                 self.goodput_plane[plane].add(index, amount)
                 self._bin_plane[plane] = 0
 
-    def count(self, name: str, now: int, amount: int = 1) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def count(self, name: object, now: cython.longlong, amount: cython.longlong = 1) -> None:
         self.counters[name].add(now // self.bin_ps, amount)
 
     def dropped(self, now: int, kind: int | None) -> None:

@@ -16,15 +16,15 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from mrc.nic.driver import NicDriver
 from mrc.sim.arena import use_huge_page_arenas
-from mrc.sim.connections import Completion, Connection, MrcConnection, RcConnectionAdapter
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.network import Network
 from mrc.sim.nic import Nic
-from mrc.sim.nic_driver import NicDriver
-from mrc.sim.qpn import first_qpn
-from mrc.sim.recorder import DROP_SERIES, Recorder
+from mrc.stack.connections import Completion, Connection, MrcConnection, RcConnectionAdapter
+from mrc.stack.qpn import first_qpn
+from mrc.stack.recorder import DROP_SERIES, Recorder
 from mrc.transport.base import (
     EvStateChanged,
     MessageCompleted,
@@ -128,7 +128,11 @@ class Stack:
         """Attach ``qp`` to its host's NIC (``host`` overrides ``qp.host``)."""
         host = qp.host if host is None else host
         self._owner[(qp.qpn, host)] = conn
-        self.nics[host].add(qp, planes)
+        self.nics[host].add(qp, planes, self._recorder_of_qp(conn))
+
+    def _recorder_of_qp(self, conn: Connection) -> Recorder | None:
+        """Where a QP of ``conn`` records its goodput (None: its NIC's recorder)."""
+        return None
 
     def abort(self, now: int, reason: str = "job aborted") -> None:
         """Abort every connection (the whole job stops, as NCCL aborts the communicator)."""

@@ -1,0 +1,400 @@
+"""What a NIC does for its queue pairs, in one place: the simulator's NIC and the live host
+both drive their sans-IO QPs through :class:`NicDriver`.
+
+It registers a host's QPs on its NIC ports (one per plane) and keeps, per QP, a
+:class:`QpContext` (a NIC's QP context): the ports the QP sends on, its timer and where its
+goodput is recorded; the transport's QP knows nothing of it. An idle port *pulls* the next
+data packet of its plane from the QPs that send on it (round robin); arriving packets are
+handed to the QP their BTH names. After every call into a QP the driver sends the QP's
+control packets, (re)arms the QP's timer and forwards its events. It hears the ports' link
+state (loss of signal) and, while a port has no link, what a QP puts on it is lost on the spot.
+
+A pull only hands a packet back to the port: nothing in it calls into a port or an event
+handler (which might wake the very port that is pulling). What a poll leaves behind besides
+its packet, control packets or events (no transport of this package leaves either today),
+is served in an event of its own at the same time.
+
+Idle ports are woken in a rotating order (``_kick``): when a window-limited MRC QP frees
+room for a few packets, the port asked first takes them, so a fixed order would hand a
+congested sender's whole window to plane 0 and leave the last planes idle.
+
+Cost rules (this runs a few times per packet): a QP only wakes the ports of the planes it
+sends on (a port is idle only when every QP of its plane said "nothing" at its last pull,
+and a QP's answer changes only inside a call that kicks its planes), so a receive-only QP
+(MRC's responder side, RC responders) wakes nothing; and after a ``poll`` the QP's timer is
+re-read only when the transport's ``poll_timer_floor_ps`` (the soonest deadline a poll can
+create, relative to now) does not already lie beyond the timer the driver has armed.
+
+Timers: one wake-up per QP, moved only when its deadline comes earlier. Nothing is ever
+cancelled: a wake-up whose deadline has moved later re-arms itself, and one overtaken by an
+earlier wake-up finds nothing due. So a runtime needs no more than this of its clock
+(:class:`~mrc.nic.runtime.Scheduler`: ``now``, ``at``); its ports are
+:class:`~mrc.nic.runtime.PortSink` s (``kick``, ``send``, ``drop_unsent``).
+
+Only the live host refuses a packet a QP raises on (``strict=False``: a datagram must never
+stop the host; in the simulator that is a bug).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from mrc.nic.runtime import PortSink, RecorderSink, Scheduler
+from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
+from mrc.transport.base import QueuePair, TransportEvent
+
+EventSink = Callable[[TransportEvent, QueuePair], None]
+#: Counters the driver keeps (a runtime may keep more in the same dict).
+COUNTERS = ("rx_unknown_qpn", "rx_rejected")
+
+
+class QpContext:
+    """What the NIC keeps for one QP it drives: the ports it sends on (``ports``), the
+    soonest deadline a poll can create (``floor``: ``poll_timer_floor_ps``), the time of the
+    wake-up armed for it (``timer``, -1: none) and the recorder its goodput and
+    retransmissions go to. A QP destroyed and registered again keeps its context (and the
+    wake-ups armed for it)."""
+
+    __slots__ = ("qp", "ports", "floor", "timer", "recorder", "registered")
+
+    def __init__(self, qp: QueuePair, recorder: RecorderSink) -> None:
+        self.qp = qp
+        self.recorder = recorder
+        self.ports: list[PortSink] = []
+        self.floor = 0
+        self.timer = -1
+        self.registered = False
+
+
+def poll_round_robin(senders: list[QpContext], rr: list[int], now: int, plane: int
+                     ) -> tuple[QpContext, Packet] | None:
+    """How a driver fills an idle port of ``plane``: ask the QPs that send on it in turn,
+    starting after the last one served (``rr[plane]``), and return the first (QP, packet)."""
+    n = len(senders)
+    if n == 1:
+        ctx = senders[0]
+        pkt = ctx.qp.poll(now, plane)
+        return None if pkt is None else (ctx, pkt)
+    start = rr[plane]
+    for i in range(n):
+        ctx = senders[(start + i) % n]
+        pkt = ctx.qp.poll(now, plane)
+        if pkt is not None:
+            rr[plane] = (start + i + 1) % n
+            return ctx, pkt
+    return None
+
+
+def drain_events(qp: QueuePair, on_event: EventSink | None) -> None:
+    """Hand ``qp``'s pending events, in order, to the driver's sink (after every call into
+    a QP)."""
+    events = qp.events
+    while events:
+        event = events.popleft()
+        if on_event is not None:
+            on_event(event, qp)
+
+
+def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
+    """``ports`` by plane, from plane ``start`` on (a helper: the compiled build allows no
+    closure inside the driver's methods)."""
+    return sorted(ports, key=lambda p: (p.plane - start) % n)
+
+
+class NicDriver:
+    """Binds the QPs of one host to its NIC ports ``ports`` (by plane), on ``sched``;
+    goodput and counters go to ``recorder``, transport events to ``on_event``."""
+
+    def __init__(self, sched: Scheduler, ports: Sequence[PortSink], *,
+                 on_event: EventSink | None = None, recorder: RecorderSink | None = None,
+                 strict: bool = True, counters: Iterable[str] = COUNTERS) -> None:
+        self.sched = sched
+        self.ports: Sequence[PortSink] = list(ports)
+        self.on_event = on_event
+        #: where goodput and counters go (a QP registered with a recorder of its own, in a
+        #: mixed run, sends its goodput and retransmissions there)
+        self.recorder: RecorderSink = recorder if recorder is not None else RecorderSink()
+        self.strict = strict
+        #: QPN -> context, of every QP ever registered (``registered`` says which still are)
+        self._contexts: dict[int, QpContext] = {}
+        planes = len(self.ports)
+        self._senders: list[list[QpContext]] = [[] for _ in range(planes)]
+        self._rr = [0] * planes
+        self._kick_from = 0
+        #: planes whose NIC port has lost its link
+        self._down: set[int] = set()
+        self.counters: dict[str, int] = dict.fromkeys(counters, 0)
+        #: Why the first packet a QP refused was refused (``strict=False`` only).
+        self.first_rejection: str | None = None
+        # The wake-up callbacks, bound once (a bound method made per scheduling would be
+        # allocated and freed every time).
+        self._on_timer_cb = self._on_timer
+        self._after_poll_cb = self._after_poll
+        # The last two QPs packets were received for, most recent first: ``on_receive`` looks
+        # a QPN up (boxing and hashing it) only when it is neither, and a host's arrivals
+        # mostly alternate between two QPs (data for the one that receives, ACKs for the one
+        # that sends). Both are registered (``remove`` forgets them).
+        self._rx_qpn = self._rx_qpn2 = -1
+        self._rx_ctx: QpContext | None = None
+        self._rx_ctx2: QpContext | None = None
+
+    # ----------------------------------------------------------------- setup
+    def add(self, qp: QueuePair, planes: Iterable[int],
+            recorder: RecorderSink | None = None) -> None:
+        """Register ``qp``; it may send on ``planes`` (all of them for MRC, one for RC, none
+        for an endpoint that only answers: its control packets need no port to pull).
+        ``recorder``: where its goodput goes, if not to the driver's."""
+        ctx = self._contexts.get(qp.qpn)
+        if ctx is not None and ctx.registered:
+            raise ValueError(f"QPN {qp.qpn} already used on this host")
+        if ctx is None or ctx.qp is not qp:
+            ctx = QpContext(qp, self.recorder)
+            self._contexts[qp.qpn] = ctx
+        if recorder is not None:
+            ctx.recorder = recorder
+        mine = sorted(set(planes))
+        for plane in mine:
+            self._senders[plane].append(ctx)
+        ctx.ports = [self.ports[plane] for plane in mine]
+        ctx.floor = int(getattr(qp, "poll_timer_floor_ps", 0) or 0)
+        ctx.timer = -1
+        ctx.registered = True
+
+    def remove(self, qp: QueuePair) -> None:
+        """Destroy ``qp`` here: it stops sending at once, its wake-up does nothing and later
+        packets for it count as ``rx_unknown_qpn`` (what a NIC does with a torn-down QP)."""
+        ctx = self.context(qp)
+        if ctx is None:
+            return
+        ctx.registered = False
+        if self._rx_ctx is ctx or self._rx_ctx2 is ctx:
+            self._rx_qpn = self._rx_qpn2 = -1
+            self._rx_ctx = self._rx_ctx2 = None
+        for senders in self._senders:
+            if ctx in senders:
+                senders.remove(ctx)
+        ctx.ports = []
+        ctx.floor = 0
+        ctx.timer = -1
+
+    def context(self, qp: QueuePair) -> QpContext | None:
+        """``qp``'s context while it is registered here, else None."""
+        ctx = self._contexts.get(qp.qpn)
+        return ctx if ctx is not None and ctx.registered and ctx.qp is qp else None
+
+    def holds(self, qp: QueuePair) -> bool:
+        """Whether ``qp`` is registered here."""
+        return self.context(qp) is not None
+
+    @property
+    def qps(self) -> dict[int, QueuePair]:
+        """The registered QPs by QPN."""
+        return {qpn: ctx.qp for qpn, ctx in self._contexts.items() if ctx.registered}
+
+    # ----------------------------------------------------------------- the ports' side
+    def pull(self, now: int, plane: int, paused: int = -1) -> Packet | None:
+        """The port of ``plane`` is idle: the next data packet of its QPs, or None.
+        ``paused``: the priority PFC has paused on that port (-1: none); its QPs wait."""
+        senders = self._senders[plane]
+        if paused < 0 and len(senders) == 1:  # one QP sends on this plane: ask it, no tuple
+            ctx = senders[0]
+            pkt = ctx.qp.poll(now, plane)
+            if pkt is None:
+                return None
+        else:
+            if paused >= 0:
+                senders = [c for c in senders if getattr(c.qp, "priority", 0) != paused]
+            found = poll_round_robin(senders, self._rr, now, plane)
+            if found is None:
+                return None
+            ctx, pkt = found
+        if pkt.flags & FLAG_RETX:
+            ctx.recorder.count("retransmissions", now)
+        qp = ctx.qp
+        control = qp.take_control()
+        if control or qp.events:  # (``_defer_leftovers``, written out: once per packet)
+            self.sched.at(now, self._after_poll_cb, (ctx, control))
+        floor = ctx.floor
+        if floor:
+            scheduled = ctx.timer
+            if 0 <= scheduled <= now + floor:
+                return pkt  # a poll cannot have created a deadline before the armed timer
+        self._arm(ctx, now)
+        return pkt
+
+    def on_receive(self, now: int, pkt: Packet) -> None:
+        """A packet for this host: to the QP its BTH names, which is then served."""
+        qpn = pkt.qpn
+        ctx = self._rx_ctx if qpn == self._rx_qpn else None
+        if ctx is None:
+            ctx = self._rx_ctx2 if qpn == self._rx_qpn2 else self._contexts.get(qpn)
+            if ctx is None or not ctx.registered:
+                self.counters["rx_unknown_qpn"] += 1
+                return
+            self._rx_qpn2 = self._rx_qpn
+            self._rx_ctx2 = self._rx_ctx
+            self._rx_qpn = qpn
+            self._rx_ctx = ctx
+        qp = ctx.qp
+        before = qp.bytes_placed
+        if self.strict:  # (no exception handler to set up per packet)
+            qp.receive(now, pkt)
+        else:
+            try:
+                qp.receive(now, pkt)
+            except Exception as exc:
+                self.counters["rx_rejected"] += 1
+                if self.first_rejection is None:
+                    self.first_rejection = f"{type(exc).__name__}: {exc}"
+        placed = qp.bytes_placed - before
+        if placed:
+            ctx.recorder.placed(now, pkt.plane, placed)
+        self._service(ctx, now)
+        self._kick(ctx, now)
+
+    def on_port_state(self, now: int, plane: int, up: bool) -> None:
+        """The NIC port of ``plane`` lost or regained its link (the NIC sees loss of signal).
+
+        MRC QPs are told at once (``port_down`` marks that plane's EVs ASSUMED_BAD; probes
+        bring them back once the link returns). RC QPs are not: as on a real HCA they keep
+        transmitting into the dead port, time out, retry and finally error.
+        """
+        if up:
+            self._down.discard(plane)
+        else:
+            self._down.add(plane)
+        for ctx in list(self._senders[plane]):
+            port_down = getattr(ctx.qp, "port_down", None)
+            if not up and port_down is not None:
+                port_down(now, plane)
+            self._service(ctx, now)
+            self._kick(ctx, now)
+
+    # ----------------------------------------------------------------- application side
+    def post(self, qp: QueuePair, msg_id: int, length: int, payload: bytes | None = None) -> None:
+        """Post an RDMA WRITE on ``qp`` now and wake the ports."""
+        ctx = self._contexts[qp.qpn]
+        now = self.sched.now()
+        qp.post_write(now, msg_id, length, payload=payload)
+        self._service(ctx, now)
+        self._kick(ctx, now)
+
+    def poke(self, qp: QueuePair) -> None:
+        """Service ``qp`` after an API call that changed it (EVs denied or allowed, a post
+        made directly on the QP)."""
+        ctx = self._contexts[qp.qpn]
+        now = self.sched.now()
+        self._service(ctx, now)
+        self._kick(ctx, now)
+
+    # ----------------------------------------------------------------- internals
+    def _kick(self, ctx: QpContext, now: int) -> None:
+        """Wake the idle ports of ``ctx``'s planes, starting one plane further on each call
+        (fair share of a window that just opened)."""
+        ports = self.ports
+        n = len(ports)
+        start = self._kick_from
+        self._kick_from = start + 1 if start + 1 < n else 0
+        mine = ctx.ports
+        if len(mine) == n:
+            for i in range(start, n):
+                port = ports[i]
+                port.kick()
+            for i in range(start):
+                port = ports[i]
+                port.kick()
+        elif len(mine) == 1:
+            port = mine[0]
+            port.kick()
+        elif mine:
+            for port in _rotated(mine, start, n):
+                port.kick()
+        if self._down:
+            for port in mine:
+                if port.plane in self._down:
+                    self._send_into_dead_port(ctx, port, now)
+
+    def _send_into_dead_port(self, ctx: QpContext, port: PortSink, now: int) -> None:
+        """What a QP transmits on a port without link is lost on the spot. Asking only when
+        the QP's state changed (post, ACK, timer) bounds this by its window, with no event
+        per packet time for the whole outage."""
+        plane = port.plane
+        qp = ctx.qp
+        for _ in range(1 << 16):
+            pkt = qp.poll(now, plane)
+            if pkt is None:
+                break
+            port.drop_unsent(pkt)
+        self._defer_leftovers(ctx, now)
+        self._arm(ctx, now)
+
+    def _defer_leftovers(self, ctx: QpContext, now: int) -> None:
+        """After polls: what they left behind besides their packets (control packets,
+        events) is served in an event of its own at ``now`` (``_after_poll``), so that a
+        pull never calls into a port or an event handler."""
+        qp = ctx.qp
+        control = qp.take_control()
+        if control or qp.events:
+            self.sched.at(now, self._after_poll_cb, (ctx, control))
+
+    def _service(self, ctx: QpContext, now: int) -> None:
+        """Send ``ctx``'s QP's control packets, arm its timer and forward its events."""
+        qp = ctx.qp
+        control = qp.take_control()
+        if control:
+            self._send_control(control, now, ctx)
+        self._arm(ctx, now)
+        if qp.events:
+            drain_events(qp, self.on_event)
+
+    def _arm(self, ctx: QpContext, now: int) -> None:
+        """Schedule a wake-up for the QP's earliest deadline unless one is armed before it."""
+        next_timer = ctx.qp.next_timer()
+        if next_timer is not None:
+            deadline = next_timer  # (a C integer when compiled: compared unboxed)
+            scheduled = ctx.timer
+            if scheduled < 0 or deadline < scheduled:
+                at = deadline if deadline > now else now
+                ctx.timer = at
+                self.sched.at(at, self._on_timer_cb, ctx)
+
+    def _send_control(self, control: list[Packet], now: int, ctx: QpContext) -> None:
+        """``ctx``'s QP's control leaves at once, each packet on its port's priority queue.
+        Its probes and CNPs count on the recorder of the QP they name when that is this one
+        (an RC responder's name its own QP), else on the driver's (MRC's name the peer's)."""
+        ports = self.ports
+        for pkt in control:
+            kind = pkt.kind
+            if kind == PROBE or kind == CNP:
+                recorder = ctx.recorder if pkt.qpn == ctx.qp.qpn else self.recorder
+                recorder.count("probes" if kind == PROBE else "cnps", now)
+            port = ports[pkt.plane]
+            port.send(pkt)
+
+    def _after_poll(self, job: tuple[QpContext, list[Packet]]) -> None:
+        """What a poll left behind besides its packet (see the module doc), at its time."""
+        ctx, control = job
+        if control:
+            self._send_control(control, self.sched.now(), ctx)
+        if ctx.qp.events:
+            drain_events(ctx.qp, self.on_event)
+
+    def _on_timer(self, ctx: QpContext) -> None:
+        if not ctx.registered:
+            return  # destroyed
+        qp = ctx.qp
+        now = self.sched.now()
+        armed = ctx.timer
+        if 0 <= armed <= now:  # this wake-up (or one at its time) is it
+            ctx.timer = -1
+        next_timer = qp.next_timer()
+        if next_timer is None:
+            return
+        deadline = next_timer  # (a C integer when compiled)
+        if deadline <= now:
+            qp.handle_timer(now)
+            self._service(ctx, now)
+            self._kick(ctx, now)
+        elif ctx.timer < 0:
+            ctx.timer = deadline
+            self.sched.at(deadline, self._on_timer_cb, ctx)
