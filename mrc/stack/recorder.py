@@ -65,9 +65,8 @@ class _Series:
         return self.values[index] if index < len(self.values) else 0
 
 
-@cython.final
 @cython.cclass
-class Recorder(RecorderSink):
+class Recorder(RecorderSink):  # (not final: it overrides the sink's C methods)
     """Bins counters for one transport. ``bin_ps`` is the width of every bin.
 
     Optional series (only in the table when used): ``paused_ports``, the most ports whose
