@@ -15,7 +15,7 @@ kind where it drops it and reports it to the stack's observer, which calls :meth
 from __future__ import annotations
 
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 try:
     import cython
@@ -157,7 +157,8 @@ class Recorder(RecorderSink):  # (not final: it overrides the sink's C methods)
 
     @cython.ccall
     @cython.annotation_typing(True)
-    def count(self, name: object, now: cython.longlong, amount: cython.longlong = 1) -> None:
+    def count(self, name: Any, now: cython.longlong, amount: cython.longlong = 1) -> None:
+        """Add ``amount`` to the counter ``name`` (a str; typed Any for the sink's C signature)."""
         self.counters[name].add(now // self.bin_ps, amount)
 
     def dropped(self, now: int, kind: int | None) -> None:
