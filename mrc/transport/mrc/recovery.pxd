@@ -54,7 +54,8 @@ cdef class Recovery:
     @cython.locals(snd=Sender, stats=MrcStats, ts=cython.longlong, ecn=bint,
                    echo_seq=cython.longlong, scan=list, overdue=bint,
                    acked_bytes=cython.longlong, seg=Seg, state=cython.longlong, e=Ev,
-                   certain=bint, msg=Msg, touched=Reorder, sc=Reorder)
+                   certain=bint, msg=Msg, touched=Reorder, sc=Reorder,
+                   spray=Spray)
     cpdef long long _delivered(self, long long now, Packet pkt, list newly, long long una,
                                long long una_psn, bint nack) except? -1
     @cython.locals(qscope=Reorder, age=cython.longlong, last=Reorder)
@@ -85,9 +86,9 @@ cdef class Recovery:
     @cython.locals(timer=cython.longlong, watchdog=Watchdog)
     cpdef handle_timer(self, long long now)
     @cython.locals(q=TxQueue, t=Tx, seg=Seg)
-    cpdef long long _due(self, long long timer) except? -1
+    cdef long long _due(self, long long timer) except? -1
     @cython.locals(receiver=Receiver, q=TxQueue, t=Tx, seg=Seg, limit=cython.longlong,
                    live=bint)
-    cpdef _serve(self, long long timer, long long now)
+    cdef _serve(self, long long timer, long long now)
     @cython.locals(e=Ev, lost=cython.longlong)
     cpdef _ev_timeout(self, long long now, Seg seg)
