@@ -182,3 +182,26 @@ def test_cycle_finder() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
     # an import made only for type checking counts (network names its elements that way)
     assert "mrc.sim.host" in _import_graph()["mrc.sim.network"]
+
+
+# ---------------------------------------------------------------------- sizes
+#: The most lines a module or a function may have: past them, split along meaning.
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_or_function_too_long() -> None:
+    """Every module under mrc/ and topology/ has at most 500 lines and every function or
+    method at most 80 (from its ``def`` to its last line, decorators not counted)."""
+    long: list[str] = []
+    for module, path in sorted(_module_files().items()):
+        source = path.read_text()
+        lines = len(source.splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{module}: {lines} lines")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long.append(f"{module}.{node.name} (line {node.lineno}): {length} lines")
+    assert not long, "too long:\n" + "\n".join(long)
