@@ -22,10 +22,10 @@ import pytest
 from click.testing import CliRunner
 
 from mrc.cli import main
-from mrc.labs.run import pace as live_pace
 from mrc.labs.errors import LabError
 from mrc.labs.output.folder import OutputFolder
 from mrc.labs.output.manifest import MANIFEST, verify_result_set
+from mrc.labs.run import pace as live_pace
 
 TINY = """\
 name = "tiny"
