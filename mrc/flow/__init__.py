@@ -22,7 +22,7 @@ What is modelled
       (``ev_timeout``, 65.5 us), and once more for the dead EVs its message had already
       passed when the fault hit.
     * RC as deployed (issue 15: lossless with PFC, paced by DCQCN), at the packet model's
-      times (:mod:`mrc.flow.engine`): no congestion loss (PFC), so rates are max-min on each
+      times (:mod:`mrc.flow.timers`, :mod:`mrc.flow.rc_rate`): no congestion loss (PFC), so rates are max-min on each
       QP's one hashed path; DCQCN holds a QP at its share while a switch queue limits it and,
       once that bottleneck is gone, climbs back as ``DcqcnRp`` itself does (slowly, with the
       lab's DCQCN timing). A QP whose path dies stalls its striped connection (whose other

@@ -14,7 +14,7 @@ import numpy as np
 
 from mrc.flow import conditions as cond
 from mrc.flow.detection import DetectParams
-from mrc.flow.engine import Trace, TransportModel, simulate
+from mrc.flow.engine import simulate
 from mrc.flow.fabric import Layout, touched
 from mrc.flow.paths import (
     HASH_BUDGET,
@@ -24,6 +24,7 @@ from mrc.flow.paths import (
     mrc_entries,
     rc_entries,
 )
+from mrc.flow.transport_model import Trace, TransportModel
 from mrc.flow.workload import (
     Collective,
     Progress,

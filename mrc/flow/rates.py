@@ -173,7 +173,7 @@ def rc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, alive
     """RC: a variable per running group whose QPs are all on live paths (module docstring).
 
     ``cap``: per group, the per-QP rate DCQCN allows while it climbs back after a bottleneck
-    went away (inf: the line); see :class:`mrc.flow.engine.Dcqcn`."""
+    went away (inf: the line); see :class:`mrc.flow.rc_rate.Dcqcn`."""
     planes = layout.spec.planes
     dead = np.bincount(entries.group, weights=(entries.count > 0) & ~alive.up,
                        minlength=len(groups)) > 0

@@ -5,7 +5,7 @@ Three shapes cover every lab workload (the labs adapter translates them):
 * :class:`Stream` (``write_bw``): long-running connections, each at its own rate; goodput is
   the sum. perftest keeps ``tx_depth`` messages in flight, which matters for how a stalled
   RC connection drains: its other QPs still place their chunks of the posted messages
-  (:class:`mrc.flow.engine.Backlog`).
+  (:class:`mrc.flow.rc_rate.Backlog`).
 * :class:`Transfers` (``permutation``, ``connection_matrix``): one finite flow per
   connection, from its start time until its bytes are placed; a finished flow leaves the
   fabric to the others (the rates are solved again).

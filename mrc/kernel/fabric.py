@@ -196,7 +196,7 @@ class KernelFabric:
                 self.ifindex[(element, stats.name)] = stats.index
         t = self._step("links", t)
         if self.shaping is not None:
-            self._run_per_element((port.element, self.shaping.requests(self, port, link))
+            self._run_per_element((port.element, self._shaping(port, link))
                                   for link in self.links.values() for port in link.ports)
         t = self._step("shaping", t)
         for switch in self.switches:  # after the links exist: see _configure_ipv6
@@ -311,7 +311,13 @@ class KernelFabric:
             raise KernelUnavailable("this fabric was built without shaping")
         link = self.links[name]
         for port in link.ports:
-            self.sockets[port.element].run(self.shaping.requests(self, port, link, fraction))
+            self.sockets[port.element].run(self._shaping(port, link, fraction))
+
+    def _shaping(self, port: Port, link: Link, fraction: float = 1.0) -> list[rtnl.Request]:
+        """The tbf requests of one end of ``link`` (:meth:`Shaping.requests`)."""
+        assert self.shaping is not None
+        return self.shaping.requests(self.ifindex[(port.element, port.ifname)], port.ifname,
+                                     link.host is not None and port is link.lower, fraction)
 
     def set_loss(self, name: str, probability: float) -> None:
         """Drop each packet sent into link ``name`` (both directions) with ``probability``: an

@@ -26,13 +26,9 @@ classifier (:mod:`mrc.kernel.bpf`), not seeded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from mrc.kernel import rtnl
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
-
-if TYPE_CHECKING:
-    from mrc.kernel.fabric import KernelFabric, Link, Port
 
 #: The MAC header is part of what tbf measures (skb length at egress); the rest of the
 #: Ethernet overhead is added by the rate table.
@@ -88,15 +84,15 @@ class Shaping:
         queue = self.spec.buffer_bytes * (self.host_queue_factor if port_is_host else 1)
         return queue + self.burst(port_is_host)
 
-    def requests(self, fabric: KernelFabric, port: Port, link: Link,
+    def requests(self, ifindex: int, ifname: str, port_is_host: bool,
                  fraction: float = 1.0) -> list[rtnl.Request]:
-        """The tbf of one link end at ``fraction`` of the nominal rate (created or changed)."""
+        """The tbf of one link end (interface ``ifname``, index ``ifindex`` in its namespace;
+        ``port_is_host``: a host's own end) at ``fraction`` of the nominal rate (created or
+        changed)."""
         if not 0 < fraction <= 1:
             raise ValueError(f"rate fraction must be in (0, 1], got {fraction!r}")
-        is_host = link.host is not None and port is link.lower
-        index = fabric.ifindex[(port.element, port.ifname)]
-        return [rtnl.tbf(index, self.wall_bps * fraction, self.burst(is_host, fraction),
-                         self.limit_bytes(is_host), RATE_OVERHEAD_BYTES, port.ifname)]
+        return [rtnl.tbf(ifindex, self.wall_bps * fraction, self.burst(port_is_host, fraction),
+                         self.limit_bytes(port_is_host), RATE_OVERHEAD_BYTES, ifname)]
 
     def describe(self) -> dict[str, object]:
         return {"qdisc": "tbf", "scale": self.scale,

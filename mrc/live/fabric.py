@@ -53,11 +53,11 @@ from mrc.packet import (
 )
 from mrc.sim import faults as sim_faults
 from mrc.sim.capture import capture_ports
+from mrc.sim.element import DROP_REASONS
 from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.host import Host, NicPort
 from mrc.sim.link import Link
-from mrc.sim.network import DROP_REASONS
 from mrc.sim.ports import OutPort
 from mrc.sim.switch import Switch
 from topology import usid
@@ -113,7 +113,7 @@ def write_outer(buf: bytearray, pkt: Packet) -> None:
 
 
 class _NicSide:
-    """A host as the fabric's NIC ports see it (the ``HostAgent`` of ``mrc.sim.network``).
+    """A host as the fabric's NIC ports see it (the ``HostAgent`` of ``mrc.sim.element``).
 
     The host paces its own ports (``mrc.live.host``); the DATA datagrams it sent wait here,
     in the NIC's memory, until the NIC port pulls them, exactly when the simulator's NIC would

@@ -43,7 +43,7 @@ from mrc.sim.switch import Switch
 CAUSE_LINK = "link"
 CAUSE_NIC = "nic"
 
-Target = str | Link | Switch | OutPort | Host
+Target = str | Link[OutPort] | Switch | OutPort | Host
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +72,13 @@ def _record(net: Network, action: str, target: str, params: dict[str, Any] | Non
 
 
 # ------------------------------------------------------------------ resolution
-def _resolve(net: Network, target: Target) -> Host | Switch | Link | OutPort:
+def _resolve(net: Network, target: Target) -> Host | Switch | Link[OutPort] | OutPort:
     if isinstance(target, str):
         return net.element(target)
     return target
 
 
-def _as_link(net: Network, target: Target) -> Link:
+def _as_link(net: Network, target: Target) -> Link[OutPort]:
     found = _resolve(net, target)
     if isinstance(found, Link):
         return found
@@ -267,7 +267,7 @@ def restore(net: Network, target: Target) -> FaultRecord:
     return _record(net, "restore", link.name, up=link.is_up, held_by=sorted(link.causes))
 
 
-def _restore_link(link: Link) -> None:
+def _restore_link(link: Link[OutPort]) -> None:
     link.release(CAUSE_LINK)
     link.release(CAUSE_NIC)
     for port in link.ports:

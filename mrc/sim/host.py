@@ -1,6 +1,6 @@
 """A host as the fabric sees it: one NIC port per plane, and delivery to its agent.
 
-The agent (:class:`mrc.sim.network.HostAgent`: the NIC driver of the transports,
+The agent (:class:`mrc.sim.element.HostAgent`: the NIC driver of the transports,
 :class:`mrc.sim.nic.Nic`, or a traffic source) fills the ports: a ``NicPort`` pulls the next
 data packet from it each time its wire goes idle, so line-rate pacing is the port's job, not
 the agent's. A pull only hands a packet back: the agent never calls into the port meanwhile.
@@ -23,7 +23,7 @@ from mrc.sim.ports import OutPort
 from topology import usid
 
 if TYPE_CHECKING:
-    from mrc.sim.network import HostAgent, Network
+    from mrc.sim.element import Fabric, HostAgent
     from mrc.sim.switch import Switch
 
 #: the carrier bits of a destination, in the halves a packet keeps it as (one that reached
@@ -39,7 +39,7 @@ class Host:
     __slots__ = ("name", "net", "sim", "index", "ports", "agent", "nic", "_on_receive",
                  "_rx_nic", "rx_packets", "rx_bytes", "drops")
 
-    def __init__(self, net: Network, index: int, name: str) -> None:
+    def __init__(self, net: Fabric, index: int, name: str) -> None:
         self.name = name
         self.net = net
         self.sim = net.sim
@@ -123,7 +123,7 @@ class NicPort(OutPort):
 
     __slots__ = ("host", "_tx_done_cb", "paused_priority")
 
-    def __init__(self, net: Network, name: str, host: Host, dst: Switch, plane: int, *,
+    def __init__(self, net: Fabric, name: str, host: Host, dst: Switch, plane: int, *,
                  far_latency_ps: int) -> None:
         super().__init__(net, name, host, dst, plane, far_latency_ps=far_latency_ps)
         self.host = host

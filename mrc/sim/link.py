@@ -1,14 +1,56 @@
-"""Links: both directions between two elements, and what holds them down."""
+"""Links: both directions between two elements, and what holds them down; and
+:class:`Egress`, an output port as its link and the switch that sends on it see it (the ports
+of :mod:`mrc.sim.ports` are that, and name the link they belong to)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from mrc.sim.ports import OutPort
+from mrc.packet import Packet
+from mrc.sim.element import Node
 
 
-class Link:
+class Egress(Protocol):
+    """One direction of a link (:class:`mrc.sim.ports.OutPort`), as a :class:`Link` holds it
+    and a switch's tables send on it."""
+
+    #: the link this port is one direction of (set by :class:`Link`)
+    link: Link[Any] | None
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def src(self) -> Node: ...
+    @property
+    def dst(self) -> Node: ...
+    @property
+    def up(self) -> bool: ...
+    @property
+    def bps(self) -> int: ...
+    # counters (a switch's statistics sum them)
+    @property
+    def tx_packets(self) -> int: ...
+    @property
+    def trims(self) -> int: ...
+    @property
+    def ecn_marks(self) -> int: ...
+    @property
+    def peak_qbytes(self) -> int: ...
+    @property
+    def drops(self) -> dict[str, int]: ...
+
+    def send(self, pkt: Packet) -> None: ...
+    def set_down(self) -> int: ...
+    def set_up(self) -> None: ...
+    def set_loss(self, p: float) -> None: ...
+    def set_rate_fraction(self, fraction: float) -> None: ...
+
+
+#: the kind of port a link holds (the fabric's: :class:`mrc.sim.ports.OutPort`)
+PortT = TypeVar("PortT", bound=Egress)
+
+
+class Link(Generic[PortT]):
     """Both directions between two elements, named ``lower--upper`` (lower tier first).
 
     A link is up while nothing holds it down; ``causes`` says who does (``"link"`` for an
@@ -18,7 +60,7 @@ class Link:
 
     __slots__ = ("name", "plane", "lower", "upper", "up_port", "down_port", "causes")
 
-    def __init__(self, name: str, plane: int, up_port: OutPort, down_port: OutPort) -> None:
+    def __init__(self, name: str, plane: int, up_port: PortT, down_port: PortT) -> None:
         self.name = name
         self.plane = plane
         self.up_port = up_port  # lower -> upper
@@ -34,7 +76,7 @@ class Link:
         return f"<Link {self.name} {state}>"
 
     @property
-    def ports(self) -> tuple[OutPort, OutPort]:
+    def ports(self) -> tuple[PortT, PortT]:
         return (self.up_port, self.down_port)
 
     @property

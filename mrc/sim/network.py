@@ -15,21 +15,23 @@ through the network on the per-packet path):
 * :mod:`mrc.sim.ports`: ``OutPort``, one direction of a link: queues, trimming, ECN marking,
   serialization, lazy departures, loss and link faults.
 * :mod:`mrc.sim.host`: ``Host`` and its ``NicPort`` per plane, which pulls data from the
-  host's agent (:class:`HostAgent`) whenever its wire goes idle.
+  host's agent (:class:`mrc.sim.element.HostAgent`) whenever its wire goes idle.
 * :mod:`mrc.sim.switch`: ``Switch``, uSID shift-and-forward from static tables.
 * :mod:`mrc.sim.link`: ``Link``, both directions of a link and why it is held down.
 * :mod:`mrc.sim.pfc`: on a fabric with PFC, the ports of the lossless class (ingress
   accounting, PAUSE frames, per-priority stop, watchdog) that replace the plain ones.
-* here: ``Network`` (lookup by name, statistics, hooks), the drop reasons, the hook types and
-  the ``HostAgent`` protocol. :func:`mrc.sim.fabric.build_network` wires it all together.
+* :mod:`mrc.sim.element`: what they share (the drop reasons, the hook types, the
+  ``HostAgent`` protocol) and ``Fabric``, all they know of the network that holds them.
+* here: ``Network`` (lookup by name, statistics, hooks), the one module that names every
+  element. :func:`mrc.sim.fabric.build_network` wires it all together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from mrc.packet import Packet
+from mrc.sim.element import DROP_REASONS, Observer, PauseHook, Tap
 from mrc.sim.link import Link
 from topology import names
 
@@ -40,49 +42,10 @@ if TYPE_CHECKING:
     from mrc.sim.switch import Switch
     from topology.spec import FabricSpec
 
-#: Why a packet was dropped. ``buffer``: the data queue was full and trimming is off;
-#: ``header_queue``: even the priority queue was full; ``down``: handed to a port that is down;
-#: ``link_down``: queued at or on the wire of a port when it went down; ``loss``: random loss;
-#: ``no_route``: a switch found no entry for the active uSID; ``misdelivered``: a host received
-#: a packet whose carrier was not consumed or whose inner destination is another host.
-#: PFC (:mod:`mrc.sim.pfc`): ``lossless_overflow``: a lossless packet found its ingress
-#: headroom full (a bug of the headroom sizing: counted so a test can prove it never happens);
-#: ``pfc_watchdog``: a lossless queue the PFC watchdog declared stormed dropped it;
-#: ``rx_stalled``: a host whose NIC stopped draining its receive queue could not take it.
-DROP_REASONS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled")
-
-#: ``tap(now, port_name, pkt)``: sees every packet that crossed a link, as the far element
-#: takes it (``now`` = that moment, so calls come in global time order; the packet is as it was
-#: on that wire: outer address, ECN and trim state not yet rewritten by the far switch).
-Tap = Callable[[int, str, Packet], None]
-#: ``observer(now, where, pkt, event)``: ``event`` is ``"trim"``, ``"ecn"`` or a drop reason;
-#: ``where`` is a port, switch or host name.
-Observer = Callable[[int, str, Packet, str], None]
-#: ``pause_hook(now, delta)``: a port's lossless egress became paused (+1) or resumed (-1).
-PauseHook = Callable[[int, int], None]
-
-
-class HostAgent(Protocol):
-    """What a host's NIC drives: the NIC glue of a transport, or a benchmark traffic source."""
-
-    def pull(self, now: int, plane: int) -> Packet | None:
-        """The port of ``plane`` is idle and has no control packet waiting: the next packet
-        to put on that wire, or None (then call ``Host.kick`` when there is one). A pull only
-        hands a packet back: it never sends or kicks on the host's ports."""
-        ...
-
-    def on_receive(self, now: int, pkt: Packet) -> None:
-        """A packet from the fabric reached this host."""
-        ...
-
-    # Optional: ``on_port_state(now, plane, up)`` is called, when the agent defines it, as
-    # the NIC port of ``plane`` loses or regains its link (a NIC sees loss of signal), and
-    # ``on_port_rate(now, plane, bps)`` as that port's rate changes (a degraded link).
-
 
 class Network:
-    """Container that every element points back to: simulator, spec, hooks, fault log.
+    """Container that every element points back to (as a :class:`mrc.sim.element.Fabric`):
+    simulator, spec, hooks, fault log.
 
     :func:`mrc.sim.fabric.build_network` creates and fills it; the lookup and statistics
     helpers live here so that elements can share them.
@@ -93,7 +56,7 @@ class Network:
         self.spec = spec
         self.hosts: list[Host] = []
         self.switches: dict[str, Switch] = {}
-        self.links: dict[str, Link] = {}
+        self.links: dict[str, Link[OutPort]] = {}
         #: Every output port by name (``a->b``), NIC ports included.
         self.ports: dict[str, OutPort] = {}
         #: NIC output ports by NIC port name (``h17.p3``).
@@ -123,7 +86,7 @@ class Network:
             port.tap = fn
 
     # ------------------------------------------------------------------ lookup
-    def element(self, name: str) -> Host | Switch | Link | OutPort:
+    def element(self, name: str) -> Host | Switch | Link[OutPort] | OutPort:
         """Any element by name: host ``h17``, switch ``p3.t0.12``/``p3.t1.5``, NIC port
         ``h17.p3`` (its output port), link ``h17.p3--p3.t0.4``/``p3.t0.12--p3.t1.5`` (either
         end first), output port ``p3.t0.12->p3.t1.5``, or a selector such as ``h3.p2.t0``
@@ -147,7 +110,7 @@ class Network:
     def nic_port(self, host: int, plane: int) -> NicPort:
         return self.hosts[host].ports[plane]
 
-    def link(self, name: str) -> Link:
+    def link(self, name: str) -> Link[OutPort]:
         """A link by name (either end first, or a selector like ``h3.p2.uplink``)."""
         found = self.element(name)
         if not isinstance(found, Link):

@@ -23,7 +23,7 @@ crossing a hop costs exactly one heap event, its arrival, congested or not:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 try:
     import cython
@@ -31,17 +31,13 @@ except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
+from mrc.sim.element import DROP_REASONS, Fabric, Node, Tap
 from mrc.sim.engine import Handler
 from mrc.sim.fifo import Fifo
-from mrc.sim.network import DROP_REASONS, Tap
+from mrc.sim.link import Link
 from mrc.sim.switch import Switch
 from mrc.units import PS_PER_S
 from topology.spec import ETHERNET_OVERHEAD_BYTES
-
-if TYPE_CHECKING:
-    from mrc.sim.host import Host
-    from mrc.sim.link import Link
-    from mrc.sim.network import Network
 
 #: Bits per byte times picoseconds per second: serialization = bytes * this / bps (ceiling).
 _PS_BITS = 8 * PS_PER_S
@@ -78,13 +74,13 @@ class OutPort(Handler):
         "peak_hqbytes", "drops",
     )
 
-    def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
+    def __init__(self, net: Fabric, name: str, src: Node, dst: Node,
                  plane: int, *, far_latency_ps: int) -> None:
         spec = net.spec
         sim = net.sim
         self.name = name
         self.net = net
-        self.link: Link | None = None
+        self.link: Link[OutPort] | None = None
         self.plane = plane
         self.src = src
         self.dst = dst

@@ -10,7 +10,7 @@ versions, which differ only in how they send), as does :meth:`Switch.receive`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 try:
     import cython
@@ -18,12 +18,10 @@ except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 from mrc.packet import Packet
+from mrc.sim.element import Fabric
+from mrc.sim.link import Egress
 from topology import names, tables, usid
 from topology.tables import Rule
-
-if TYPE_CHECKING:
-    from mrc.sim.network import Network
-    from mrc.sim.ports import OutPort
 
 #: masks of the halves of a 128-bit address (C integers when compiled)
 _LOW64 = cython.declare(cython.ulonglong, 0xFFFFFFFFFFFFFFFF)
@@ -43,25 +41,25 @@ class Switch:
     _ua_first: cython.longlong
     #: the two tables (below) as lists indexed by uSID - first key (None: no entry), which
     #: ``forward`` reads: a list index costs less than boxing a uSID for a dict lookup
-    _next_ports: list[OutPort | None]
-    _ua_ports: list[OutPort | None]
+    _next_ports: list[Egress | None]
+    _ua_ports: list[Egress | None]
     name: str
-    net: Network
+    net: Fabric
     plane: cython.longlong
     tier: cython.longlong
     index: cython.longlong
     #: lookup of the (possibly shifted) active uSID -> output port, no shift (T0: T1
     #: uSIDs -> uplinks; T1: T0 uSIDs -> downlinks)
-    _next: dict[int, OutPort]
+    _next: dict[int, Egress]
     #: uA entries (T0 only): local port uSID -> downlink, shifted once more
-    _ua: dict[int, OutPort]
-    uplinks: list[OutPort]
-    downlinks: list[OutPort]
+    _ua: dict[int, Egress]
+    uplinks: list[Egress]
+    downlinks: list[Egress]
     drops: dict[str, int]
     if not cython.compiled:  # pure Python: the fields above are the slots
         __slots__ = tuple(__annotations__)
 
-    def __init__(self, net: Network, name: str, plane: int, tier: int, index: int) -> None:
+    def __init__(self, net: Fabric, name: str, plane: int, tier: int, index: int) -> None:
         self.name = name
         self.net = net
         self.plane = plane
@@ -127,7 +125,7 @@ class Switch:
 
     @cython.ccall
     @cython.annotation_typing(True)
-    def forward(self, pkt: Packet) -> Any:  # OutPort | None
+    def forward(self, pkt: Packet) -> Any:  # Egress | None
         """Shift-and-forward, the one copy every arrival uses: own uSID active -> shift (uN);
         look the active uSID up; a local port uSID (uA) shifts once more and leaves on that
         downlink. Rewrites the destination (``pkt.da_hi``/``da_lo``, once, however many
@@ -178,7 +176,7 @@ class Switch:
         pkt.hop_limit -= 1  # IPv6 forwarding (at most 3 switches: never reaches 0)
         return port
 
-    def route(self, da: int) -> tuple[OutPort | None, int]:
+    def route(self, da: int) -> tuple[Egress | None, int]:
         """The port and rewritten address :meth:`receive` would use (tests, tools)."""
         if da >> 96 != self._block:
             return None, da
@@ -207,7 +205,7 @@ class Switch:
             self.net.observer(self.net.sim.now, self.name, pkt, reason)
 
     @property
-    def ports(self) -> list[OutPort]:
+    def ports(self) -> list[Egress]:
         return [*self.downlinks, *self.uplinks]
 
     def stats(self) -> dict[str, object]:
@@ -223,12 +221,12 @@ class Switch:
         return row
 
 
-def _dense(table: dict[int, OutPort]) -> tuple[int, list[OutPort | None]]:
+def _dense(table: dict[int, Egress]) -> tuple[int, list[Egress | None]]:
     """``table`` as (first key, list by key - first key), None where a key is missing."""
     if not table:
         return 0, []
     first = min(table)
-    ports: list[OutPort | None] = [None] * (max(table) - first + 1)
+    ports: list[Egress | None] = [None] * (max(table) - first + 1)
     for key, port in table.items():
         ports[key - first] = port
     return first, ports

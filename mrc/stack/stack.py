@@ -215,7 +215,8 @@ class Stack:
         if self._series or not isinstance(self.sim, Simulator) or self.net is None:
             return  # already on, or a live/kernel run (no simulator of its own, or no network)
         self._series = True
-        self._switch_ports = [p for sw in self.net.switches.values() for p in sw.ports]
+        self._switch_ports = [self.net.ports[p.name] for sw in self.net.switches.values()
+                              for p in sw.ports]
         self.sim.at(self.recorder.bin_ps, self._sample, None)
 
     def _flow_labels(self) -> list[tuple[str, Connection]]:

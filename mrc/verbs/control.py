@@ -22,15 +22,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mrc.ev import EV_STATE_CODES, EV_STATE_DENIED, EV_STATE_GOOD
 from mrc.ev.profile import EvDeny, EvProfile
-from mrc.transport.base import DENIED, GOOD
+from mrc.transport.base import DENIED, GOOD, EvState
 from mrc.transport.mrc.cc import CcConfig
 
-if TYPE_CHECKING:
-    from mrc.verbs.objects import QueuePair
+
+class ProfiledQp(Protocol):
+    """A QP attached to an EV profile, as the controller reaches it
+    (:class:`mrc.verbs.objects.QueuePair` is one): read and set the states of its EVs."""
+
+    def transport_ev_states(self) -> dict[int, EvState]: ...
+
+    def set_ev_state(self, match: Any, state: str) -> int: ...
 
 PROFILE_INIT = "INIT"
 PROFILE_OFFLINE = "OFFLINE"
@@ -93,7 +99,7 @@ class EvEventCq:
 class _EvProfileEntry:
     state: str = PROFILE_INIT
     profile: EvProfile | None = None
-    qps: list[QueuePair] = field(default_factory=list)
+    qps: list[ProfiledQp] = field(default_factory=list)
 
 
 @dataclass
@@ -138,10 +144,10 @@ class Controller:
             raise VerbsError("EINVAL", f"EV profile {profile_id} is not ONLINE")
         return entry.profile
 
-    def attach(self, profile_id: int, qp: QueuePair) -> None:
+    def attach(self, profile_id: int, qp: ProfiledQp) -> None:
         self._ev_entry(profile_id).qps.append(qp)
 
-    def detach(self, profile_id: int, qp: QueuePair) -> None:
+    def detach(self, profile_id: int, qp: ProfiledQp) -> None:
         entry = self._ev.get(profile_id)
         if entry is not None and qp in entry.qps:
             entry.qps.remove(qp)
@@ -176,7 +182,7 @@ class Controller:
                                   min_active=prof.min_active, event_mask=prof.event_mask,
                                   evs=evs)
 
-    def query_ev_state(self, profile_id: int, qp: QueuePair) -> dict[int, int]:
+    def query_ev_state(self, profile_id: int, qp: ProfiledQp) -> dict[int, int]:
         """``MRC_CTL_EV_OP_QUERY_EV_STATE`` of one QP: EV -> state bit."""
         return {ev: EV_STATE_CODES[s] for ev, s in qp.transport_ev_states().items()}
 

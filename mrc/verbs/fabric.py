@@ -84,6 +84,9 @@ class Fabric:
         return dict(sim_faults.apply(self.stack.net, action, target, **params).effect)
 
     # ------------------------------------------------------------------ NIC plumbing
+    def allocate_qpn(self) -> int:
+        return self.stack.allocate_qpn()
+
     def attach(self, qp: QueuePair, *, send: bool) -> None:
         """Put ``qp``'s transport QP on its NIC (sending on every plane when ``send``)."""
         assert qp.transport is not None

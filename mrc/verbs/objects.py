@@ -1,8 +1,9 @@
 """libmrc's application objects (``mrc.h``): context, completion queue, queue pair.
 
 They wrap the sans-IO MRC QP (:class:`mrc.transport.mrc.MrcQueuePair`) with the verbs life
-the header and ``examples/mrc_qp.md`` describe, driven by a simulated fabric
-(:class:`mrc.verbs.fabric.Fabric`):
+the header and ``examples/mrc_qp.md`` describe, driven by a
+:class:`Provider` (in libibverbs' terms: the driver behind the objects; here the simulated
+fabric, :class:`mrc.verbs.fabric.Fabric`):
 
 * a QP is created in ``RST`` and moved ``INIT`` (EV and CC profile ids, which must be ONLINE
   on the host's controller) -> ``RTR`` (the peer: ``dest``, ``dest_qp_num``; ``mpr_dest``,
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mrc.ev.profile import EvProfile
 from mrc.transport.base import (
@@ -43,11 +44,50 @@ from mrc.transport.base import (
 )
 from mrc.transport.mrc import MrcQueuePair
 from mrc.transport.mrc.config import MrcConfig
-from mrc.verbs.control import VerbsError
+from mrc.verbs.control import Controller, VerbsError
 from topology import evs as fabric_evs
+from topology.spec import FabricSpec
 
-if TYPE_CHECKING:
-    from mrc.verbs.fabric import Fabric
+
+class Provider(Protocol):
+    """What a context and its QPs need of the fabric that runs them."""
+
+    @property
+    def now(self) -> int:
+        """The fabric's time, integer picoseconds."""
+        ...
+
+    @property
+    def spec(self) -> FabricSpec: ...
+
+    @property
+    def seed(self) -> int:
+        """The seed of the fabric's EV paths and keys."""
+        ...
+
+    def host_index(self, host: int | str) -> int: ...
+
+    def allocate_qpn(self) -> int:
+        """A QP number no other QP of the fabric holds."""
+        ...
+
+    def controller(self, host: int | str) -> Controller: ...
+
+    def attach(self, qp: QueuePair, *, send: bool) -> None:
+        """Put ``qp``'s transport QP on its NIC (sending on every plane when ``send``)."""
+        ...
+
+    def enable_send(self, qp: QueuePair) -> None:
+        """:meth:`attach` sending."""
+        ...
+
+    def service(self, qp: QueuePair) -> None:
+        """An API call changed ``qp``: let its NIC act on it."""
+        ...
+
+    def detach(self, qp: QueuePair) -> None:
+        """Take ``qp``'s transport QP off its NIC."""
+        ...
 
 RST, INIT, RTR, RTS, ERR = "RST", "INIT", "RTR", "RTS", "ERR"
 WR_RDMA_WRITE = "RDMA_WRITE"
@@ -150,7 +190,7 @@ class QueuePair:
         self.max_send_wr = max_send_wr
         self.max_recv_wr = max_recv_wr
         self.sq_sig_all = sq_sig_all
-        self.qp_num = self.fabric.stack.allocate_qpn()
+        self.qp_num = self.fabric.allocate_qpn()
         self.state = RST
         self.attrs: dict[str, Any] = {}
         self.transport: MrcQueuePair | None = None
@@ -349,7 +389,7 @@ class QueuePair:
 class Context:
     """``mrc_context`` of one host's NIC: the parent of its CQs and QPs."""
 
-    def __init__(self, fabric: Fabric, host: int) -> None:
+    def __init__(self, fabric: Provider, host: int) -> None:
         self.fabric = fabric
         self.host = host
         self.qps: list[QueuePair] = []

@@ -135,22 +135,13 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     kind = p.kind
     qpn = p.qpn
     psn = p.psn
-    if (qpn | psn) >> 24 or qpn < 0 or psn < 0:
-        raise ValueError(f"QPN {qpn} / PSN {psn} do not fit 24 bits")
     src = p.src
     dst = p.dst
-    if (src | dst) >> 32 or src < 0 or dst < 0:
-        raise ValueError(f"host {src} / {dst} outside the 32-bit host index space")
     ev = p.ev
-    if ev >> 32 or ev < 0:
-        raise ValueError(f"EV {ev} is not a 32-bit value")
     flags = p.flags
     ecn = p.ecn
-    if ecn >> 2 or ecn < 0:
-        raise ValueError(f"ECN {ecn} is not a 2-bit value")
     hlim = p.hop_limit
-    if hlim >> 8 or hlim < 0:
-        raise ValueError(f"hop limit {hlim} is not an 8-bit value")
+    _check_fields(qpn, psn, src, dst, ev, ecn, hlim)
     da_hi = p.da_hi
     da_lo = p.da_lo
     fl = ev & 0xFFFFF  # flow_label(ev)
@@ -163,6 +154,8 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     vtf_in = 0x60000000 | (tc_in << 20) | fl
     bth_psn = (0x80000000 | psn) if flags & FLAG_ACK_REQ else psn
 
+    n = 0
+    payload = b""
     if kind == DATA:
         n = p.length
         payload = p.payload
@@ -187,40 +180,71 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
                 sport, ROCE_UDP_PORT, iplen, 0, OP_RDMA_WRITE_ONLY, 0, PKEY_DEFAULT, qpn,
                 bth_psn, p.offset, msg_id & 0xFFFFFFFF, n,
                 ev, msg_id, p.ts, flags, 0, p.msg_len)
-    else:
-        n = 0
-        payload = b""
-        if kind == ACK or kind == NACK:
-            if kind == ACK:
-                syndrome = SYNDROME_ACK
-            elif flags & FLAG_SEQ_ERR:
-                syndrome = SYNDROME_NAK_SEQ
-            else:
-                syndrome = SYNDROME_NAK_TRIM
-            iplen = HDR_ACK.size - 80 + ICRC_BYTES
-            hdr = _pack_ack(
-                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
-                sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
-                (syndrome << 24) | (p.msg_id & M24),
-                ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
-        elif kind == PROBE or kind == PROBE_REPLY:
-            iplen = HDR_PROBE.size - 80 + ICRC_BYTES
-            hdr = _pack_probe(
-                vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
-                sport, ROCE_UDP_PORT, iplen, 0,
-                OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, qpn,
-                bth_psn, ev, p.ts, flags, 0)
-        elif kind == CNP:
-            iplen = HDR_CNP.size - 80 + ICRC_BYTES
-            hdr = _pack_cnp(
-                vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, da_hi, da_lo,
-                vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
-                sport, ROCE_UDP_PORT, iplen, 0, OP_CNP, 0, PKEY_DEFAULT, qpn, bth_psn)
+    elif kind == ACK or kind == NACK:
+        if kind == ACK:
+            syndrome = SYNDROME_ACK
+        elif flags & FLAG_SEQ_ERR:
+            syndrome = SYNDROME_NAK_SEQ
         else:
-            raise ValueError(f"unknown packet kind {kind!r}")
+            syndrome = SYNDROME_NAK_TRIM
+        iplen = HDR_ACK.size - 80 + ICRC_BYTES
+        hdr = _pack_ack(
+            vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, da_hi, da_lo,
+            vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, dst_lo,
+            sport, ROCE_UDP_PORT, iplen, 0, OP_ACKNOWLEDGE, 0, PKEY_DEFAULT, qpn, bth_psn,
+            (syndrome << 24) | (p.msg_id & M24),
+            ev, p.ts, p.echo_psn, flags, 0, p.sack_base, p.sack)
+    else:
+        hdr = _probe_or_cnp_header(p, vtf_out, vtf_in, hlim, sport, bth_psn)
+        iplen = len(hdr) - 80 + ICRC_BYTES
+    return _seal(p, hdr, iplen, n, payload, payload_sum)
 
+
+def _check_fields(qpn: int, psn: int, src: int, dst: int, ev: int, ecn: int,
+                  hlim: int) -> int:
+    """The packet's fields fit their wire widths (ValueError names the one that does not);
+    returns 0 (compiled, a C function whose -1 says an exception is set)."""
+    if (qpn | psn) >> 24 or qpn < 0 or psn < 0:
+        raise ValueError(f"QPN {qpn} / PSN {psn} do not fit 24 bits")
+    if (src | dst) >> 32 or src < 0 or dst < 0:
+        raise ValueError(f"host {src} / {dst} outside the 32-bit host index space")
+    if ev >> 32 or ev < 0:
+        raise ValueError(f"EV {ev} is not a 32-bit value")
+    if ecn >> 2 or ecn < 0:
+        raise ValueError(f"ECN {ecn} is not a 2-bit value")
+    if hlim >> 8 or hlim < 0:
+        raise ValueError(f"hop limit {hlim} is not an 8-bit value")
+    return 0
+
+
+def _probe_or_cnp_header(p: Packet, vtf_out: int, vtf_in: int, hlim: int, sport: int,
+                         bth_psn: int) -> bytes:
+    """The header of the rare kinds: a probe or its reply, a CNP."""
+    kind = p.kind
+    src = p.src
+    dst = p.dst
+    if kind == PROBE or kind == PROBE_REPLY:
+        iplen = HDR_PROBE.size - 80 + ICRC_BYTES
+        src_lo = HOST_LO | src
+        return _pack_probe(
+            vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, p.da_hi, p.da_lo,
+            vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src_lo, HOST_HI, HOST_LO | dst,
+            sport, ROCE_UDP_PORT, iplen, 0,
+            OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, p.qpn,
+            bth_psn, p.ev, p.ts, p.flags, 0)
+    if kind == CNP:
+        iplen = HDR_CNP.size - 80 + ICRC_BYTES
+        return _pack_cnp(
+            vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, p.da_hi, p.da_lo,
+            vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
+            sport, ROCE_UDP_PORT, iplen, 0, OP_CNP, 0, PKEY_DEFAULT, p.qpn, bth_psn)
+    raise ValueError(f"unknown packet kind {kind!r}")
+
+
+def _seal(p: Packet, hdr: bytes, iplen: int, n: int, payload: bytes,
+          payload_sum: int | None) -> bytes:
+    """The packet from its header and payload: the ICRC, the UDP checksum, and for a trimmed
+    packet the cut (``payload_sum`` as in :func:`_encode`)."""
     # ICRC: masked inner IPv6 + UDP + BTH, then the rest of the header and the payload.
     # (Slices of the small ``bytes`` header: cheaper than memoryviews, and int.from_bytes
     # would copy a memoryview into bytes anyway.)
@@ -247,4 +271,3 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
             cut_lengths(buf)
             return bytes(buf)
     return out
-

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from mrc.flow import conditions as cond
-from mrc.flow.engine import TransportModel
 from mrc.flow.fabric import make_view
 from mrc.flow.paths import mrc_entries
 from mrc.flow.rates import gbn_cost, liveness, mrc_rates
+from mrc.flow.transport_model import TransportModel
 from mrc.flow.workload import Collective, build, class_index
 from topology.spec import FabricSpec
 

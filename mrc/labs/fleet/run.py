@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from mrc import flow
-from mrc.flow.engine import TransportModel
+from mrc.flow.transport_model import TransportModel
 from mrc.labs.errors import LabError
 from mrc.labs.fleet.impact import JobImpacts, job_impacts
 from mrc.labs.fleet.montecarlo import RcTimers, simulate

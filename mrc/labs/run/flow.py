@@ -19,9 +19,9 @@ import numpy as np
 
 from mrc import flow
 from mrc.flow.conditions import Change
-from mrc.flow.engine import TransportModel
 from mrc.flow.model import ceiling_nics
 from mrc.flow.tables import events, timeseries
+from mrc.flow.transport_model import TransportModel
 from mrc.flow.workload import Collective as FlowCollective
 from mrc.flow.workload import Stream, Transfers, Workload
 from mrc.labs.errors import LabError

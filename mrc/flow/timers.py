@@ -1,0 +1,122 @@
+"""The transports' timers at flow level (:class:`Timers`): RC's local ACK timer and retries
+per stalled connection, MRC's watchdog per connection with no live path, and the QP error
+that ends the job when one runs out (see :mod:`mrc.flow.engine` for the model)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mrc.flow.paths import Entries, Groups
+from mrc.flow.rates import Alive
+from mrc.flow.transport_model import Trace, TransportModel, group_label
+from mrc.flow.workload import Progress
+
+
+class Timers:
+    """The transports' clocks: RC's local ACK timer per stalled connection, MRC's watchdog
+    per connection with no live path (module docstring)."""
+
+    def __init__(self, model: TransportModel, groups: Groups, entries: Entries,
+                 trace: Trace) -> None:
+        self.model = model
+        self.groups = groups
+        self.entries = entries
+        self.trace = trace
+        n = len(groups)
+        self.since = np.full(n, np.inf)  # RC: last progress of a stalled connection
+        self.resume = np.full(n, np.inf)  # RC: when a stalled connection progresses again
+        self.silent = np.full(n, np.inf)  # MRC: since when no path of the connection lives
+
+    def stalled(self) -> np.ndarray:
+        return np.isfinite(self.since)
+
+    def _dead(self, alive: Alive) -> np.ndarray:
+        e = self.entries
+        return np.bincount(e.group, weights=(e.count > 0) & ~alive.up,
+                           minlength=len(self.groups)) > 0
+
+    def update(self, t: float, wanted: np.ndarray, alive: Alive, progress: Progress) -> None:
+        model = self.model
+        if model.kind == "rc":
+            dead = self._dead(alive)
+            stalled = self.stalled()
+            self.since[wanted & ~stalled & dead] = t
+            stalled = self.stalled()
+            self.resume[stalled & dead] = np.inf  # its path is (again) down
+            timeout = float(model.timeout_ps) if model.timeout_ps is not None else np.inf
+            # retries so far (each resends from the oldest unacknowledged packet and sends
+            # on until the window is full again)
+            k = np.where(stalled, np.floor((t - self.since) / timeout + 1e-9), 0.0)
+            k = np.minimum(k, model.retry_cnt)
+            back = stalled & ~dead & ~np.isfinite(self.resume)
+            if back.any():
+                restart = self.since + np.nan_to_num(k * timeout, nan=0.0)
+                sending = (t - restart) < model.fill_ps
+                nak = back & sending
+                self.resume[nak] = t + model.resume_ps
+                retry = back & ~sending & (k + 1 <= model.retry_cnt)
+                self.resume[retry] = self.since[retry] + (k[retry] + 1) * timeout
+            done = stalled & (self.resume <= t + 1.0)
+            for g in np.flatnonzero(done).tolist():
+                label = group_label(self.groups, g)
+                for j in range(1, int(k[g]) + 1):
+                    self.trace.rows.append((self.since[g] + j * timeout, "retry", label,
+                                            {"retry": j, "model": "flow"}))
+            self.since[done] = np.inf
+            self.resume[done] = np.inf
+            stalled = self.stalled()
+            if model.timeout_ps is None:
+                return
+            errored = stalled & (t >= self.since + (model.retry_cnt + 1) * timeout - 1.0)
+            if errored.any():
+                g = int(np.flatnonzero(errored)[0])
+                fail(self.trace, progress, self.groups, g, t, model, float(self.since[g]))
+        elif model.error_after_ps is not None:
+            e = self.entries
+            live = np.bincount(e.group, weights=alive.up & (e.count > 0),
+                               minlength=len(self.groups)) > 0
+            self.silent[live] = np.inf
+            self.silent[wanted & ~live & ~np.isfinite(self.silent)] = t
+            over = np.isfinite(self.silent) & (t >= self.silent + model.error_after_ps - 1.0)
+            if over.any():
+                g = int(np.flatnonzero(over)[0])
+                fail(self.trace, progress, self.groups, g, t, model, float(self.silent[g]))
+
+    def due(self, t: float, alive: Alive) -> float:
+        """The next timer that can change something after ``t``."""
+        model = self.model
+        nxt = np.inf
+        if model.kind == "rc":
+            stalled = self.stalled()
+            if stalled.any():
+                nxt = float(self.resume[stalled].min())
+                if model.timeout_ps is not None:
+                    error = self.since[stalled] + (model.retry_cnt + 1) * float(model.timeout_ps)
+                    nxt = min(nxt, float(error.min()))
+        if model.kind == "mrc" and model.error_after_ps is not None:
+            waiting = np.isfinite(self.silent)
+            if waiting.any():
+                nxt = min(nxt, float((self.silent[waiting] + model.error_after_ps).min()))
+        return nxt
+
+
+def fail(trace: Trace, progress: Progress, groups: Groups, g: int, t: float,
+          model: TransportModel, since: float) -> None:
+    """The QP of group ``g`` errored at ``t`` (no progress since ``since``): log its retries
+    and the error, and fail the job."""
+    label = group_label(groups, g)
+    if model.kind == "rc":
+        timeout_us = (model.timeout_ps or 0) / 1e6
+        reason = (f"retry count exceeded (IBV_WC_RETRY_EXC_ERR): {model.retry_cnt} retries of "
+                  f"the {timeout_us:g} us local ACK timeout without progress")
+        for k in range(1, model.retry_cnt + 1):
+            trace.rows.append((since + k * (model.timeout_ps or 0), "retry", label,
+                               {"retry": k, "model": "flow"}))
+    else:
+        reason = "no path made progress (every EV's path is down)"
+    trace.rows.append((t, "qp_error", label, {"reason": reason, "model": "flow"}))
+    trace.rows.append((t, "connection_failed", label, {"reason": reason}))
+    trace.rows.append((t, "job_failed", label, {"reason": f"QP error: {reason}"}))
+    trace.failed_at_ps = t
+    trace.failure_reason = f"QP error: {reason}"
+    progress.fail(t)
