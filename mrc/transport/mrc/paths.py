@@ -269,7 +269,7 @@ class PathManager:
     @cython.ccall
     @cython.annotation_typing(True)
     def on_probe_reply(self, now: cython.longlong, pkt: Packet) -> None:
-        e: Ev = self.find(pkt.ev)
+        e: Ev | None = self.find(pkt.ev)
         if e is None or e.state != ASSUMED_BAD:
             return
         outq = e.probes_out

@@ -147,7 +147,7 @@ class Receiver:
         (the QP adds them to its ``bytes_placed``)."""
         seen: cython.bint
         small: cython.ulonglong
-        buf: ReceiveBuffer
+        buf: ReceiveBuffer | None
         stats: MrcStats = self.stats
         nxt: cython.longlong = self._rcv_next
         seq: cython.longlong = nxt + psn_diff(pkt.psn, nxt & _PSN_MASK)
@@ -238,7 +238,7 @@ class Receiver:
         """Every byte of ``buf``'s message is placed: the completion goes to the driver.
         Its ``posted_ps`` is the earliest send time among the message's packets (the
         receiver cannot know the post time; the sender's driver does)."""
-        msg_id: object = buf.msg_id
+        msg_id: Any = buf.msg_id
         del self._rx[msg_id]
         self._cur = None
         self.stats.messages_received += 1

@@ -237,7 +237,7 @@ class Sender:
                 if not retx and self.cur is None:
                     self.sendable = False
                 return self._transmit(now, seg, plane, good, True)
-        msg: Msg = self.cur
+        msg: Msg | None = self.cur
         if msg is None:
             self.sendable = False
             return None
@@ -294,7 +294,7 @@ class Sender:
             rel: cython.longlong = psn_diff(sack_base, (self.psn0 + una) & _PSN_MASK)
             if -_SACK_BITS < rel < nxt - una:
                 window = sack << rel if rel >= 0 else sack >> -rel
-                span: object = nxt - una  # a Python int (compiled too): the mask may exceed 64 bits
+                span: Any = nxt - una  # a Python int (compiled too): the mask may exceed 64 bits
                 new = window & ~self._sacked & ((1 << span) - 1)
             else:
                 new = 0  # entirely acknowledged already, or bogus
@@ -316,7 +316,7 @@ class Sender:
     def _grow_outstanding(self) -> None:
         """Double the ring of outstanding segments (each moves to its slot in the new one):
         the numbers in flight, ``una`` to ``snd_nxt``, are about to fill it."""
-        seg: Seg
+        seg: Seg | None
         ring: list = [None] * (2 * len(self.outstanding))
         mask: cython.longlong = len(ring) - 1
         for seg in self.outstanding:

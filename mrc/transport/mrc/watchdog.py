@@ -13,6 +13,7 @@ the QP's timers and calls :meth:`Watchdog.expire` when it passes.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from mrc.transport.base import ASSUMED_BAD, DENIED, GOOD, QpError, TransportEvent
 from mrc.transport.mrc.config import MrcConfig, MrcStats, QpCore
@@ -117,7 +118,7 @@ class Watchdog:
         # retry k waits T while k <= retry_linear_cnt, then 2T, 4T, ... (exponential range);
         # counted from the deadline, so a late timer call does not stretch the rule
         over = self._retries - self._linear
-        timeout: object = self._timeout  # (a Python int, compiled too: the backoff passes 64 bits)
+        timeout: Any = self._timeout  # (a Python int, compiled too: the backoff passes 64 bits)
         self.at = deadline + (timeout if over <= 0 else timeout << min(over, 40))
 
     @cython.ccall

@@ -139,7 +139,7 @@ class RcResponder:
                 self._send_cnp(now, pkt.ev)
         d: cython.longlong = psn_diff(pkt.psn, self._epsn)
         if d == 0:
-            rx: ReceiveBuffer = self._rx
+            rx: ReceiveBuffer | None = self._rx
             if rx is None:
                 if pkt.offset != 0:
                     raise ValueError(f"QP {self.qpn}: in-order packet psn={pkt.psn} starts "
