@@ -1,7 +1,7 @@
 """The path manager of an MRC QP: its EV set, each EV's state, probing and reintegration.
 
 EV states
-    Every EV starts GOOD. Loss recovery (:mod:`.recovery`) moves an EV to ASSUMED_BAD on
+    Every EV starts GOOD. Loss recovery (:mod:`.loss`) moves an EV to ASSUMED_BAD on
     evidence: a FIFO loss, an RTO, or overdue strikes. ASSUMED_BAD EVs stop carrying data
     at once (the sender sprays over each plane's GOOD list, rebuilt on every change), their
     missing packets are resent on other GOOD EVs, and they are probed every

@@ -1,7 +1,7 @@
 """Path-aware spraying: the EV choice of an MRC QP, steered by what each EV's packets say.
 
 Why
-    A sprayed QP handles a *dead* path well (loss evidence retires the EV, :mod:`.recovery`)
+    A sprayed QP handles a *dead* path well (loss evidence retires the EV, :mod:`.loss`)
     but a *slow* one poorly if every GOOD EV is used alike: a slow T1 gets its equal share
     of the traffic, its queues grow, every flow's tail waits for the packets parked there,
     and the late ACKs look like losses (spurious retransmissions, EVs marked bad for
