@@ -58,6 +58,7 @@ COMPILED: tuple[str, ...] = (
     "mrc.transport.mrc.sender",
     "mrc.transport.mrc.receiver",
     "mrc.transport.mrc.watchdog",
+    "mrc.transport.mrc.loss",
     "mrc.transport.mrc.recovery",
     "mrc.transport.mrc.qp",
     "mrc.transport.rc.requester",

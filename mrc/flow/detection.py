@@ -4,7 +4,7 @@ When a T1, a link or a far NIC port dies, a sending MRC QP does not know (its ow
 is another matter: ``port_down`` marks that plane's EVs ASSUMED_BAD at once, as
 ``mrc.nic.driver`` tells it). It keeps spraying over its GOOD EVs, and the packets it
 sprays on the EVs whose paths now cross the dead element are lost until its loss recovery
-(:mod:`mrc.transport.mrc.recovery`) marks those EVs ASSUMED_BAD and resends what they carried
+(:mod:`mrc.transport.mrc.loss`) marks those EVs ASSUMED_BAD and resends what they carried
 on the others. Two pieces of evidence do that, and which one fires depends on whether the
 connection is still sending:
 

@@ -13,8 +13,9 @@ The QP is split into rooms, one concept each, owned and wired by :class:`MrcQueu
 ``sender``    segmentation at the MTU, EV choice (round robin or REPS), DATA packets
 ``receiver``  placement, cumulative ACK + SACK, coalescing, trim NACKs, probe replies
 ``spray``     the EV choice (round robin or REPS, steered by delay): choose, feedback
-``recovery``  ACK processing, loss evidence (same-EV FIFO, overdue on other EVs), trims,
-              RTO, retransmission, the QP's timer table
+``recovery``  ACK and NACK processing: delivery, trims, the reorder windows' samples
+``loss``      loss evidence (same-EV FIFO, overdue on other EVs), retransmission, RTO, the
+              QP's timer table (the base class of recovery's)
 ``watchdog``  the retry rule on the local ACK timeout, and the QP error
 ``reorder``   the reorder window an overdue scope learns from the delays it sees
 ``paths``     the EV set: GOOD / ASSUMED_BAD / DENIED, port down, probes, reintegration

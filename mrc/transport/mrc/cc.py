@@ -87,6 +87,11 @@ from typing import Any
 
 from mrc.units import PS_PER_S, PS_PER_US
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 NSCC = "uet-1.0-nscc"
 ALGORITHMS = (NSCC, "nscc", "fixed")  # "nscc": the short name mrc-lab used before
 #: UEC's reference network: 100 Gb/s x 12 us = 150,000 bytes in flight.
@@ -207,6 +212,7 @@ class CcConfig:
         return int(rate_mbps * 1e6 / 8 * self.base_rtt_ps / PS_PER_S)
 
 
+@cython.cclass
 class CongestionControl:
     """What the QP needs from an algorithm: a window, and the signals it may react to.
 
@@ -216,17 +222,24 @@ class CongestionControl:
     through a C method table rather than as Python calls, once per ACK.
     """
 
-    __slots__ = ("window",)
+    window: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, window: int) -> None:
         self.window = window
 
-    def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
-               ev: int) -> None:
+    # (``rtt_ps``: the echoed round trip in ps, or None; an object in C)
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_ack(self, now: cython.longlong, acked_bytes: cython.longlong, rtt_ps: Any,
+               ecn: cython.bint, ev: cython.longlong) -> None:
         pass
 
-    def on_marked_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ev: int,
-                      slow_ps: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_marked_ack(self, now: cython.longlong, acked_bytes: cython.longlong, rtt_ps: Any,
+                      ev: cython.longlong, slow_ps: cython.longlong) -> None:
         """An ACK that echoes a CE mark; ``slow_ps``: a round trip above this is slow for
         this QP (its spray's judgement, :meth:`.spray.Spray.slow_after`).
 
@@ -240,20 +253,26 @@ class CongestionControl:
         else:
             self.on_ack(now, acked_bytes, rtt_ps, True, ev)
 
-    def on_trim(self, now: int, ev: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_trim(self, now: cython.longlong, ev: cython.longlong) -> None:
         pass
 
-    def on_loss(self, now: int, ev: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_loss(self, now: cython.longlong, ev: cython.longlong) -> None:
         pass
 
     def stats(self) -> dict[str, Any]:
         return {"window": self.window}
 
 
+@cython.cclass
 class FixedWindow(CongestionControl):
     """A constant window: deterministic tests and a no-CC baseline."""
 
-    __slots__ = ()
+    if not cython.compiled:
+        __slots__ = ()
 
     def __init__(self, window: int) -> None:
         if window <= 0:
@@ -261,15 +280,48 @@ class FixedWindow(CongestionControl):
         self.window = window
 
 
+@cython.cclass
 class Nscc(CongestionControl):
     """The ``uet-1.0-nscc`` window (see the module docstring)."""
 
-    __slots__ = ("min_window", "max_window", "base_rtt", "target", "gamma",
-                 "max_md_jump", "pi_gain", "fi", "fi_scale", "eta", "quick_adapt", "qa_delay",
-                 "qa_floor", "learn_base_rtt", "loss_md", "adjust_bytes", "adjust_period",
-                 "_rtt", "_hold_until", "_qa_start", "_qa_interval", "_qa_acked", "_qa_armed",
-                 "_inc", "_adj_bytes", "_adj_start", "_fast_bytes", "decreases", "quick_adapts",
-                 "trims", "ecn_acks", "adjustments", "avg_delay", "_dec_at")
+    # What every ACK reads or writes first (after the window), in the C struct's first
+    # cache lines; the decrease and quick-adapt state and the settings read rarely after.
+    base_rtt: cython.longlong
+    target: cython.longlong
+    _rtt: cython.longlong
+    _fast_bytes: cython.longlong
+    avg_delay: cython.double
+    _inc: cython.double
+    _adj_bytes: cython.longlong
+    _adj_start: cython.longlong
+    adjust_bytes: cython.longlong
+    adjust_period: cython.longlong
+    _dec_at: cython.longlong
+    quick_adapt: cython.bint
+    learn_base_rtt: cython.bint
+    ecn_acks: cython.longlong
+    min_window: cython.longlong
+    max_window: cython.longlong
+    gamma: cython.double
+    max_md_jump: cython.double
+    pi_gain: cython.double
+    fi: cython.double
+    fi_scale: cython.double
+    eta: cython.double
+    qa_delay: cython.longlong
+    qa_floor: cython.longlong
+    loss_md: cython.double
+    _hold_until: cython.longlong
+    _qa_interval: cython.longlong
+    _qa_start: cython.longlong
+    _qa_acked: cython.longlong
+    _qa_armed: cython.bint
+    decreases: cython.longlong
+    quick_adapts: cython.longlong
+    trims: cython.longlong
+    adjustments: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, cfg: CcConfig) -> None:
         bdp = max(cfg.bdp_bytes, cfg.min_window_bytes)
@@ -317,22 +369,24 @@ class Nscc(CongestionControl):
         self.avg_delay = 0.0  # ps: EWMA of the queueing delay (sizes the decrease)
 
     # ------------------------------------------------------------------ signals
-    def on_ack(self, now: int, acked_bytes: int, rtt_ps: int | None, ecn: bool,
-               ev: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_ack(self, now: cython.longlong, acked_bytes: cython.longlong, rtt_ps: Any,
+               ecn: cython.bint, ev: cython.longlong) -> None:
         if rtt_ps is not None and rtt_ps > 0:
             if self.learn_base_rtt and rtt_ps < self.base_rtt:
                 self.base_rtt = rtt_ps
             self._rtt = rtt_ps
-        delay = self._rtt - self.base_rtt
-        target = self.target
+        delay: cython.longlong = self._rtt - self.base_rtt
+        target: cython.longlong = self.target
         self.avg_delay += DELAY_EWMA_GAIN * (delay - self.avg_delay)
         if self.quick_adapt and self._quick_adapt(now, acked_bytes, delay):
             return
-        window = self.window
+        window: cython.longlong = self.window
         if ecn:
             self.ecn_acks += 1
             self._fast_bytes = 0
-            avg = self.avg_delay
+            avg: cython.double = self.avg_delay
             if delay > target and avg > target and now - self._rtt >= self._dec_at:
                 self._decrease(now, max(self.max_md_jump, 1.0 - self.gamma * (avg - target) / avg))
             # ECN with low delay: a hot path, not a full bottleneck; load balancing reacts
@@ -352,7 +406,9 @@ class Nscc(CongestionControl):
         if self._adj_bytes >= self.adjust_bytes or now - self._adj_start >= self.adjust_period:
             self._adjust(now, delay < target)
 
-    def on_trim(self, now: int, ev: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_trim(self, now: cython.longlong, ev: cython.longlong) -> None:
         self.trims += 1
         self._qa_armed = True
         # the reference code's NACK: a delay sample of one unloaded round trip
@@ -360,16 +416,20 @@ class Nscc(CongestionControl):
         if now >= self._hold_until:
             self._decrease(now, 0.5)
 
-    def on_loss(self, now: int, ev: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_loss(self, now: cython.longlong, ev: cython.longlong) -> None:
         if self.loss_md < 1.0 and now >= self._hold_until:
             self._decrease(now, self.loss_md)
 
     # ------------------------------------------------------------------ internals
-    def _adjust(self, now: int, below_target: bool) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _adjust(self, now: cython.longlong, below_target: cython.bint) -> None:
         """Apply the increase accumulated since the last adjustment (and ``eta`` while the
         delay is below target)."""
-        inc = self._inc + (self.eta if below_target else 0.0)
-        whole = int(inc)
+        inc: cython.double = self._inc + (self.eta if below_target else 0.0)
+        whole: cython.longlong = int(inc)
         self._inc = inc - whole
         if whole:
             self.window = min(self.window + whole, self.max_window)
@@ -377,7 +437,9 @@ class Nscc(CongestionControl):
         self._adj_start = now
         self.adjustments += 1
 
-    def _decrease(self, now: int, factor: float) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _decrease(self, now: cython.longlong, factor: cython.double) -> None:
         self.window = max(self.min_window, int(self.window * factor))
         self._inc = 0.0
         self._adj_bytes = 0
@@ -386,7 +448,11 @@ class Nscc(CongestionControl):
         self._dec_at = now
         self.decreases += 1
 
-    def _quick_adapt(self, now: int, acked_bytes: int, delay: int) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def _quick_adapt(self, now: cython.longlong, acked_bytes: cython.longlong,
+                     delay: cython.longlong) -> cython.bint:
         """Track delivered bytes per interval; when the interval saw a trim or a very long
         queue and delivered less than the window and than ``max_cwnd >> qa_gate``, jump the
         window to what was delivered. True when it acted."""
@@ -404,8 +470,8 @@ class Nscc(CongestionControl):
         if now - self._qa_start < self._qa_interval:
             self._qa_acked += acked_bytes
             return False
-        acted = False
-        achieved = self._qa_acked
+        acted: cython.bint = False
+        achieved: cython.longlong = self._qa_acked
         if self._qa_armed and achieved < self.window and achieved < self.qa_floor:
             self.window = max(self.min_window, achieved)
             self._inc = 0.0

@@ -48,6 +48,11 @@ from mrc.transport.base import TransportEvent
 from mrc.transport.mrc.cc import CcConfig
 from mrc.units import PS_PER_US
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
 #: The unit of the MRC local ACK timeout: 1.024 us.
 TIMEOUT_UNIT_PS = 1_024_000
 SPRAY_POLICIES = ("round_robin", "reps")
@@ -170,6 +175,7 @@ class MrcConfig:
         return min(floor, evs)
 
 
+@cython.cclass
 class MrcStats:
     """Counters of one QP (sender and receiver side). Plain ints: bumped on hot paths."""
 
@@ -182,8 +188,44 @@ class MrcStats:
         "bad_packets", "messages_sent", "messages_received", "reply_fallbacks",
         "dropped_after_error", "bad_refused_min_active", "wimm_waits", "beyond_mpr",
         "slow_deliveries",
-    )
-    __slots__ = FIELDS
+    )  # (the order of :meth:`as_dict`)
+    # The counters every packet moves first (sender, receiver, ACK), so they share the C
+    # struct's first cache line; the rest in the order of FIELDS.
+    data_sent: cython.longlong
+    bytes_sent: cython.longlong
+    acks_received: cython.longlong
+    data_received: cython.longlong
+    acks_sent: cython.longlong
+    retransmissions: cython.longlong
+    nacks_sent: cython.longlong
+    nacks_received: cython.longlong
+    trims: cython.longlong
+    ecn_echoes: cython.longlong
+    losses: cython.longlong
+    overdue_losses: cython.longlong
+    evicted: cython.longlong
+    timeouts: cython.longlong
+    packets_timed_out: cython.longlong
+    qp_timeouts: cython.longlong
+    probes_sent: cython.longlong
+    probes_answered: cython.longlong
+    probe_replies_sent: cython.longlong
+    paths_marked_bad: cython.longlong
+    reintegrated: cython.longlong
+    spurious_losses: cython.longlong
+    duplicates: cython.longlong
+    trimmed_received: cython.longlong
+    bad_packets: cython.longlong
+    messages_sent: cython.longlong
+    messages_received: cython.longlong
+    reply_fallbacks: cython.longlong
+    dropped_after_error: cython.longlong
+    bad_refused_min_active: cython.longlong
+    wimm_waits: cython.longlong
+    beyond_mpr: cython.longlong
+    slow_deliveries: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self) -> None:
         self.data_sent = 0  # DATA packets sent, retransmissions included

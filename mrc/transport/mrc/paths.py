@@ -1,7 +1,7 @@
 """The path manager of an MRC QP: its EV set, each EV's state, probing and reintegration.
 
 EV states
-    Every EV starts GOOD. Loss recovery (:mod:`.recovery`) moves an EV to ASSUMED_BAD on
+    Every EV starts GOOD. Loss recovery (:mod:`.loss`) moves an EV to ASSUMED_BAD on
     evidence: a FIFO loss, an RTO, or overdue strikes. ASSUMED_BAD EVs stop carrying data
     at once (the sender sprays over each plane's GOOD list, rebuilt on every change), their
     missing packets are resent on other GOOD EVs, and they are probed every
@@ -30,35 +30,70 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from mrc.packet import PROBE, PSN_MASK, Packet, psn_diff
-from mrc.transport.base import ASSUMED_BAD, DENIED, GOOD, EvState, EvStateChanged, PathChoice
-from mrc.transport.mrc.config import QpCore
+from mrc.packet import PROBE, PSN_MASK, Packet
+from mrc.transport.base import (
+    ASSUMED_BAD,
+    DENIED,
+    GOOD,
+    EvState,
+    EvStateChanged,
+    PathChoice,
+    TransportEvent,
+)
+from mrc.transport.mrc.config import MrcConfig, MrcStats, QpCore
 from mrc.transport.mrc.evmap import EvMap
 from mrc.transport.mrc.records import Ev
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the C function, not its Python wrapper
+    from cython.cimports.mrc.packet import psn_diff  # type: ignore[import-not-found]
+else:
+    from mrc.packet import psn_diff
+
+# typed copies (compiled, C integers)
+_PROBE = cython.declare(cython.longlong, PROBE)
+_PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
 
 EvSelector = Callable[[PathChoice], bool] | Iterable[int]
 
 
+@cython.cclass
 class PathManager:
     """The EVs of one QP, by plane, with their states and probes (see the module docstring).
 
     ``good[plane]`` is the list the sender sprays over; it is rebuilt (never edited in
     place) on every state change of an EV of that plane."""
 
-    __slots__ = ("qp", "config", "stats", "events", "evs", "index", "plane_evs", "good", "probe_q", "_probe_timeout", "progress", "evict", "good_count",
-                 "bad_count", "min_active")
-
+    qp: QpCore
+    config: MrcConfig
+    stats: MrcStats
+    events: deque[TransportEvent]
+    evs: list[Ev]
+    index: EvMap
+    plane_evs: list[list[Ev]]
+    good: list[list[Ev]]
+    probe_q: deque[tuple[int, Ev, int]]  # (due, ev, epoch)
+    _probe_timeout: cython.longlong
     #: Wired by the QP to its loss recovery: an answered probe is progress (the watchdog
     #: restarts), and a port down resends what was in flight on the plane's EVs.
     progress: Callable[[int], None]
     evict: Callable[[Ev], None]
+    good_count: cython.longlong
+    bad_count: cython.longlong
+    min_active: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qp: QpCore, evs: Sequence[PathChoice]) -> None:
         self.qp = qp
         cfg = self.config = qp.config
         self.stats = qp.stats
         self.events = qp.events
-        self.evs: list[Ev] = []
+        self.evs = []
         #: EV value -> (its plane, its place in ``evs``) in ``a``, ``b``: every ACK asks
         #: for its EV's plane (:class:`.evmap.EvMap`; :meth:`find` for the EV itself)
         self.index = EvMap(len(evs))
@@ -68,17 +103,17 @@ class PathManager:
             self.index.put(choice.ev, choice.plane, len(self.evs), 0)
             self.evs.append(Ev(choice))
         planes = max(e.plane for e in self.evs) + 1
-        self.plane_evs: list[list[Ev]] = [[] for _ in range(planes)]
+        self.plane_evs = [[] for _ in range(planes)]
         for e in self.evs:
             self.plane_evs[e.plane].append(e)
-        self.good: list[list[Ev]] = [list(p) for p in self.plane_evs]
+        self.good = [list(p) for p in self.plane_evs]
         self.good_count = len(self.evs)
         #: EVs ASSUMED_BAD. Each has exactly one live entry in ``probe_q`` (queued by
         #: ``mark_bad``, requeued by ``send_due_probes``), so while this is 0 there is no
         #: probe to time or send: the QP's timer asks this C integer, not the deque
         self.bad_count = 0
         self.min_active = cfg.min_active_for(len(self.evs))
-        self.probe_q: deque[tuple[int, Ev, int]] = deque()  # (due, ev, epoch)
+        self.probe_q = deque()
         self._probe_timeout = cfg.probe_timeout_ps or cfg.ev_timeout_ps
 
     # ------------------------------------------------------------------ views
@@ -142,7 +177,9 @@ class PathManager:
         return out
 
     # ------------------------------------------------------------------ states
-    def set_state(self, now: int, e: Ev, new: EvState, reason: str) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def set_state(self, now: cython.longlong, e: Ev, new: EvState, reason: str) -> None:
         old = e.state
         if old == GOOD:
             self.good_count -= 1
@@ -166,7 +203,10 @@ class PathManager:
         self.events.append(EvStateChanged(now, self.qp.qpn, e.ev, plane + 1, plane, e.t1, old,
                                           new, reason))
 
-    def mark_bad(self, now: int, e: Ev, reason: str) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def mark_bad(self, now: cython.longlong, e: Ev, reason: str) -> cython.bint:
         """ASSUMED_BAD and probed, unless the ``ev_min_active`` floor keeps a GOOD EV GOOD;
         True when the EV changed."""
         if e.state == GOOD and self.good_count <= self.min_active:
@@ -179,8 +219,12 @@ class PathManager:
         return True
 
     # ------------------------------------------------------------------ probes
-    def next_probe(self) -> int | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def next_probe(self) -> Any:  # int | None
         """When the next live probe is due (stale entries at the front are dropped)."""
+        e: Ev
+        epoch: cython.longlong
         pq = self.probe_q
         while pq:
             due, e, epoch = pq[0]
@@ -189,10 +233,14 @@ class PathManager:
             pq.popleft()
         return None
 
-    def send_due_probes(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def send_due_probes(self, now: cython.longlong) -> None:
         """Probe every ASSUMED_BAD EV whose probe is due, and queue its next one."""
+        e: Ev
+        epoch: cython.longlong
         pq = self.probe_q
-        interval = self.config.probe_interval_ps
+        interval: cython.longlong = self.config.probe_interval_ps
         while pq and pq[0][0] <= now:
             _, e, epoch = pq.popleft()
             if e.epoch != epoch or e.state != ASSUMED_BAD:
@@ -200,28 +248,32 @@ class PathManager:
             self._send_probe(now, e)
             pq.append((now + interval, e, epoch))
 
-    def _send_probe(self, now: int, e: Ev) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send_probe(self, now: cython.longlong, e: Ev) -> None:
         outq = e.probes_out
         if outq is None:
             outq = e.probes_out = []
-        limit = now - self._probe_timeout
+        limit: cython.longlong = now - self._probe_timeout
         while outq and outq[0][1] <= limit:
             del outq[0]  # never answered: the run of answered probes is broken
             e.probe_ok = 0
-        e.probe_seq = (e.probe_seq + 1) & PSN_MASK
+        e.probe_seq = (e.probe_seq + 1) & _PSN_MASK
         outq.append((e.probe_seq, now))
         qp = self.qp
         qp.control.append(Packet(
-            PROBE, qp.host, qp.peer, qp.peer_qpn, e.probe_seq, ev=e.ev, ts=now,
+            _PROBE, qp.host, qp.peer, qp.peer_qpn, e.probe_seq, ev=e.ev, ts=now,
             da=e.address, plane=e.plane))
         self.stats.probes_sent += 1
 
-    def on_probe_reply(self, now: int, pkt: Packet) -> None:
-        e = self.find(pkt.ev)
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_probe_reply(self, now: cython.longlong, pkt: Packet) -> None:
+        e: Ev | None = self.find(pkt.ev)
         if e is None or e.state != ASSUMED_BAD:
             return
         outq = e.probes_out
-        s = pkt.psn
+        s: cython.longlong = pkt.psn
         if not outq or psn_diff(s, outq[0][0]) < 0 or psn_diff(s, outq[-1][0]) > 0:
             return  # a reply to a probe from before the EV's latest state change
         while outq:

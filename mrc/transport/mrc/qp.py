@@ -36,7 +36,20 @@ from mrc.transport.mrc.sender import Sender
 from mrc.transport.mrc.watchdog import Watchdog
 from mrc.transport.qp_base import QpBase
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+# typed copies (compiled, C integers)
+_ACK = cython.declare(cython.longlong, ACK)
+_DATA = cython.declare(cython.longlong, DATA)
+_NACK = cython.declare(cython.longlong, NACK)
+_PROBE = cython.declare(cython.longlong, PROBE)
+_PROBE_REPLY = cython.declare(cython.longlong, PROBE_REPLY)
+
+
+@cython.cclass
 class MrcQueuePair(QpBase):
     """An MRC QP between ``host`` and ``peer`` (see :mod:`mrc.transport.mrc`).
 
@@ -45,6 +58,28 @@ class MrcQueuePair(QpBase):
     built as a symmetric pair (then the own set answers). ``psn``/``peer_psn``: first PSN
     this side sends / expects. ``key_seed`` feeds ``memory.message_key``.
     """
+
+    # The rooms every packet is handed to, and the control queue, first (next to QpBase's
+    # fields in the C struct's first cache line); the rest after.
+    _sender: Sender
+    _receiver: Receiver
+    _recovery: Recovery
+    #: control packets (ACK, NACK, PROBE, PROBE_REPLY) waiting for ``take_control``
+    control: list[Packet]
+    _watchdog: Watchdog
+    _path_manager: PathManager
+    host: cython.longlong
+    peer: cython.longlong
+    peer_qpn: cython.longlong
+    mtu: cython.longlong
+    config: MrcConfig
+    key_seed: int
+    error_reason: Any  # str | None
+    stats: MrcStats
+    cc: CongestionControl
+    _rto: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qpn: int, host: int, peer: int, peer_qpn: int, mtu: int,
                  evs: Sequence[PathChoice], *, reply_evs: Sequence[PathChoice] | None = None,
@@ -62,13 +97,12 @@ class MrcQueuePair(QpBase):
         self.config = cfg = config or MrcConfig()
         self.key_seed = key_seed
         self.events: deque[TransportEvent] = deque()
-        #: control packets (ACK, NACK, PROBE, PROBE_REPLY) waiting for ``take_control``
-        self.control: list[Packet] = []
+        self.control = []
         self.bytes_placed = 0
         self.failed = False
-        self.error_reason: str | None = None
+        self.error_reason = None
         self.stats = MrcStats()
-        self.cc: CongestionControl = cc if cc is not None else make_cc(cfg.cc)
+        self.cc = cc if cc is not None else make_cc(cfg.cc)
         self._rto = cfg.ev_timeout_ps
 
         # ---- the rooms
@@ -142,32 +176,42 @@ class MrcQueuePair(QpBase):
         self._sender.post(Msg(msg_id, length, self.message_key(msg_id), payload, imm, now))
         self._watchdog.arm(now)
 
-    def poll(self, now: int, plane: int) -> Packet | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def poll(self, now: cython.longlong, plane: cython.longlong) -> Any:  # Packet | None
         return self._sender.poll(now, plane)
 
-    def receive(self, now: int, pkt: Packet) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def receive(self, now: cython.longlong, pkt: Packet) -> None:
         if self.failed:
             self.stats.dropped_after_error += 1
             return
-        kind = pkt.kind
-        if kind == DATA:
+        kind: cython.longlong = pkt.kind
+        if kind == _DATA:
             self.bytes_placed += self._receiver.on_data(now, pkt)
-        elif kind == ACK or kind == NACK:
+        elif kind == _ACK or kind == _NACK:
             self._recovery.on_ack(now, pkt)
-        elif kind == PROBE:
+        elif kind == _PROBE:
             self._receiver.reply_probe(pkt)
-        elif kind == PROBE_REPLY:
+        elif kind == _PROBE_REPLY:
             self._path_manager.on_probe_reply(now, pkt)
         else:
             self.stats.bad_packets += 1
 
-    def next_timer(self) -> int | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def next_timer(self) -> Any:  # int | None
         return self._recovery.next_timer()
 
-    def handle_timer(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def handle_timer(self, now: cython.longlong) -> None:
         self._recovery.handle_timer(now)
 
-    def take_control(self) -> list[Packet]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def take_control(self) -> list:  # list[Packet]
         out = self.control
         if out:
             self.control = []

@@ -7,7 +7,7 @@ on the per-packet path, so every room reads and writes their fields directly.
 
 Why transmissions are records in linked queues
     Every packet sent is queued four times (its EV's FIFO, the RTO queue, its plane's and
-    its QP's overdue scopes, :mod:`.recovery`), and each queue is consumed from the front,
+    its QP's overdue scopes, :mod:`.loss`), and each queue is consumed from the front,
     lazily: an entry whose segment was sent again (``seg.tx`` moved on) or resolved is
     dropped when it comes up. One :class:`Tx` per transmission, threaded through one link
     field per queue, costs one object per packet (from a free list when compiled) and no
@@ -139,7 +139,7 @@ class Tx:
     transmission (``seg.tx`` equals it while this is the segment's latest), with one link
     per queue that holds it (see the module docstring). Made only by :func:`new_tx`.
 
-    A transmission may also wait out a loss grace (:mod:`.recovery`): ``due``, ``overdue``
+    A transmission may also wait out a loss grace (:mod:`.loss`): ``due``, ``overdue``
     (which evidence made it suspect) and ``next_suspect`` serve that queue. It is suspected
     at most once (only while its segment is INFLIGHT on it), so one link suffices.
     """

@@ -1,7 +1,7 @@
 """The reorder window of one overdue-loss scope (one plane, or the whole QP).
 
 A packet is *overdue* when a packet sent more than the reorder window ``W`` after it, on any
-other EV of its scope, has been acknowledged while it has not (:mod:`.recovery`). ``W`` is
+other EV of its scope, has been acknowledged while it has not (:mod:`.loss`). ``W`` is
 kept per scope from what that scope's ACKs show (a trim NACK skips the queues and is not
 used)::
 

@@ -20,6 +20,7 @@ of the ACKs it processes.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from mrc.packet import (
     DATA,
@@ -32,13 +33,10 @@ from mrc.packet import (
     PSN_MASK,
     SACK_BITS,
     Packet,
-    make_packet,
-    psn_diff,
 )
-from mrc.transport.base import SendCompleted
-from mrc.transport.memory import segment_digest
+from mrc.transport.base import SendCompleted, TransportEvent
 from mrc.transport.mrc.cc import CongestionControl
-from mrc.transport.mrc.config import MPR_UNIT_PSNS, QpCore
+from mrc.transport.mrc.config import MPR_UNIT_PSNS, MrcStats, QpCore
 from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.records import (
     INFLIGHT,
@@ -49,22 +47,86 @@ from mrc.transport.mrc.records import (
     Ev,
     Msg,
     Seg,
+    Tx,
     TxQueue,
-    new_seg,
-    new_tx,
 )
 from mrc.transport.mrc.spray import Spray
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+if cython.compiled:  # the C functions, not their Python wrappers
+    from cython.cimports.mrc.packet import make_packet, psn_diff  # type: ignore[import-not-found]
+    from cython.cimports.mrc.transport.memory import (  # type: ignore[import-not-found]
+        segment_digest,
+    )
+    from cython.cimports.mrc.transport.mrc.records import (  # type: ignore[import-not-found]
+        new_seg,
+        new_tx,
+    )
+else:
+    from mrc.packet import make_packet, psn_diff
+    from mrc.transport.memory import segment_digest
+    from mrc.transport.mrc.records import new_seg, new_tx
+
+# typed copies (compiled, C integers)
+_DATA = cython.declare(cython.longlong, DATA)
+_DATA_HEADER_BYTES = cython.declare(cython.longlong, DATA_HEADER_BYTES)
+_FLAG_ACK_REQ = cython.declare(cython.longlong, FLAG_ACK_REQ)
+_FLAG_IMM = cython.declare(cython.longlong, FLAG_IMM)
+_FLAG_LAST = cython.declare(cython.longlong, FLAG_LAST)
+_FLAG_RETX = cython.declare(cython.longlong, FLAG_RETX)
+_IMMDT_BYTES = cython.declare(cython.longlong, IMMDT_BYTES)
+_PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
+_SACK_BITS = cython.declare(cython.longlong, SACK_BITS)
+_INFLIGHT = cython.declare(cython.longlong, INFLIGHT)
+_LOST = cython.declare(cython.longlong, LOST)
+
+
+@cython.cclass
 class Sender:
     """The sending half of one QP (see the module docstring). ``psn``: the first PSN sent."""
 
-    __slots__ = ("stats", "events", "qpn", "host", "peer", "peer_qpn", "mtu", "cc", "psn0",
-                 "_ack_req_on_last", "_completions", "_overdue",
-                 "good", "spray", "queue", "cur", "snd_nxt",
-                 "outstanding", "outstanding_count", "retx", "sendable", "_tx", "pipe",
-                 "sent", "sent_on_plane", "sent_on_qp", "una", "_sacked", "_mpr_psns",
-                 "_max_wimm", "wimm_out", "held", "unsent")
+    # In the order of the C struct: what every packet sent or acknowledged reads first, so a
+    # sender gone cold since its last packet costs three cache lines rather than five; what
+    # a message's start or end reads after.
+    stats: MrcStats
+    host: cython.longlong
+    peer: cython.longlong
+    peer_qpn: cython.longlong
+    mtu: cython.longlong
+    cc: CongestionControl
+    psn0: cython.longlong
+    _overdue: cython.bint
+    good: list[list[Ev]]
+    cur: Msg | None
+    retx: deque[Seg]
+    _tx: cython.longlong
+    pipe: cython.longlong
+    sent: TxQueue
+    sent_on_plane: list[TxQueue]
+    sent_on_qp: TxQueue
+    _mpr_psns: cython.longlong
+    unsent: cython.longlong
+    outstanding: list[Seg | None]
+    snd_nxt: cython.longlong
+    una: cython.longlong
+    outstanding_count: cython.longlong
+    _sacked: int
+    spray: Spray
+    events: deque[TransportEvent]
+    qpn: cython.longlong
+    _ack_req_on_last: cython.bint
+    _completions: cython.bint
+    sendable: cython.bint
+    queue: deque[Msg]
+    _max_wimm: cython.longlong
+    wimm_out: cython.longlong
+    held: deque[Msg]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qp: QpCore, paths: PathManager, cc: CongestionControl, psn: int) -> None:
         cfg = qp.config
@@ -76,7 +138,7 @@ class Sender:
         self.peer_qpn = qp.peer_qpn
         self.mtu = qp.mtu
         self.cc = cc
-        self.psn0 = psn & PSN_MASK
+        self.psn0 = psn & _PSN_MASK
         self._ack_req_on_last = cfg.ack_req_on_last
         self._completions = cfg.sender_completions
         self._overdue = cfg.overdue_loss
@@ -88,17 +150,17 @@ class Sender:
         self.spray = Spray(qp, paths)
 
         # ---- messages and segments
-        self.queue: deque[Msg] = deque()  # posted, not yet fully segmented (after cur)
-        self.cur: Msg | None = None
+        self.queue = deque()  # posted, not yet fully segmented (after cur)
+        self.cur = None
         self.snd_nxt = 0  # next sequence number to assign
         #: the segments sent and not yet acknowledged, by sequence number: a ring, the slot
         #: of ``seq`` being ``seq & (len - 1)`` (the length is a power of two). The numbers
         #: outstanding lie in [una, snd_nxt), fewer than the ring's length (``poll`` doubles
         #: it before they would not), so each has a slot of its own, None once acknowledged.
         #: (A dict cost a boxed key and a hash operation per packet, each way.)
-        self.outstanding: list[Seg | None] = [None] * 64
+        self.outstanding = [None] * 64
         self.outstanding_count = 0  # segments in ``outstanding``
-        self.retx: deque[Seg] = deque()
+        self.retx = deque()
         #: False when poll() certainly has nothing (no new data, no retransmission, or
         #: failed): the driver polls idle QPs on every port kick, so that answer must be one
         #: attribute test.
@@ -109,7 +171,7 @@ class Sender:
         #: and (with overdue evidence on) the queues of the plane's and the QP's overdue
         #: scopes (``next_plane``, ``next_qp``); loss recovery pops them
         self.sent = TxQueue(LINK_SENT)
-        self.sent_on_plane: list[TxQueue] = [TxQueue(LINK_PLANE) for _ in range(planes)]
+        self.sent_on_plane = [TxQueue(LINK_PLANE) for _ in range(planes)]
         self.sent_on_qp = TxQueue(LINK_QP)
         #: the oldest unacknowledged sequence number, and bit i: seq ``una + i`` is known
         #: acknowledged (an ACK's ``take_acked`` moves both)
@@ -118,11 +180,13 @@ class Sender:
         self._mpr_psns = cfg.mpr * MPR_UNIT_PSNS
         self._max_wimm = cfg.max_wimm
         self.wimm_out = 0  # WRITEs with immediate posted and not yet completed
-        self.held: deque[Msg] = deque()  # posts waiting for a WRITE-with-immediate slot
+        self.held = deque()  # posts waiting for a WRITE-with-immediate slot
         #: bytes posted and not yet segmented: under one window, the QP is in its last
         #: window and skips the planes the spray declines (:meth:`.spray.Spray.declines`)
         self.unsent = 0
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def post(self, msg: Msg) -> None:
         """Queue a WRITE behind the ones already posted (held while ``max_wimm`` WRITEs with
         immediate are outstanding and this one, or one before it, has an immediate)."""
@@ -142,42 +206,48 @@ class Sender:
             self.queue.append(msg)
         self.sendable = True
 
-    def has_work(self) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def has_work(self) -> cython.bint:
         """Something is unacknowledged or not yet sent."""
         return self.outstanding_count > 0 or self.cur is not None or bool(self.held)
 
-    def poll(self, now: int, plane: int) -> Packet | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def poll(self, now: cython.longlong, plane: cython.longlong) -> Any:  # Packet | None
         """The next DATA for the idle port of ``plane``, or None (cheap when nothing can go)."""
+        seg: Seg
         if not self.sendable or plane >= len(self.good):
             return None
-        good = self.good[plane]
+        good: list = self.good[plane]
         if not good:
             return None
-        pipe = self.pipe
-        window = self.cc.window
+        pipe: cython.longlong = self.pipe
+        window: cython.longlong = self.cc.window
         if pipe and pipe >= window:
             return None
-        unsent = self.unsent
+        unsent: cython.longlong = self.unsent
         if unsent < window and self.spray.declines(now, plane, unsent, window):
             return None  # the last window goes on the QP's faster planes
         retx = self.retx
         while retx:
             seg = retx.popleft()
-            if seg.state == LOST:
+            if seg.state == _LOST:
                 if not retx and self.cur is None:
                     self.sendable = False
                 return self._transmit(now, seg, plane, good, True)
-        msg = self.cur
+        msg: Msg | None = self.cur
         if msg is None:
             self.sendable = False
             return None
         if self.snd_nxt - self.una >= self._mpr_psns:
             return None  # the PSN range is used up: wait for the oldest PSNs to be acked
-        offset = msg.next_offset
-        length = msg.length - offset
+        offset: cython.longlong = msg.next_offset
+        length: cython.longlong = msg.length - offset
         if length > self.mtu:
             length = self.mtu
-        seq = self.snd_nxt
+        seq: cython.longlong = self.snd_nxt
         if seq - self.una >= len(self.outstanding):
             self._grow_outstanding()
         seg = new_seg(seq, msg, offset, length)
@@ -192,20 +262,25 @@ class Sender:
             else:
                 self.cur = None
                 self.sendable = bool(retx)
-        ring = self.outstanding
+        ring: list = self.outstanding
         ring[seq & (len(ring) - 1)] = seg
         self.outstanding_count += 1
         return self._transmit(now, seg, plane, good, False)
 
-    def take_acked(self, cum: int, sack: int, sack_base: int) -> list[Seg]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def take_acked(self, cum: cython.longlong, sack: Any,
+                   sack_base: cython.longlong) -> list:  # list[Seg]
         """The segments an ACK newly acknowledges, taken out of ``outstanding``: every seq
         below ``cum`` (its cumulative point, not beyond ``snd_nxt``), and the new bits of its
         SACK window (``sack`` from PSN ``sack_base``); ``una`` moves to ``cum``."""
-        una = self.una
-        nxt = self.snd_nxt
-        out = self.outstanding
-        mask = len(out) - 1
-        newly: list[Seg] = []
+        seg: Seg
+        seq: cython.longlong
+        una: cython.longlong = self.una
+        nxt: cython.longlong = self.snd_nxt
+        out: list = self.outstanding
+        mask: cython.longlong = len(out) - 1
+        newly: list = []
         if cum > una:
             for seq in range(una, cum):
                 seg = out[seq & mask]
@@ -216,10 +291,10 @@ class Sender:
             self._sacked >>= cum - una
             una = self.una = cum
         if sack and nxt > una:
-            rel = psn_diff(sack_base, (self.psn0 + una) & PSN_MASK)
-            if -SACK_BITS < rel < nxt - una:
+            rel: cython.longlong = psn_diff(sack_base, (self.psn0 + una) & _PSN_MASK)
+            if -_SACK_BITS < rel < nxt - una:
                 window = sack << rel if rel >= 0 else sack >> -rel
-                span = nxt - una  # a Python int (compiled too): the mask may exceed 64 bits
+                span: Any = nxt - una  # a Python int (compiled too): the mask may exceed 64 bits
                 new = window & ~self._sacked & ((1 << span) - 1)
             else:
                 new = 0  # entirely acknowledged already, or bogus
@@ -236,68 +311,77 @@ class Sender:
                         newly.append(seg)
         return newly
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _grow_outstanding(self) -> None:
         """Double the ring of outstanding segments (each moves to its slot in the new one):
         the numbers in flight, ``una`` to ``snd_nxt``, are about to fill it."""
-        ring: list[Seg | None] = [None] * (2 * len(self.outstanding))
-        mask = len(ring) - 1
+        seg: Seg | None
+        ring: list = [None] * (2 * len(self.outstanding))
+        mask: cython.longlong = len(ring) - 1
         for seg in self.outstanding:
             if seg is not None:
                 ring[seg.seq & mask] = seg
         self.outstanding = ring
 
-    def _transmit(self, now: int, seg: Seg, plane: int, good: list[Ev], retx: bool) -> Packet:
-        e = self.spray.choose(plane, good, seg.ev if retx else None)
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _transmit(self, now: cython.longlong, seg: Seg, plane: cython.longlong, good: list,
+                  retx: cython.bint) -> Packet:
+        e: Ev = self.spray.choose(plane, good, seg.ev if retx else None)
         self._tx += 1
-        tx = self._tx
+        tx: cython.longlong = self._tx
         seg.ev = e
         seg.tx = tx
         seg.sent_ps = now
-        seg.state = INFLIGHT
+        seg.state = _INFLIGHT
         seg.sends += 1
         e.sent += 1
         e.last_sent = now
         # one record, appended to each queue of transmissions (see .records: TxQueue)
-        t = new_tx(now, seg, tx)
+        t: Tx = new_tx(now, seg, tx)
         e.push(t)  # (an EV is its own FIFO)
         self.sent.push(t)
         if self._overdue:
-            q = self.sent_on_plane[plane]
+            q: TxQueue = self.sent_on_plane[plane]
             q.push(t)
             self.sent_on_qp.push(t)
-        length = seg.length
+        length: cython.longlong = seg.length
         self.pipe += length
-        stats = self.stats
+        stats: MrcStats = self.stats
         stats.data_sent += 1
         stats.bytes_sent += length
-        msg = seg.msg
-        offset = seg.offset
-        flags = 0
+        msg: Msg = seg.msg
+        offset: cython.longlong = seg.offset
+        flags: cython.longlong = 0
         if offset + length == msg.length:
-            flags = FLAG_LAST | FLAG_ACK_REQ if self._ack_req_on_last else FLAG_LAST
+            flags = _FLAG_LAST | _FLAG_ACK_REQ if self._ack_req_on_last else _FLAG_LAST
         if retx:
-            flags |= FLAG_RETX | FLAG_ACK_REQ
+            flags |= _FLAG_RETX | _FLAG_ACK_REQ
             stats.retransmissions += 1
         elif self.cur is None and not self.retx:
-            flags |= FLAG_ACK_REQ  # nothing queued behind it: do not wait for coalescing
+            flags |= _FLAG_ACK_REQ  # nothing queued behind it: do not wait for coalescing
         imm = 0
-        if msg.imm is not None and flags & FLAG_LAST:
-            flags |= FLAG_IMM  # immediate data rides on the last packet only, as in RoCE
+        if msg.imm is not None and flags & _FLAG_LAST:
+            flags |= _FLAG_IMM  # immediate data rides on the last packet only, as in RoCE
             imm = msg.imm
         payload = msg.payload
         if payload is not None:
             data = payload[offset:offset + length]
-            digest = 0
+            digest: cython.ulonglong = 0
         else:
             data = None
             digest = segment_digest(msg.key, offset, length)
-        size = DATA_HEADER_BYTES + length + (IMMDT_BYTES if flags & FLAG_IMM else 0)
-        return make_packet(DATA, self.host, self.peer, self.peer_qpn,
-                           (self.psn0 + seg.seq) & PSN_MASK, e.ev, msg.msg_id, offset, length,
+        size: cython.longlong = _DATA_HEADER_BYTES + length + (
+            _IMMDT_BYTES if flags & _FLAG_IMM else 0)
+        return make_packet(_DATA, self.host, self.peer, self.peer_qpn,
+                           (self.psn0 + seg.seq) & _PSN_MASK, e.ev, msg.msg_id, offset, length,
                            msg.length, flags, now, imm, 0, 0, 0, e.addr_hi, e.addr_lo, size, data,
                            digest, plane)
 
-    def completed(self, now: int, msg: Msg) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def completed(self, now: cython.longlong, msg: Msg) -> None:
         """Every segment of ``msg`` was acknowledged (recovery tells)."""
         self.stats.messages_sent += 1
         if msg.imm is not None:

@@ -1,7 +1,7 @@
 """Path-aware spraying: the EV choice of an MRC QP, steered by what each EV's packets say.
 
 Why
-    A sprayed QP handles a *dead* path well (loss evidence retires the EV, :mod:`.recovery`)
+    A sprayed QP handles a *dead* path well (loss evidence retires the EV, :mod:`.loss`)
     but a *slow* one poorly if every GOOD EV is used alike: a slow T1 gets its equal share
     of the traffic, its queues grow, every flow's tail waits for the packets parked there,
     and the late ACKs look like losses (spurious retransmissions, EVs marked bad for
@@ -48,11 +48,17 @@ from __future__ import annotations
 
 from collections import deque
 
-from mrc.transport.mrc.config import QpCore
+from mrc.transport.mrc.config import MrcStats, QpCore
 from mrc.transport.mrc.paths import PathManager
 from mrc.transport.mrc.records import Ev
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+
+@cython.cclass
 class SprayPlane:
     """What the spray keeps per plane: the round-robin position (``rr``), the REPS explore
     count (``explore``), the recycled EVs (``recycle``, oldest first) and the age and time
@@ -60,23 +66,46 @@ class SprayPlane:
     rather than a list per field: per packet, these are typed field updates, not boxed
     integers stored into lists."""
 
-    __slots__ = ("rr", "explore", "recycle", "age", "at")
+    rr: cython.longlong
+    explore: cython.longlong
+    recycle: deque[Ev]
+    age: cython.longlong
+    at: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, recycle_len: int) -> None:
         self.rr = 0
         self.explore = 0
-        self.recycle: deque[Ev] = deque(maxlen=recycle_len)
+        self.recycle = deque(maxlen=recycle_len)
         self.age = -1  # -1: nothing delivered yet
         self.at = 0
 
 
+@cython.cclass
 class Spray:
     """The EV choice of one QP (round robin or REPS) and the evidence that steers it (see the
     module docstring for its four methods); its state is its own."""
 
-    __slots__ = ("_stats", "_planes", "_good", "_reps", "_every", "_aware",
-                 "_ref", "_floor", "_margin", "_margin_f", "_step", "_horizon", "_now_min",
-                 "_old_min", "_min_until", "_tail")
+    # What every choice and feedback reads first (the C struct's order); the rest after.
+    _planes: list[SprayPlane]
+    _reps: cython.bint
+    _aware: cython.bint
+    _every: cython.longlong
+    _ref: cython.longlong
+    _floor: cython.longlong
+    _margin: cython.longlong
+    _step: cython.longlong
+    _horizon: cython.longlong
+    _now_min: cython.longlong
+    _old_min: cython.longlong
+    _min_until: cython.longlong
+    _stats: MrcStats
+    _good: list[list[Ev]]
+    _margin_f: cython.double
+    _tail: cython.bint
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qp: QpCore, paths: PathManager) -> None:
         cfg = qp.config
@@ -104,17 +133,20 @@ class Spray:
         self._tail = cfg.path_aware and planes > 1
 
     # ------------------------------------------------------------------ evidence
-    def feedback(self, now: int, e: Ev, age: int, marked: bool) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def feedback(self, now: cython.longlong, e: Ev, age: cython.longlong,
+                 marked: cython.bint) -> None:
         """A packet sent on ``e`` ``age`` ps ago was newly acknowledged (``age`` < 0: which
         transmission arrived is unknown); ``marked``: its ACK echoes a CE mark."""
-        p = self._planes[e.plane]
+        p: SprayPlane = self._planes[e.plane]
         if age < 0:
             if self._reps and not marked:
                 p.recycle.append(e)
             return
         p.age = age
         p.at = now
-        ref = self._ref
+        ref: cython.longlong = self._ref
         if ref < 0:
             ref = age
             self._set_floor(age)
@@ -137,16 +169,23 @@ class Spray:
         elif self._reps:
             p.recycle.append(e)
 
-    def slow_after(self) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def slow_after(self) -> cython.longlong:
         """An RTT above this is slow for this QP: its usual delivery age, or what its fastest
         paths deliver in right now when that is more (a queue every path shares), plus the
         margin; no bound before the first sample or with path awareness off."""
         if not self._aware or self._ref < 0:
             return 1 << 62
-        recent = self._now_min if self._now_min < self._old_min else self._old_min
+        recent: cython.longlong = self._now_min if self._now_min < self._old_min else self._old_min
         return (recent if recent > self._ref else self._ref) + self._margin
 
-    def declines(self, now: int, plane: int, unsent: int, window: int) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def declines(self, now: cython.longlong, plane: cython.longlong, unsent: cython.longlong,
+                 window: cython.longlong) -> cython.bint:
         """In a QP's last window (``unsent`` bytes left to send, less than ``window``; the
         sender asks only then): True when a packet sent on ``plane`` now would arrive after
         what is left could go on the QP's fastest plane, i.e. its latest delivery took
@@ -157,14 +196,16 @@ class Spray:
         with a GOOD EV is never declined. Never with one plane or path awareness off."""
         if not self._tail:
             return False
-        planes = self._planes
-        p = planes[plane]
-        a = p.age
-        fresh = now - self._floor
+        k: cython.Py_ssize_t
+        b: cython.longlong
+        planes: list = self._planes
+        p: SprayPlane = planes[plane]
+        a: cython.longlong = p.age
+        fresh: cython.longlong = now - self._floor
         if a < 0 or p.at < fresh or self._ref < 0:
             return False
-        good = self._good
-        best = a
+        good: list = self._good
+        best: cython.longlong = a
         for k in range(len(planes)):
             p = planes[k]
             b = p.age
@@ -172,21 +213,27 @@ class Spray:
                 best = b
         return a > best + self._margin + self._ref * unsent // window
 
-    def _set_floor(self, age: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _set_floor(self, age: cython.longlong) -> None:
         self._floor = age
         self._margin = int(self._margin_f * age)
         self._step = max(1, age >> 6)  # the median moves 1/64 of the unloaded RTT a packet
         self._horizon = max(1, age >> 3)
 
     # ------------------------------------------------------------------ choice
-    def choose(self, plane: int, good: list[Ev], avoid: Ev | None) -> Ev:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def choose(self, plane: cython.longlong, good: list, avoid: Ev | None) -> Ev:
         """The EV for the next packet of ``plane``, one of ``good`` (the plane's GOOD EVs,
         not empty; ``avoid``: the EV a retransmission was lost on): REPS reuses a recycled
         EV, except every ``reps_explore_every``-th packet and when none is at hand, which go
         round robin over the GOOD EVs."""
-        p = self._planes[plane]
+        e: Ev
+        i: cython.Py_ssize_t
+        p: SprayPlane = self._planes[plane]
         if self._reps:
-            n = p.explore + 1
+            n: cython.longlong = p.explore + 1
             if n >= self._every:
                 p.explore = 0
             else:
@@ -196,7 +243,7 @@ class Spray:
                     e = recycled.popleft()
                     if e.usable and e is not avoid:
                         return e
-        count = len(good)
+        count: cython.Py_ssize_t = len(good)
         i = p.rr % count
         e = good[i]
         if e is avoid and count > 1:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from mrc.packet import ACK, CNP, DATA, FLAG_SEQ_ERR, NACK, Packet
 from mrc.transport.base import QpError, TransportEvent
@@ -23,9 +24,22 @@ from mrc.transport.rc.config import RcConfig, RcStats
 from mrc.transport.rc.requester import RcRequester
 from mrc.transport.rc.responder import RcResponder
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+# typed copies (compiled, C integers)
+_ACK = cython.declare(cython.longlong, ACK)
+_CNP = cython.declare(cython.longlong, CNP)
+_DATA = cython.declare(cython.longlong, DATA)
+_FLAG_SEQ_ERR = cython.declare(cython.longlong, FLAG_SEQ_ERR)
+_NACK = cython.declare(cython.longlong, NACK)
+
 Listener = Callable[[TransportEvent], None]
 
 
+@cython.cclass
 class RcQp(QpBase):
     """One endpoint of a RoCE RC QP (sans-IO; satisfies ``transport.base.QueuePair``).
 
@@ -35,10 +49,20 @@ class RcQp(QpBase):
     because drivers drain ``events`` themselves).
     """
 
-    __slots__ = (  # qpn, events, bytes_placed, failed: QpBase's
-        "host", "peer", "plane", "config", "error_reason", "error_time_ps", "stats",
-        "listener", "requester", "responder", "_ctrl",
-    )
+    # (qpn, events, bytes_placed, failed: QpBase's)
+    host: cython.longlong
+    peer: cython.longlong
+    plane: cython.longlong
+    config: RcConfig
+    error_reason: Any  # str | None
+    error_time_ps: int | None
+    stats: RcStats
+    listener: Listener | None
+    requester: RcRequester
+    responder: RcResponder
+    _ctrl: list[Packet]  # ACKs and NAKs of the responder, not yet taken
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qpn: int, host: int, peer: int, plane: int, paths: Mapping[int, int],
                  *, t1: int | None = None, config: RcConfig | None = None) -> None:
@@ -52,11 +76,11 @@ class RcQp(QpBase):
         self.events: deque[TransportEvent] = deque()
         self.bytes_placed = 0
         self.failed = False
-        self.error_reason: str | None = None
-        self.error_time_ps: int | None = None
+        self.error_reason = None
+        self.error_time_ps = None
         self.stats = RcStats()
-        self.listener: Listener | None = None
-        self._ctrl: list[Packet] = []  # ACKs and NAKs of the responder, not yet taken
+        self.listener = None
+        self._ctrl = []
         self.requester = RcRequester(self, paths, t1)
         self.responder = RcResponder(self, self.requester)
 
@@ -66,13 +90,17 @@ class RcQp(QpBase):
         """Queue an RDMA WRITE of ``length`` bytes; it is segmented lazily as the port pulls."""
         self.requester.post_write(now, msg_id, length, payload)
 
-    def poll(self, now: int, plane: int) -> Packet | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def poll(self, now: cython.longlong, plane: cython.longlong) -> Any:  # Packet | None
         """The next DATA packet for ``plane``'s port: only this QP's plane, within the window."""
         if self.failed:
             return None
         return self.requester.poll(now, plane)
 
-    def receive(self, now: int, pkt: Packet) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def receive(self, now: cython.longlong, pkt: Packet) -> None:
         """A packet for this QP arrived (DATA for the responder, ACK/NAK for the requester)."""
         if self.failed:
             return
@@ -80,22 +108,26 @@ class RcQp(QpBase):
             self.stats.dropped_trimmed += 1  # ICRC fails on a cut packet: unusable, dropped
             return
         kind = pkt.kind
-        if kind == DATA:
+        if kind == _DATA:
             self.responder.on_data(now, pkt)
-        elif kind == ACK or (kind == NACK and pkt.flags & FLAG_SEQ_ERR):
+        elif kind == _ACK or (kind == _NACK and pkt.flags & _FLAG_SEQ_ERR):
             self.requester.on_ack(now, pkt)
-        elif kind == CNP:
+        elif kind == _CNP:
             self.requester.on_cnp(now)
         # PROBE / trim NACKs are MRC's; an RC QP ignores them
 
-    def handle_timer(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def handle_timer(self, now: cython.longlong) -> None:
         """Local ACK timer, (optional) re-convergence deadline, ACK coalescing timer."""
         if not self.failed:
             self.requester.handle_timer(now)
             if not self.failed:
                 self.responder.on_timer(now)
 
-    def take_control(self) -> list[Packet]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def take_control(self) -> list:  # list[Packet]
         """ACKs and NAKs produced since the last call (each names its plane)."""
         ctrl = self._ctrl
         if not ctrl:
@@ -103,7 +135,9 @@ class RcQp(QpBase):
         self._ctrl = []
         return ctrl
 
-    def next_timer(self) -> int | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def next_timer(self) -> Any:  # int | None
         if self.failed:
             return None
         deadline = self.requester.next_timer()
@@ -183,6 +217,8 @@ class RcQp(QpBase):
         self._ctrl = []
         self._emit(QpError(now, self.qpn, reason, psn, last_progress_ps))
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _emit(self, event: TransportEvent) -> None:
         self.events.append(event)
         if self.listener is not None:

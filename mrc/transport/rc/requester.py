@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mrc.ev import make_ev
 from mrc.packet import (
@@ -55,20 +55,53 @@ from mrc.packet import (
     FLAG_RETX,
     PSN_MASK,
     Packet,
-    psn_diff,
 )
 from mrc.transport.base import Reroute, Retry, SendCompleted
-from mrc.transport.memory import message_key, segment_digest
+from mrc.transport.memory import message_key
+from mrc.transport.rc.config import RcConfig, RcStats
 from mrc.transport.rc.dcqcn import DcqcnRp
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the C functions, not their Python wrappers
+    from cython.cimports.mrc.packet import psn_diff  # type: ignore[import-not-found]
+    from cython.cimports.mrc.transport.memory import (  # type: ignore[import-not-found]
+        segment_digest,
+    )
+else:
+    from mrc.packet import psn_diff
+    from mrc.transport.memory import segment_digest
 
 if TYPE_CHECKING:
     from mrc.transport.rc.qp import RcQp
 
+# typed copies (compiled, C integers)
+_ACK = cython.declare(cython.longlong, ACK)
+_DATA = cython.declare(cython.longlong, DATA)
+_DATA_HEADER_BYTES = cython.declare(cython.longlong, DATA_HEADER_BYTES)
+_FLAG_ACK_REQ = cython.declare(cython.longlong, FLAG_ACK_REQ)
+_FLAG_ECN_ECHO = cython.declare(cython.longlong, FLAG_ECN_ECHO)
+_FLAG_LAST = cython.declare(cython.longlong, FLAG_LAST)
+_FLAG_RETX = cython.declare(cython.longlong, FLAG_RETX)
+_PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
 
+
+@cython.cclass
 class _SendMsg:
     """A posted WRITE: its sequence range [start, end) and how to make its segments."""
 
-    __slots__ = ("msg_id", "length", "start", "end", "key", "posted_ps", "payload")
+    msg_id: int
+    length: cython.longlong
+    start: cython.longlong
+    end: cython.longlong
+    key: int
+    posted_ps: cython.longlong
+    payload: Any  # bytes | None (any buffer: an object, as before)
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, msg_id: int, length: int, start: int, end: int, key: int,
                  posted_ps: int, payload: bytes | None) -> None:
@@ -81,6 +114,7 @@ class _SendMsg:
         self.payload = payload
 
 
+@cython.cclass
 class RcRequester:
     """The send side of one ``RcQp``: its path, its posted WRITEs, window and timers.
 
@@ -90,14 +124,45 @@ class RcRequester:
     through it, and the endpoint checks ``failed`` before calling in.
     """
 
-    __slots__ = (
-        "qp", "stats", "config", "qpn", "host", "peer", "plane",
-        "paths", "order", "t1", "addr", "ev",
-        "msgs", "_msg_ids", "_cur", "una", "_nxt", "max_sent", "_tail",
-        "cwnd", "_wnd", "_cut_guard", "anchor", "_retries", "_reroute_anchor",
-        "timeout_ps", "reroute_ps", "_mtu", "_psn0", "_ack_every",
-        "rp", "_next_tx", "_paced", "_tx_start", "_tx_wire", "_ovh", "_prio",
-    )
+    qp: Any  # the RcQp (an object here: its .pxd cimports this one)
+    stats: RcStats
+    config: RcConfig
+    qpn: cython.longlong
+    host: cython.longlong
+    peer: cython.longlong
+    plane: cython.longlong
+    paths: dict[int, int]
+    order: list[int]
+    t1: int
+    addr: int
+    ev: cython.longlong
+    msgs: deque[_SendMsg]
+    _msg_ids: set[int]
+    _cur: cython.longlong
+    una: cython.longlong
+    _nxt: cython.longlong
+    max_sent: cython.longlong
+    _tail: cython.longlong
+    cwnd: cython.double
+    _wnd: cython.longlong
+    _cut_guard: cython.longlong
+    anchor: cython.longlong
+    _retries: cython.longlong
+    _reroute_anchor: cython.longlong
+    timeout_ps: int | None
+    reroute_ps: int | None
+    _mtu: cython.longlong
+    _psn0: cython.longlong
+    _ack_every: cython.longlong
+    rp: DcqcnRp | None  # the DCQCN reaction point (mrc.transport.rc.dcqcn), or None
+    _next_tx: cython.longlong
+    _paced: cython.bint
+    _tx_start: cython.longlong
+    _tx_wire: cython.longlong
+    _ovh: cython.longlong
+    _prio: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qp: RcQp, paths: Mapping[int, int], t1: int | None) -> None:
         cfg = qp.config
@@ -120,8 +185,8 @@ class RcRequester:
         self._ack_every = cfg.ack_every
         self.timeout_ps = cfg.timeout_ps
         self.reroute_ps = cfg.reroute_after_ps
-        self.msgs: deque[_SendMsg] = deque()
-        self._msg_ids: set[int] = set()
+        self.msgs = deque()
+        self._msg_ids = set()
         self._cur = 0  # index in msgs of the message holding _nxt (advanced lazily)
         self.una = 0
         self._nxt = 0
@@ -161,32 +226,35 @@ class RcRequester:
         self.msgs.append(_SendMsg(msg_id, length, start, self._tail, key, now, payload))
         self._msg_ids.add(msg_id)
 
-    def poll(self, now: int, plane: int) -> Packet | None:
-        seq = self._nxt
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def poll(self, now: cython.longlong, plane: cython.longlong) -> Any:  # Packet | None
+        wire: cython.longlong
+        seq: cython.longlong = self._nxt
         if plane != self.plane or seq >= self._tail or seq - self.una >= self._wnd:
             return None
         if now < self._next_tx:
             self._paced = True  # the rate limiter holds it back (next_timer says until when)
             return None
         msgs = self.msgs
-        m = msgs[self._cur]
+        m: _SendMsg = msgs[self._cur]
         while seq >= m.end:
             self._cur += 1
             m = msgs[self._cur]
-        mtu = self._mtu
-        offset = (seq - m.start) * mtu
-        length = m.length - offset
+        mtu: cython.longlong = self._mtu
+        offset: cython.longlong = (seq - m.start) * mtu
+        length: cython.longlong = m.length - offset
         if length > mtu:
             length = mtu
-        flags = 0
+        flags: cython.longlong = 0
         if offset + length == m.length:
-            flags = FLAG_LAST | FLAG_ACK_REQ
+            flags = _FLAG_LAST | _FLAG_ACK_REQ
         elif seq + 1 - self.una >= self._wnd or self._wnd < self._ack_every:
             # this packet fills the window, or the window cannot fill an ACK batch
-            flags = FLAG_ACK_REQ
+            flags = _FLAG_ACK_REQ
         stats = self.stats
         if seq < self.max_sent:
-            flags |= FLAG_RETX
+            flags |= _FLAG_RETX
             stats.retx_sent += 1
         else:
             if self.max_sent <= self.una:
@@ -199,7 +267,7 @@ class RcRequester:
         stats.data_sent += 1
         stats.payload_bytes_sent += length
         payload = m.payload
-        size = DATA_HEADER_BYTES + length
+        size: cython.longlong = _DATA_HEADER_BYTES + length
         rp = self.rp
         if rp is not None and rp.limited:
             self._tx_start = self._next_tx if self._next_tx > now else now
@@ -208,7 +276,7 @@ class RcRequester:
             rp.on_sent(wire)
             self._repace()
         return Packet(
-            DATA, self.host, self.peer, self.qpn, (self._psn0 + seq) & PSN_MASK,
+            _DATA, self.host, self.peer, self.qpn, (self._psn0 + seq) & _PSN_MASK,
             ev=self.ev, msg_id=m.msg_id, offset=offset, length=length, msg_len=m.length,
             flags=flags, ts=m.posted_ps, da=self.addr, plane=self.plane, size=size,
             digest=segment_digest(m.key, offset, length),
@@ -217,23 +285,26 @@ class RcRequester:
         )
 
     # ------------------------------------------------------------------ acknowledgements
-    def on_ack(self, now: int, pkt: Packet) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_ack(self, now: cython.longlong, pkt: Packet) -> None:
         """An ACK (everything up to its PSN arrived) or a sequence-error NAK (everything
         before its PSN arrived; resend from there)."""
-        nak = pkt.kind != ACK
+        next_psn: cython.longlong
+        nak: cython.bint = pkt.kind != _ACK
         if nak:
             self.stats.naks_received += 1
             next_psn = pkt.psn
         else:
             self.stats.acks_received += 1
-            next_psn = (pkt.psn + 1) & PSN_MASK
-        una = self.una
-        upto = una + psn_diff(next_psn, (self._psn0 + una) & PSN_MASK)
+            next_psn = (pkt.psn + 1) & _PSN_MASK
+        una: cython.longlong = self.una
+        upto: cython.longlong = una + psn_diff(next_psn, (self._psn0 + una) & _PSN_MASK)
         if upto < una or upto > self.max_sent:
             return  # stale (older than una) or acknowledging what was never sent
         if upto > una:
             self._progress(now, upto)
-        if pkt.flags & FLAG_ECN_ECHO:
+        if pkt.flags & _FLAG_ECN_ECHO:
             self._on_ecn()
         if nak:
             # the responder is alive and the rewind resends now: restart the local ACK timer
@@ -244,8 +315,11 @@ class RcRequester:
         elif self._nxt < upto:
             self._nxt = upto  # a late ACK covers packets queued for resending
 
-    def _progress(self, now: int, upto: int) -> None:
-        acked = upto - self.una
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _progress(self, now: cython.longlong, upto: cython.longlong) -> None:
+        m: _SendMsg
+        acked: cython.longlong = upto - self.una
         self.una = upto
         self.anchor = now
         self._reroute_anchor = now
@@ -256,7 +330,7 @@ class RcRequester:
                             self.cwnd + cfg.additive_increase_pkts * acked / self.cwnd)
             self._wnd = max(1, int(self.cwnd))
         msgs = self.msgs
-        popped = 0
+        popped: cython.longlong = 0
         while msgs and msgs[0].end <= upto:
             m = msgs.popleft()
             popped += 1
@@ -265,7 +339,9 @@ class RcRequester:
         if popped:
             self._cur = max(0, self._cur - popped)
 
-    def on_cnp(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_cnp(self, now: cython.longlong) -> None:
         """A CNP (DCQCN's congestion notification) for this QP arrived."""
         self.stats.cnps_received += 1
         rp = self.rp
@@ -279,6 +355,8 @@ class RcRequester:
                 self._tx_wire = 0
             self._repace()
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _repace(self) -> None:
         """The rate changed: the next packet may start one packet time (at the new rate)
         after the last one started."""
@@ -289,6 +367,8 @@ class RcRequester:
         else:
             self._next_tx = 0
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _on_ecn(self) -> None:
         if self.una < self._cut_guard:
             return  # already cut for data sent before the last cut: once per window
@@ -298,13 +378,17 @@ class RcRequester:
         self._cut_guard = self.max_sent
         self.stats.ecn_cuts += 1
 
-    def _rewind(self, seq: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _rewind(self, seq: cython.longlong) -> None:
         """Go-back-N: resend everything from ``seq``."""
         self._nxt = seq
         self._cur = 0  # poll walks forward to the message holding seq
 
     # ------------------------------------------------------------------ timers
-    def handle_timer(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def handle_timer(self, now: cython.longlong) -> None:
         rp = self.rp
         if rp is not None:
             if rp.next_increase is not None and now >= rp.next_increase:
@@ -322,7 +406,7 @@ class RcRequester:
             return
         self._retries += 1
         self.stats.timeouts += 1
-        una_psn = (self._psn0 + self.una) & PSN_MASK
+        una_psn = (self._psn0 + self.una) & _PSN_MASK
         if self._retries > self.config.retry_cnt:
             self.qp._error(now, (
                 f"retry count exceeded (IBV_WC_RETRY_EXC_ERR): {self.config.retry_cnt} retries "
@@ -333,8 +417,10 @@ class RcRequester:
         self.qp._emit(Retry(now, self.qpn, self._retries, una_psn, t))
         self._rewind(self.una)
 
-    def next_timer(self) -> int | None:
-        deadline: int | None = None
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def next_timer(self) -> Any:  # int | None
+        deadline: Any = None  # (int | None)
         rp = self.rp
         if rp is not None:
             deadline = rp.next_increase
@@ -356,7 +442,9 @@ class RcRequester:
                 deadline = r
         return deadline
 
-    def _reroute(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _reroute(self, now: cython.longlong) -> None:
         order = self.order
         old_t1, old_da = self.t1, self.addr
         new_t1 = order[(order.index(old_t1) + 1) % len(order)]

@@ -23,7 +23,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mrc.ev import ev_t1
 from mrc.packet import (
@@ -36,16 +36,37 @@ from mrc.packet import (
     NACK,
     PSN_MASK,
     Packet,
-    psn_diff,
 )
 from mrc.transport.base import MessageCompleted
 from mrc.transport.memory import ReceiveBuffer
+from mrc.transport.rc.config import RcStats
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the C function, not its Python wrapper
+    from cython.cimports.mrc.packet import psn_diff  # type: ignore[import-not-found]
+else:
+    from mrc.packet import psn_diff
 
 if TYPE_CHECKING:
     from mrc.transport.rc.qp import RcQp
     from mrc.transport.rc.requester import RcRequester
 
+# typed copies (compiled, C integers)
+_ACK = cython.declare(cython.longlong, ACK)
+_CNP = cython.declare(cython.longlong, CNP)
+_ECN_CE = cython.declare(cython.longlong, ECN_CE)
+_FLAG_ACK_REQ = cython.declare(cython.longlong, FLAG_ACK_REQ)
+_FLAG_ECN_ECHO = cython.declare(cython.longlong, FLAG_ECN_ECHO)
+_FLAG_SEQ_ERR = cython.declare(cython.longlong, FLAG_SEQ_ERR)
+_NACK = cython.declare(cython.longlong, NACK)
+_PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
 
+
+@cython.cclass
 class RcResponder:
     """The receive side of one ``RcQp``: expected PSN, the message being placed, ACK state.
 
@@ -53,12 +74,33 @@ class RcResponder:
     come from the requester's path table (``requester``), as both halves share one path.
     """
 
-    __slots__ = (
-        "qp", "requester", "stats", "qpn", "host", "peer", "plane",
-        "_mtu", "_ack_every", "_cnp_ps", "_epsn", "_rx", "_rx_posted", "_unacked",
-        "_in_gap", "_gap_last", "_dup_last", "_ce_pending", "_last_cnp",
-        "_ack_timer_ps", "ack_due", "_last_ev", "_np_ps",
-    )
+    qp: Any  # the RcQp (an object here: its .pxd cimports this one)
+    requester: RcRequester
+    stats: RcStats
+    qpn: cython.longlong
+    host: cython.longlong
+    peer: cython.longlong
+    plane: cython.longlong
+    _mtu: cython.longlong
+    _ack_every: cython.longlong
+    _cnp_ps: int
+    _epsn: cython.longlong
+    _rx: ReceiveBuffer | None
+    _rx_posted: cython.longlong
+    _unacked: cython.longlong
+    _in_gap: cython.bint
+    _gap_last: cython.longlong
+    _dup_last: int | None
+    _ce_pending: cython.bint
+    _last_cnp: int | None
+    _ack_timer_ps: int | None  # None: no coalescing timer
+    #: when the coalescing timer fires (None: nothing waits for an ACK)
+    ack_due: int | None
+    _last_ev: cython.longlong
+    #: DCQCN notification point: least time between CNPs (None: cc = "window")
+    _np_ps: int | None
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qp: RcQp, requester: RcRequester) -> None:
         cfg = qp.config
@@ -73,31 +115,31 @@ class RcResponder:
         self._ack_every = cfg.ack_every
         self._cnp_ps = cfg.cnp_interval_ps
         self._epsn = cfg.initial_psn
-        self._rx: ReceiveBuffer | None = None
+        self._rx = None
         self._rx_posted = 0
         self._unacked = 0
         self._in_gap = False
         self._gap_last = 0
-        self._dup_last: int | None = None
+        self._dup_last = None
         self._ce_pending = False
-        self._last_cnp: int | None = None
+        self._last_cnp = None
         self._ack_timer_ps = cfg.ack_timer_ps
-        #: when the coalescing timer fires (None: nothing waits for an ACK)
-        self.ack_due: int | None = None
+        self.ack_due = None
         self._last_ev = 0
-        #: DCQCN notification point: least time between CNPs (None: cc = "window")
         self._np_ps = cfg.dcqcn.cnp_interval_ps if cfg.cc == "dcqcn" else None
 
-    def on_data(self, now: int, pkt: Packet) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_data(self, now: cython.longlong, pkt: Packet) -> None:
         stats = self.stats
-        if pkt.ecn == ECN_CE and self._np_ps is not None:
+        if pkt.ecn == _ECN_CE and self._np_ps is not None:
             stats.ce_received += 1
             last = self._last_cnp
             if last is None or now - last >= self._np_ps:
                 self._send_cnp(now, pkt.ev)
-        d = psn_diff(pkt.psn, self._epsn)
+        d: cython.longlong = psn_diff(pkt.psn, self._epsn)
         if d == 0:
-            rx = self._rx
+            rx: ReceiveBuffer | None = self._rx
             if rx is None:
                 if pkt.offset != 0:
                     raise ValueError(f"QP {self.qpn}: in-order packet psn={pkt.psn} starts "
@@ -110,7 +152,7 @@ class RcResponder:
                                  f"unfinished message {rx.msg_id}")
             qp = self.qp
             qp.bytes_placed += rx.place(pkt.offset, pkt.length, pkt.digest, pkt.payload)
-            self._epsn = (self._epsn + 1) & PSN_MASK
+            self._epsn = (self._epsn + 1) & _PSN_MASK
             self._in_gap = False
             self._dup_last = None
             self._unacked += 1
@@ -118,14 +160,14 @@ class RcResponder:
                 self._rx = None
                 qp._emit(MessageCompleted(now, self.qpn, rx.msg_id, rx.length, rx.checksum(),
                                           self._rx_posted, data=rx.data()))
-            cnp = False
-            if pkt.ecn == ECN_CE and self._np_ps is None:
+            cnp: cython.bint = False
+            if pkt.ecn == _ECN_CE and self._np_ps is None:
                 stats.ce_received += 1
                 self._ce_pending = True
                 last = self._last_cnp
                 cnp = last is None or now - last >= self._cnp_ps
-            if self._unacked >= self._ack_every or pkt.flags & FLAG_ACK_REQ or cnp:
-                self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
+            if self._unacked >= self._ack_every or pkt.flags & _FLAG_ACK_REQ or cnp:
+                self._send_ack(now, _ACK, (self._epsn - 1) & _PSN_MASK, pkt.ev)
             else:
                 self._last_ev = pkt.ev
                 if self.ack_due is None and self._ack_timer_ps is not None:
@@ -135,48 +177,55 @@ class RcResponder:
             if not self._in_gap or psn_diff(pkt.psn, self._gap_last) <= 0:
                 # first packet past a gap, or the requester restarted and lost it again
                 self._in_gap = True
-                self._send_ack(now, NACK, self._epsn, pkt.ev)
+                self._send_ack(now, _NACK, self._epsn, pkt.ev)
             self._gap_last = pkt.psn
         else:
             stats.duplicates += 1
             last = self._dup_last
-            if last is None or psn_diff(pkt.psn, last) <= 0 or pkt.flags & FLAG_ACK_REQ:
+            if last is None or psn_diff(pkt.psn, last) <= 0 or pkt.flags & _FLAG_ACK_REQ:
                 # re-ACK once per resent run (and when asked): the first ACK was lost
-                self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, pkt.ev)
+                self._send_ack(now, _ACK, (self._epsn - 1) & _PSN_MASK, pkt.ev)
             self._dup_last = pkt.psn
 
-    def on_timer(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_timer(self, now: cython.longlong) -> None:
         """The coalescing timer: acknowledge what has waited since ``ack_due`` was armed."""
         due = self.ack_due
         if due is None or now < due:
             return
         if self._unacked:
             self.stats.acks_on_timer += 1
-            self._send_ack(now, ACK, (self._epsn - 1) & PSN_MASK, self._last_ev)
+            self._send_ack(now, _ACK, (self._epsn - 1) & _PSN_MASK, self._last_ev)
         self.ack_due = None
 
-    def _send_cnp(self, now: int, ev: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send_cnp(self, now: cython.longlong, ev: cython.longlong) -> None:
         self._last_cnp = now
         self.stats.cnps_sent += 1
         req = self.requester
         da = req.paths.get(ev_t1(ev), req.addr)
-        self.qp._ctrl.append(Packet(CNP, self.host, self.peer, self.qpn, 0, ev=ev, da=da,
+        self.qp._ctrl.append(Packet(_CNP, self.host, self.peer, self.qpn, 0, ev=ev, da=da,
                                     plane=self.plane))
 
-    def _send_ack(self, now: int, kind: int, psn: int, ev: int) -> None:
-        flags = FLAG_SEQ_ERR if kind == NACK else 0
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send_ack(self, now: cython.longlong, kind: cython.longlong, psn: cython.longlong,
+                  ev: cython.longlong) -> None:
+        flags: cython.longlong = _FLAG_SEQ_ERR if kind == _NACK else 0
         if self._ce_pending:
-            flags |= FLAG_ECN_ECHO
+            flags |= _FLAG_ECN_ECHO
             self._ce_pending = False
             self._last_cnp = now
-        if kind == NACK:
+        if kind == _NACK:
             self.stats.naks_sent += 1
         else:
             self.stats.acks_sent += 1
         self._unacked = 0
         self.ack_due = None
         # reply along the reverse of the path the acknowledged packet took
-        req = self.requester
+        req: RcRequester = self.requester
         da = req.paths.get(ev_t1(ev), req.addr)
         self.qp._ctrl.append(Packet(kind, self.host, self.peer, self.qpn, psn, ev=ev,
                                     flags=flags, da=da, plane=self.plane))
