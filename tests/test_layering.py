@@ -154,26 +154,12 @@ def _one_cycle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
     raise AssertionError(f"no cycle in {sorted(component)}")  # pragma: no cover
 
 
-#: Cycles the transport rooms still have (their .pxd conversion is under way in another
-#: branch of issue 35); the test below fails as soon as they are gone, so this list empties.
-PENDING = ("mrc.transport.rc.",)
-
-
-def _pending(cycle: list[str]) -> bool:
-    return all(module.startswith(PENDING) for module in cycle)
-
-
 def test_no_import_cycles() -> None:
     """No module imports itself back through others, even through imports made only for
     type checking or inside a function: each room can be read (and compiled) on top of the
     ones below it."""
-    cycles = [c for c in _cycles(_import_graph()) if not _pending(c)]
+    cycles = _cycles(_import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
-
-
-@pytest.mark.xfail(strict=True, reason="rc QP <-> requester/responder: pending (issue 35)")
-def test_pending_cycles_are_gone() -> None:
-    assert not [c for c in _cycles(_import_graph()) if _pending(c)]
 
 
 def test_cycle_finder() -> None:

@@ -76,7 +76,7 @@ else:
     from mrc.transport.memory import segment_digest
 
 if TYPE_CHECKING:
-    from mrc.transport.rc.qp import RcQp
+    from mrc.transport.rc.endpoint import RcEndpoint
 
 # typed copies (compiled, C integers)
 _ACK = cython.declare(cython.longlong, ACK)
@@ -124,7 +124,7 @@ class RcRequester:
     through it, and the endpoint checks ``failed`` before calling in.
     """
 
-    qp: Any  # the RcQp (an object here: its .pxd cimports this one)
+    qp: Any  # the RcQp, an RcEndpoint (an object in C: the QP's module imports this one)
     stats: RcStats
     config: RcConfig
     qpn: cython.longlong
@@ -164,7 +164,7 @@ class RcRequester:
     if not cython.compiled:  # pure Python: the fields above are the slots
         __slots__ = tuple(__annotations__)
 
-    def __init__(self, qp: RcQp, paths: Mapping[int, int], t1: int | None) -> None:
+    def __init__(self, qp: RcEndpoint, paths: Mapping[int, int], t1: int | None) -> None:
         cfg = qp.config
         self.qp = qp
         self.stats = qp.stats

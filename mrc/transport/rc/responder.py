@@ -52,7 +52,7 @@ else:
     from mrc.packet import psn_diff
 
 if TYPE_CHECKING:
-    from mrc.transport.rc.qp import RcQp
+    from mrc.transport.rc.endpoint import RcEndpoint
     from mrc.transport.rc.requester import RcRequester
 
 # typed copies (compiled, C integers)
@@ -74,7 +74,7 @@ class RcResponder:
     come from the requester's path table (``requester``), as both halves share one path.
     """
 
-    qp: Any  # the RcQp (an object here: its .pxd cimports this one)
+    qp: Any  # the RcQp, an RcEndpoint (an object in C: the QP's module imports this one)
     requester: RcRequester
     stats: RcStats
     qpn: cython.longlong
@@ -102,7 +102,7 @@ class RcResponder:
     if not cython.compiled:  # pure Python: the fields above are the slots
         __slots__ = tuple(__annotations__)
 
-    def __init__(self, qp: RcQp, requester: RcRequester) -> None:
+    def __init__(self, qp: RcEndpoint, requester: RcRequester) -> None:
         cfg = qp.config
         self.qp = qp
         self.requester = requester
