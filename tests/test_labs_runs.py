@@ -5,6 +5,7 @@ schema, the exit status and determinism."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -282,3 +283,20 @@ def test_internal_error_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     result = CliRunner().invoke(run, ["t0-switch-down", "--out", str(tmp_path), "--quiet"])
     assert result.exit_code == 1
     assert "internal error" in result.stderr and "simulated bug" in result.stderr
+
+
+def test_a_checkout_on_pythonpath_finds_its_own_bundled_labs(tmp_path: Path) -> None:
+    """``mrc`` imported from a source checkout (PYTHONPATH, as the kernel runtime's tests and
+    a worktree do) lists that checkout's ``labs/``, wherever it is run from."""
+    root = Path(__file__).resolve().parent.parent
+    code = ("import mrc; from mrc.labs.schema.files import bundled_names; "
+            "print(mrc.__file__); print(','.join(bundled_names()))")
+    # -S: no site-packages, so no installed or editable mrc.bundled_labs to fall back on
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    where, names = done.stdout.splitlines()
+    assert Path(where).resolve().is_relative_to(root / "mrc")
+    assert set(names.split(",")) == {p.stem for p in (root / "labs").glob("*.toml")
+                                     if not p.stem.startswith("sweep-")}

@@ -60,9 +60,10 @@ def _bundled_dir() -> Any:
     ``mrc.bundled_labs`` package. The checkout wins: an editable install maps
     ``mrc.bundled_labs`` to the folder it was installed from, which is another checkout's
     labs when this one is imported through PYTHONPATH (a worktree)."""
-    root = Path(__file__).resolve().parents[2]
+    here = Path(__file__).resolve()
+    root = here.parents[3]  # (mrc/labs/schema/files.py)
     if (root / "pyproject.toml").is_file() and (root / "labs").is_dir() and \
-            (root / "mrc" / "labs" / "files.py").is_file():
+            here.is_relative_to(root / "mrc"):
         return root / "labs"
     from importlib.resources import files
 
