@@ -176,7 +176,7 @@ class LossRecovery:
         self._touched_last = None
 
     # ================================================================== loss evidence
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _infer_losses(self, now: cython.longlong, acked: Seg) -> None:
         """``acked`` came back: every live packet sent before it on its EV is lost (FIFO)."""
@@ -198,7 +198,7 @@ class LossRecovery:
                     self._fifo_lost(now, seg)
             t = fifo.head
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _suspect(self, now: cython.longlong, t: Tx, overdue: cython.bint) -> None:
         """``t`` waits out the grace (its segment was just made SUSPECT on it)."""
@@ -206,7 +206,7 @@ class LossRecovery:
         t.overdue = overdue
         self._suspects.push(t)
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _scan_overdue(self, now: cython.longlong, sc: Reorder) -> None:
         """Walk the scope's transmissions in send order up to the newest delivered send
@@ -229,7 +229,7 @@ class LossRecovery:
                     self._overdue_lost(now, seg)
             t = q.head
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     @cython.exceptval(-1, check=True)
     def _overdue_bound(self, plane: cython.longlong) -> cython.longlong:
@@ -240,7 +240,7 @@ class LossRecovery:
         b: cython.longlong = q.newest - q.window
         return a if a > b else b
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _overdue_lost(self, now: cython.longlong, seg: Seg) -> None:
         """An overdue packet's grace ran out: it is lost and its EV gets a strike. The EV
@@ -265,7 +265,7 @@ class LossRecovery:
         """Resend elsewhere everything still in flight on ``e`` (its path is presumed dead)."""
         self.stats.evicted += self._lose_fifo(e)
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     @cython.exceptval(-1, check=True)
     def _lose_fifo(self, e: Ev) -> cython.longlong:
@@ -283,7 +283,7 @@ class LossRecovery:
             t = e.head
         return n
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _lose(self, seg: Seg) -> None:
         seg.state = _LOST
@@ -293,7 +293,7 @@ class LossRecovery:
         snd.sendable = not self.qp.failed
         seg.ev.lost += 1
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _fifo_lost(self, now: cython.longlong, seg: Seg) -> None:
         """Same-EV (FIFO) evidence made ``seg`` lost: resend it; its EV goes ASSUMED_BAD."""
@@ -304,14 +304,14 @@ class LossRecovery:
         if e.state == GOOD:
             self._mark_bad(now, e, f"loss psn={self._psn(seg)}")
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     @cython.exceptval(-1, check=True)
     def _psn(self, seg: Seg) -> cython.longlong:
         return (self._psn0 + seg.seq) & _PSN_MASK
 
     # ================================================================== timers
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def next_timer(self) -> Any:  # int | None
         """The earliest deadline of the timer table and the watchdog, or None."""
@@ -330,7 +330,7 @@ class LossRecovery:
             return watchdog
         return best
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def handle_timer(self, now: cython.longlong) -> None:
         """Serve every timer of the table that is due, in the table's order, then the
@@ -422,7 +422,7 @@ class LossRecovery:
         elif self.paths.bad_count:  # probes of ASSUMED_BAD EVs
             self.paths.send_due_probes(now)
 
-    @cython.ccall
+    @cython.cfunc
     @cython.annotation_typing(True)
     def _ev_timeout(self, now: cython.longlong, seg: Seg) -> None:
         """``seg``'s transmission went unanswered for an RTO: its EV is presumed broken and
