@@ -340,7 +340,8 @@ class _Writer:
             self.ambiguous = AMBIGUOUS
         head = kind + (" inline" if "inline" in names else "")
         text = f"{head} {ret} {fn.name}({', '.join(out)}){self._exception(fn, ret)}"
-        return ("@staticmethod\n" if static else "") + text
+        final = "@cython.final\n" if "final" in names else ""
+        return final + ("@staticmethod\n" if static else "") + text
 
     def _exception(self, fn: ast.FunctionDef, ret: str) -> str:
         spec = next((d for d in fn.decorator_list if _decorator_name(d) == "exceptval"), None)

@@ -975,3 +975,26 @@ def test_stats_are_a_plain_dict() -> None:
     assert stats["data_sent"] == 10 and stats["retransmissions"] == 0
     assert loop.b.stats.as_dict()["acks_sent"] >= 1
     assert loop.a.window == 32 * MTU
+
+
+def test_timer_table_walks_every_timer_in_order() -> None:
+    """``next_timer`` takes the minimum over, and ``handle_timer`` serves, exactly the
+    timers of :class:`Timer`, in its order (read from the source, so it holds compiled too)."""
+    from pathlib import Path
+
+    from mrc.transport import mrc as package
+    from mrc.transport.mrc import loss
+
+    source = (Path(package.__path__[0]) / "loss.py").read_text()
+    names = [t.name.lower() for t in loss.Timer]
+
+    def calls(method: str, prefix: str) -> list[str]:
+        body = source.split(f"    def {method}(", 1)[1].split("\n    @", 1)[0]
+        return [line.split(f"self.{prefix}", 1)[1].split("(", 1)[0]
+                for line in body.splitlines() if f"self.{prefix}" in line]
+
+    assert calls("next_timer", "_due_") == names
+    assert calls("handle_timer", "_serve_") == names
+    for name in names:
+        assert f"    def _due_{name}(self)" in source
+        assert f"    def _serve_{name}(self, now" in source

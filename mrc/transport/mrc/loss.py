@@ -81,8 +81,9 @@ _SUSPECT = cython.declare(cython.longlong, SUSPECT)
 
 
 class Timer(IntEnum):
-    """The QP's timers other than the watchdog, in the order ``handle_timer`` serves them
-    (``LossRecovery._due`` says when each is due, ``LossRecovery._serve`` serves it)."""
+    """The QP's timers other than the watchdog, in the order ``handle_timer`` serves them:
+    ``LossRecovery._due_<name>`` says when each is due, ``LossRecovery._serve_<name>``
+    serves it (``tests/test_mrc_qp.py`` holds the table to these names)."""
 
     ACK = 0  # the receiver's delayed ACK
     GRACE = 1  # the loss grace of the oldest suspect
@@ -90,15 +91,9 @@ class Timer(IntEnum):
     PROBE = 3  # the next probe of an ASSUMED_BAD EV
 
 
-TIMERS = cython.declare(cython.longlong, len(Timer))
 #: no deadline (every deadline but the watchdog's fits in 63 bits; the watchdog's backoff
 #: doubles, so it is compared apart, as a Python int)
 NEVER = cython.declare(cython.longlong, (1 << 63) - 1)
-# (C copies of the table's members)
-_ACK = cython.declare(cython.longlong, Timer.ACK)
-_GRACE = cython.declare(cython.longlong, Timer.GRACE)
-_RTO = cython.declare(cython.longlong, Timer.RTO)
-_PROBE = cython.declare(cython.longlong, Timer.PROBE)
 
 
 @cython.cclass
@@ -311,18 +306,25 @@ class LossRecovery:
         return (self._psn0 + seg.seq) & _PSN_MASK
 
     # ================================================================== timers
+    # The table (:class:`Timer`): one ``_due_*`` (when it is due, or NEVER, dropping stale
+    # entries) and one ``_serve_*`` (whatever of it is due at ``now``) per timer, each small
+    # and final, so the compiled build inlines them into the two table walks below.
     @cython.cfunc
     @cython.annotation_typing(True)
     def next_timer(self) -> Any:  # int | None
         """The earliest deadline of the timer table and the watchdog, or None."""
-        timer: cython.longlong
         if self.qp.failed:
             return None
-        best: cython.longlong = NEVER
-        for timer in range(TIMERS):
-            at: cython.longlong = self._due(timer)
-            if at < best:
-                best = at
+        best: cython.longlong = self._due_ack()  # (the table's order)
+        at: cython.longlong = self._due_grace()
+        if at < best:
+            best = at
+        at = self._due_rto()
+        if at < best:
+            best = at
+        at = self._due_probe()
+        if at < best:
+            best = at
         watchdog = self.watchdog.at
         if best == NEVER:
             return watchdog
@@ -335,44 +337,54 @@ class LossRecovery:
     def handle_timer(self, now: cython.longlong) -> None:
         """Serve every timer of the table that is due, in the table's order, then the
         watchdog (consecutive timeouts with no progress anywhere)."""
-        timer: cython.longlong
         if self.qp.failed:
             return
-        for timer in range(TIMERS):
-            self._serve(timer, now)
+        self._serve_ack(now)
+        self._serve_grace(now)
+        self._serve_rto(now)
+        self._serve_probe(now)
         watchdog: Watchdog = self.watchdog
         if watchdog.at is not None and watchdog.at <= now:
             watchdog.expire(now)
 
+    @cython.final
+    @cython.inline
     @cython.cfunc
     @cython.annotation_typing(True)
     @cython.exceptval(-1, check=True)
-    def _due(self, timer: cython.longlong) -> cython.longlong:
-        """When ``timer`` (a :class:`Timer`) is due, or NEVER (dropping stale entries)."""
-        q: TxQueue
-        t: Tx | None
+    def _due_ack(self) -> cython.longlong:
+        """Timer.ACK: the receiver's delayed ACK."""
+        due = self.receiver.ack_due
+        return NEVER if due is None else due
+
+    @cython.final
+    @cython.inline
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def _due_grace(self) -> cython.longlong:
+        """Timer.GRACE: the loss grace of the oldest live suspect."""
+        q: TxQueue = self._suspects
+        t: Tx | None = q.head
         seg: Seg
-        if timer == _ACK:
-            due = self.receiver.ack_due
-            return NEVER if due is None else due
-        if timer == _PROBE:
-            if self.paths.bad_count:  # (else no probe is live: see PathManager.bad_count)
-                due = self.paths.next_probe()
-                if due is not None:
-                    return due
-            return NEVER
-        if timer == _GRACE:
-            q = self._suspects
+        while t is not None:
+            seg = t.seg
+            if seg.tx == t.tx and seg.state == _SUSPECT:
+                return t.due
+            q.pop()
             t = q.head
-            while t is not None:
-                seg = t.seg
-                if seg.tx == t.tx and seg.state == _SUSPECT:
-                    return t.due
-                q.pop()
-                t = q.head
-            return NEVER
-        q = self._gq
-        t = q.head
+        return NEVER
+
+    @cython.final
+    @cython.inline
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def _due_rto(self) -> cython.longlong:
+        """Timer.RTO: the path timer of the oldest live transmission."""
+        q: TxQueue = self._gq
+        t: Tx | None = q.head
+        seg: Seg
         while t is not None:
             seg = t.seg
             if seg.tx == t.tx and (seg.state == _INFLIGHT or seg.state == _SUSPECT):
@@ -381,45 +393,71 @@ class LossRecovery:
             t = q.head
         return NEVER
 
+    @cython.final
+    @cython.inline
     @cython.cfunc
     @cython.annotation_typing(True)
-    def _serve(self, timer: cython.longlong, now: cython.longlong) -> None:
-        """Whatever of ``timer`` (a :class:`Timer`) is due at ``now``."""
-        q: TxQueue
-        t: Tx | None
+    @cython.exceptval(-1, check=True)
+    def _due_probe(self) -> cython.longlong:
+        """Timer.PROBE: the next probe of an ASSUMED_BAD EV."""
+        if self.paths.bad_count:  # (else no probe is live: see PathManager.bad_count)
+            due = self.paths.next_probe()
+            if due is not None:
+                return due
+        return NEVER
+
+    @cython.final
+    @cython.inline
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _serve_ack(self, now: cython.longlong) -> None:
+        receiver: Receiver = self.receiver
+        if receiver.ack_due is not None and receiver.ack_due <= now:
+            receiver.ack_timeout(now)
+
+    @cython.final
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _serve_grace(self, now: cython.longlong) -> None:
+        """Suspected losses whose grace ran out without a NACK."""
+        q: TxQueue = self._suspects
+        t: Tx | None = q.head
         seg: Seg
-        if timer == _ACK:
-            receiver: Receiver = self.receiver
-            if receiver.ack_due is not None and receiver.ack_due <= now:
-                receiver.ack_timeout(now)
-        elif timer == _GRACE:
-            # suspected losses whose grace ran out without a NACK
-            q = self._suspects
+        while t is not None and t.due <= now:
+            q.pop()
+            seg = t.seg
+            if seg.tx == t.tx and seg.state == _SUSPECT:
+                if t.overdue:
+                    self._overdue_lost(now, seg)
+                else:
+                    self._fifo_lost(now, seg)
             t = q.head
-            while t is not None and t.due <= now:
-                q.pop()
-                seg = t.seg
-                if seg.tx == t.tx and seg.state == _SUSPECT:
-                    if t.overdue:
-                        self._overdue_lost(now, seg)
-                    else:
-                        self._fifo_lost(now, seg)
-                t = q.head
-        elif timer == _RTO:
-            # the oldest live transmission bounds every EV's deadline
-            q = self._gq
-            limit: cython.longlong = now - self.rto
+
+    @cython.final
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _serve_rto(self, now: cython.longlong) -> None:
+        """The oldest live transmission bounds every EV's deadline."""
+        q: TxQueue = self._gq
+        limit: cython.longlong = now - self.rto
+        t: Tx | None = q.head
+        seg: Seg
+        while t is not None:
+            seg = t.seg
+            live: cython.bint = seg.tx == t.tx and (seg.state == _INFLIGHT or seg.state == _SUSPECT)
+            if live and t.sent_ps > limit:
+                break
+            q.pop()
+            if live:
+                self._ev_timeout(now, seg)
             t = q.head
-            while t is not None:
-                seg = t.seg
-                live: cython.bint = seg.tx == t.tx and (seg.state == _INFLIGHT or seg.state == _SUSPECT)
-                if live and t.sent_ps > limit:
-                    break
-                q.pop()
-                if live:
-                    self._ev_timeout(now, seg)
-                t = q.head
-        elif self.paths.bad_count:  # probes of ASSUMED_BAD EVs
+
+    @cython.final
+    @cython.inline
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _serve_probe(self, now: cython.longlong) -> None:
+        if self.paths.bad_count:  # probes of ASSUMED_BAD EVs
             self.paths.send_due_probes(now)
 
     @cython.cfunc
