@@ -32,8 +32,8 @@ FIELDS = (
           "with (RC's local ACK timeout and retransmission ladder, routing detection and "
           "convergence, MRC's QP timeout), so a lab that compresses them to run in simulated "
           "microseconds compresses all of them alike; not link rates, RTTs, congestion "
-          "control, or MRC's per-EV path timer and loss evidence (docs/lab-reference.md, "
-          "\"Time scale\")", gt=0, maximum=1, default=1.0),
+          "control, or MRC's per-EV path timer and loss evidence (mrc.labs.run.time_scale: "
+          "why each verdict survives it)", gt=0, maximum=1, default=1.0),
     Field("mixed", "boolean", "run every transport at once on one fabric, each on its own "
           "traffic class, instead of one after the other on identical fabrics",
           default=False),
