@@ -43,7 +43,8 @@ def _span(faults: Sequence[Mapping[str, Any]], end_us: float) -> tuple[float, fl
         return None
     start = min(float(f["at_us"]) for f in faults)
     ends = [f.get("until_us") for f in faults]
-    stop = end_us if any(e is None for e in ends) else max(float(e) for e in ends)
+    known = [float(e) for e in ends if e is not None]
+    stop = end_us if len(known) < len(ends) else max(known)
     return start, max(stop, start)
 
 
