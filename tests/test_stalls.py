@@ -49,4 +49,13 @@ def test_a_known_stall_t1_reboot_rc() -> None:
     stalls = result.summary["transports"]["rc"]["stalls"]
     assert (stalls["qps"], stalls["qps_hit"]) == (16, 2)
     assert 250.0 <= stalls["stall_max_us"] <= 262.144
-    assert stalls["threshold_us"] == round(8 * result.lab.fabric.base_rtt_ps() / US, 3)
+    assert stalls["threshold_us"] == round(3 * result.lab.fabric.base_rtt_ps() / US, 3)
+
+
+def test_a_flap_stalls_the_qps_that_cross_the_link() -> None:
+    """RC, t0-t1-link-flap (5 flaps of 20 us): the plane-1 QP of each direction crosses the
+    link; each flap stops it for the 20 us down plus the go-back-N repair (30.5 us)."""
+    result = run_lab("t0-t1-link-flap", transports="rc", progress=False)
+    stalls = result.summary["transports"]["rc"]["stalls"]
+    assert (stalls["qps"], stalls["qps_hit"]) == (16, 2)
+    assert 25.0 <= stalls["stall_max_us"] <= 35.0

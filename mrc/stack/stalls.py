@@ -5,11 +5,12 @@ the NIC driver keeps, per QP, every gap between two placements longer than a flo
 retransmitted packet ended (``QpContext.gaps``, two compares per placed packet: a gap a fresh
 packet ends is the sender's idleness, a QP waiting for its connection's other QPs), the time
 of the last placement and of the last retransmission it sent.
-The stack sets that floor to the stall threshold, :func:`stall_threshold_ps`: **8 base RTTs
-of the fabric** (62.6 us on ``lab-8plane``): longer than a congestion wobble or one fast
-retransmission (RC's adaptive first timeout, 16.4 us, plus an RTT), shorter than any
-timeout-driven recovery or routing repair. mrc-lab's own choice; the report layer
-(:mod:`mrc.labs.report.stalls`) turns the gaps into QPs hit and stall lengths.
+The stack sets that floor to the stall threshold, :func:`stall_threshold_ps`: **3 base RTTs
+of the fabric** (23.5 us on ``lab-8plane``): longer than a congestion wobble or a loss a NAK
+repairs (one to two RTTs), short enough that a QP a 20 us link flap stops (about 30 us in
+``t0-t1-link-flap``), a timeout or a routing repair stops is counted. mrc-lab's own choice;
+the report layer (:mod:`mrc.labs.report.stalls`) turns the gaps into QPs hit and stall
+lengths.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from topology.spec import FabricSpec
 
 #: The stall threshold in base RTTs of the fabric.
-STALL_RTTS = 8
+STALL_RTTS = 3
 
 
 def stall_threshold_ps(spec: FabricSpec) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 #: What summary.json's ``stalls`` holds, in order: what each field means.
 STALL_FIELDS: dict[str, str] = {
     "stalls.unit": "what is counted: QPs as receivers of data (one per direction of a pair)",
-    "stalls.threshold_us": "no progress for longer than this is a stall (8 base RTTs)",
+    "stalls.threshold_us": "no progress for longer than this is a stall (3 base RTTs)",
     "stalls.qps": "QPs that placed data in the run",
     "stalls.qps_hit": "QPs with a stall overlapping the fault span",
     "stalls.hit_pct": "qps_hit as a percentage of qps",

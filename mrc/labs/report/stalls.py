@@ -7,7 +7,7 @@ one path (its ECMP hash), while a connection stripes over several: a connection 
 when any of its QPs is, and counting connections would hide how many paths the fault took.
 
 A QP is **hit** when it placed nothing for longer than the stall threshold
-(:func:`mrc.stack.stalls.stall_threshold_ps`: 8 base RTTs) in a gap that overlaps the fault
+(:func:`mrc.stack.stalls.stall_threshold_ps`: 3 base RTTs) in a gap that overlaps the fault
 span (the first fault's start to the last fault's end, or the run's end) and that lost data
 explains: a retransmitted packet ended it, or, for a gap still open at the end, its sender
 sent retransmissions after its last placement (a QP idle because its connection's message
