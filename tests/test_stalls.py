@@ -59,3 +59,23 @@ def test_a_flap_stalls_the_qps_that_cross_the_link() -> None:
     stalls = result.summary["transports"]["rc"]["stalls"]
     assert (stalls["qps"], stalls["qps_hit"]) == (16, 2)
     assert 25.0 <= stalls["stall_max_us"] <= 35.0
+
+
+def test_the_sweep_distribution() -> None:
+    import pandas as pd
+
+    from mrc.labs.sweep.stalls import distribution_text, stall_distribution
+
+    table = pd.DataFrame({
+        "transport": ["rc", "rc", "rc", "mrc", "rc"],
+        "status": ["ok", "ok", "ok", "ok", "error"],
+        "stalls_hit_pct": [0.0, 12.5, 25.0, 0.0, None],
+        "stalls_stall_max_us": [None, 100.0, 300.0, None, None]})
+    dist = stall_distribution(table)
+    assert dist["rc"]["stalls_hit_pct"] == {"runs": 3, "min": 0.0, "median": 12.5, "max": 25.0}
+    assert dist["rc"]["stalls_stall_max_us"] == {"runs": 3, "min": 0.0, "median": 100.0,
+                                                 "max": 300.0}
+    assert dist["mrc"]["stalls_stall_max_us"]["max"] == 0.0
+    text = distribution_text(table)
+    assert text is not None and "0 / 12.5 / 25" in text
+    assert stall_distribution(pd.DataFrame()) == {}
