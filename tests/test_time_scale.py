@@ -97,3 +97,24 @@ def test_time_scale_is_not_a_transport_key() -> None:
     with pytest.raises(LabError) as err:
         prepare("t1-reboot", overrides={"transport.rc.time_scale": 0.5})
     assert err.value.key == "transport.rc.time_scale"
+
+
+def test_a_scaled_lab_is_the_unscaled_lab_with_the_timers_it_stands_for() -> None:
+    """RC at timeout_exp 5 scaled by 1/2 runs the 65.536 us timer of exponent 4: the same
+    run, to the byte of the event log, and its stall is twice as long in real-world time;
+    the table and the plot title state the factor."""
+    from mrc.labs.report.plot import _bandwidth_title
+    from mrc.labs.run.runner import run_lab
+
+    plain = run_lab("t1-reboot", transports="rc", progress=False)
+    scaled = run_lab("t1-reboot", transports="rc", progress=False,
+                     overrides={"transport.rc.timeout_exp": 5, "run.time_scale": 0.5})
+    a, b = plain.summary["transports"]["rc"], scaled.summary["transports"]["rc"]
+    assert b["failed_at_us"] == a["failed_at_us"]
+    assert plain.events.equals(scaled.events)
+    assert b["stalls"]["stall_max_us"] == a["stalls"]["stall_max_us"]
+    assert abs(b["stalls"]["stall_max_real_us"] - 2 * a["stalls"]["stall_max_us"]) <= 0.002
+    assert scaled.summary["time_scale"] == {"factor": 0.5, "scaled": {"rc": ["timeout_exp"]}}
+    assert plain.summary["time_scale"] == {"factor": 1.0, "scaled": {}}
+    assert "time scale 0.5" in scaled.table() and "time scale" not in plain.table()
+    assert "real-world timers x0.5" in _bandwidth_title(scaled.summary, None, None, ())
