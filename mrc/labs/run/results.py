@@ -221,7 +221,7 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         extra={"workload": lab.workload.kind, "duration_us": summ._r(lab.run.duration_us),
                "bin_us": summ._r(lab.run.bin_us, 6),
                "nic_goodput_ceiling_gbps": summ._r(nic_ceiling), "ceiling_nics": nics,
-               "goodput_sum": goodput_sum(lab), "time_scale": summary_block(lab)})
+               "goodput_sum": goodput_sum(lab), "time_scale": summary_block(lab, (r.kind for r in runs))})
     for entry, fault in zip(summary["faults"], lab.faults, strict=True):
         if fault.drawn_from:  # a target drawn from the seed (mrc.labs.schema.targets)
             entry["drawn_from"] = fault.drawn_from

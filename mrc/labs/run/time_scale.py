@@ -37,7 +37,7 @@ stack is built). Here: the factor reaches the builders, and the summary states i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mrc.knobs import real_timers
@@ -59,14 +59,14 @@ def scaled_specs(lab: Lab, specs: Sequence[TransportSpec]) -> list[TransportSpec
     return [dataclasses.replace(s, params={**s.params, TIME_SCALE_KEY: factor}) for s in specs]
 
 
-def summary_block(lab: Lab) -> dict[str, Any]:
-    """summary.json's ``time_scale``: the factor and, per transport kind, which config fields
-    it multiplied (none at 1)."""
+def summary_block(lab: Lab, kinds: Iterable[str]) -> dict[str, Any]:
+    """summary.json's ``time_scale``: the factor and, per transport kind that ran
+    (``kinds``), which config fields it multiplied (none at 1)."""
     factor = lab.run.time_scale
-    kinds = sorted({t.kind for t in lab.transports.values()})
+    ran = sorted(set(kinds) & set(CONFIGS))
     return {"factor": factor,
-            "scaled": {kind: list(real_timers(CONFIGS[kind])) for kind in kinds
-                       if kind in CONFIGS} if factor != 1 else {}}
+            "scaled": {kind: list(real_timers(CONFIGS[kind])) for kind in ran}
+            if factor != 1 else {}}
 
 
 def real_world_us(simulated_us: float | None, factor: float) -> float | None:
