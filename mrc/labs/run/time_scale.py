@@ -40,7 +40,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mrc.knobs import real_timers
+from mrc.knobs import real_timers, scale_timers
 from mrc.labs.schema.lab import Lab, TransportSpec
 from mrc.stack.transport_params import TIME_SCALE_KEY
 from mrc.transport.mrc.config import MrcConfig
@@ -67,6 +67,12 @@ def summary_block(lab: Lab, kinds: Iterable[str]) -> dict[str, Any]:
     return {"factor": factor,
             "scaled": {kind: list(real_timers(CONFIGS[kind])) for kind in ran}
             if factor != 1 else {}}
+
+
+def scaled(lab: Lab, config: Any) -> Any:
+    """``config`` (a dataclass with declared real-world timers: the routed fabric's, say)
+    with the lab's factor applied, for a runtime to build its stack with."""
+    return scale_timers(config, lab.run.time_scale)
 
 
 def real_world_us(simulated_us: float | None, factor: float) -> float | None:
