@@ -48,6 +48,9 @@ from mrc.transport.rc.config import RcConfig
 
 #: The configs whose real-world timers the summary lists (transport kind -> config class).
 CONFIGS: dict[str, type] = {"mrc": MrcConfig, "rc": RcConfig}
+#: Configs of the run beside the transports' whose timers the factor scales (listed in the
+#: summary whenever it is not 1): name -> config class (the routed fabric's joins here).
+RUN_CONFIGS: dict[str, type] = {}
 
 
 def scaled_specs(lab: Lab, specs: Sequence[TransportSpec]) -> list[TransportSpec]:
@@ -64,9 +67,9 @@ def summary_block(lab: Lab, kinds: Iterable[str]) -> dict[str, Any]:
     (``kinds``), which config fields it multiplied (none at 1)."""
     factor = lab.run.time_scale
     ran = sorted(set(kinds) & set(CONFIGS))
-    return {"factor": factor,
-            "scaled": {kind: list(real_timers(CONFIGS[kind])) for kind in ran}
-            if factor != 1 else {}}
+    scaled = {kind: list(real_timers(CONFIGS[kind])) for kind in ran}
+    scaled.update({name: list(real_timers(cls)) for name, cls in RUN_CONFIGS.items()})
+    return {"factor": factor, "scaled": scaled if factor != 1 else {}}
 
 
 def scaled(lab: Lab, config: Any) -> Any:
