@@ -114,7 +114,24 @@ def test_a_scaled_lab_is_the_unscaled_lab_with_the_timers_it_stands_for() -> Non
     assert plain.events.equals(scaled.events)
     assert b["stalls"]["stall_max_us"] == a["stalls"]["stall_max_us"]
     assert abs(b["stalls"]["stall_max_real_us"] - 2 * a["stalls"]["stall_max_us"]) <= 0.002
-    assert scaled.summary["time_scale"] == {"factor": 0.5, "scaled": {"rc": ["timeout_exp"]}}
+    assert scaled.summary["time_scale"] == {
+        "factor": 0.5, "scaled": {"rc": ["timeout_exp"]}, "below_rtt": [],
+        "base_rtt_us": round(plain.lab.fabric.base_rtt_ps() / 1e6, 3)}
     assert plain.summary["time_scale"] == {"factor": 1.0, "scaled": {}}
     assert "time scale 0.5" in scaled.table() and "time scale" not in plain.table()
     assert "real-world timers x0.5" in _bandwidth_title(scaled.summary, None, None, ())
+
+
+def test_a_timer_pushed_below_the_rtt_is_named() -> None:
+    """RC's 65.536 us timer (exponent 4) x 0.05 = 3.3 us, below lab-8plane's 7.8 us RTT: the
+    summary names it and the table warns; MRC's 1.07 s QP timeout stays far above."""
+    from mrc.labs.report.table import comparison_table
+    from mrc.labs.run.time_scale import summary_block
+
+    lab = prepare("t1-reboot", overrides={"run.time_scale": 0.05})
+    block = summary_block(lab, list(lab.transports.values()))
+    assert block["below_rtt"] == [{"timer": "rc.timeout_exp", "full_us": 65.536,
+                                   "scaled_us": 3.2768}]
+    assert set(block["scaled"]) == {"mrc", "rc"}
+    text = comparison_table({"time_scale": block, "transports": {}})
+    assert "warning: time scale 0.05 takes rc.timeout_exp (65.536 us) below the base RTT" in text

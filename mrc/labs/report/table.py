@@ -112,6 +112,11 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
         lines.append(f"time scale {factor:g}: every real-world control timer (RC's ACK timeout "
                      "and ladder, routing, MRC's QP timeout) runs x"
                      f"{factor:g}; real-world stall = stall / {factor:g}")
+        for entry in summary["time_scale"].get("below_rtt", []):
+            lines.append(f"warning: time scale {factor:g} takes {entry['timer']} "
+                         f"({entry['full_us']:g} us) below the base RTT "
+                         f"({summary['time_scale']['base_rtt_us']:g} us): "
+                         "its order against the fabric, and the verdict, may not hold")
     if summary.get("faults"):
         lines.append("QPs hit: QPs (receivers of data) a fault stopped for over "
                      f"{_threshold(summary)} us; stall: the longest, in us")

@@ -22,7 +22,7 @@ from mrc.labs.report.ideal import flow_ideal_us
 from mrc.labs.report.stalls import stall_stats
 from mrc.labs.report.table import comparison_table, goodput_sum
 from mrc.labs.run.time_scale import summary_block
-from mrc.labs.schema.lab import Collective, Lab
+from mrc.labs.schema.lab import Collective, Lab, TransportSpec
 from mrc.labs.schema.schedule import fault_windows
 from mrc.stack.stalls import stall_threshold_ps
 
@@ -221,7 +221,9 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         extra={"workload": lab.workload.kind, "duration_us": summ._r(lab.run.duration_us),
                "bin_us": summ._r(lab.run.bin_us, 6),
                "nic_goodput_ceiling_gbps": summ._r(nic_ceiling), "ceiling_nics": nics,
-               "goodput_sum": goodput_sum(lab), "time_scale": summary_block(lab, (r.kind for r in runs))})
+               "goodput_sum": goodput_sum(lab), "time_scale": summary_block(lab, [lab.transports.get(r.name)
+                                                        or TransportSpec(r.name, r.kind, {})
+                                                        for r in runs])})
     for entry, fault in zip(summary["faults"], lab.faults, strict=True):
         if fault.drawn_from:  # a target drawn from the seed (mrc.labs.schema.targets)
             entry["drawn_from"] = fault.drawn_from
