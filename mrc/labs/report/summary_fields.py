@@ -90,7 +90,8 @@ TOP_FIELDS: dict[str, str] = {
               "traffic of the workload crosses the target) for a fault on none of its paths, "
               "drawn_from (the class) for a target drawn from the seed",
     "time_scale": "the factor on the lab's real-world control timers (run.time_scale) and, "
-                  "when it is not 1, which config fields it scaled, per transport kind",
+                  "when it is not 1, which config fields it scaled (per transport and run "
+                  "config) and which it took below the base RTT (below_rtt, base_rtt_us)",
     "workload": "the workload kind",
     "duration_us": "the lab's duration",
     "bin_us": "the width of the timeseries bins",
