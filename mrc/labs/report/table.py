@@ -71,6 +71,22 @@ def _threshold(summary: Mapping[str, Any]) -> str:
     return "-"
 
 
+def _time_scale_notes(summary: Mapping[str, Any]) -> list[str]:
+    """The time scale's footnote and its warnings (none at factor 1)."""
+    lines: list[str] = []
+    factor = (summary.get("time_scale") or {}).get("factor", 1.0)
+    if factor != 1:
+        lines.append(f"time scale {factor:g}: every real-world control timer (RC's ACK timeout "
+                     "and ladder, routing, MRC's QP timeout) runs x"
+                     f"{factor:g}; real-world stall = stall / {factor:g}")
+        for entry in summary["time_scale"].get("below_rtt", []):
+            lines.append(f"warning: time scale {factor:g} takes {entry['timer']} "
+                         f"({entry['full_us']:g} us) below the base RTT "
+                         f"({summary['time_scale']['base_rtt_us']:g} us): "
+                         "its order against the fabric, and the verdict, may not hold")
+    return lines
+
+
 def comparison_table(summary: Mapping[str, Any]) -> str:
     """The short per-transport comparison printed after a run (goodput in Gb/s)."""
     header = (f"{'transport':<12}{'kind':<5}{'outcome':<10}{'before':>8}{'during':>8}"
@@ -107,16 +123,7 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
     if ceiling is not None:
         text += f"; ceiling {ceiling:.1f} Gb/s"
     lines.append(text)
-    factor = (summary.get("time_scale") or {}).get("factor", 1.0)
-    if factor != 1:
-        lines.append(f"time scale {factor:g}: every real-world control timer (RC's ACK timeout "
-                     "and ladder, routing, MRC's QP timeout) runs x"
-                     f"{factor:g}; real-world stall = stall / {factor:g}")
-        for entry in summary["time_scale"].get("below_rtt", []):
-            lines.append(f"warning: time scale {factor:g} takes {entry['timer']} "
-                         f"({entry['full_us']:g} us) below the base RTT "
-                         f"({summary['time_scale']['base_rtt_us']:g} us): "
-                         "its order against the fabric, and the verdict, may not hold")
+    lines += _time_scale_notes(summary)
     if summary.get("faults"):
         lines.append("QPs hit: QPs (receivers of data) a fault stopped for over "
                      f"{_threshold(summary)} us; stall: the longest, in us")
