@@ -44,6 +44,8 @@ class Knob:
     choices: tuple[Any, ...] | None = None
     problem: str | None = None
     none: str | None = None
+    #: a real-world control timer: a lab's ``run.time_scale`` multiplies it (:func:`scale_timers`)
+    real_timer: bool = False
 
     @property
     def bounded(self) -> bool:
@@ -92,6 +94,58 @@ def knob(default: Any = dataclasses.MISSING, doc: str = "", *,
 def knobs(config: Any) -> dict[str, Knob]:
     """Every knob of a config class (or instance), field name -> knob, in field order."""
     return {f.name: f.metadata[KNOB] for f in dataclasses.fields(config) if KNOB in f.metadata}
+
+
+#: The class attribute that names a config's real-world timers among fields without a knob.
+REAL_TIMERS = "REAL_TIMERS"
+#: The config field an encoded real-world timer (an exponent, as ``timeout_exp``) is scaled
+#: through: the config multiplies the time it decodes by it (:func:`scaled_ps`).
+TIME_SCALE = "time_scale"
+
+
+def real_timers(config: Any) -> tuple[str, ...]:
+    """The fields of ``config`` (class or instance) that are real-world control timers: a
+    knob declared with ``real_timer=True``, or a name in the class's ``REAL_TIMERS`` tuple (a
+    config whose fields are not knobs). A lab's time scale multiplies exactly these."""
+    named = tuple(getattr(config, REAL_TIMERS, ()))
+    flagged = tuple(name for name, k in knobs(config).items() if k.real_timer)
+    return flagged + tuple(n for n in named if n not in flagged)
+
+
+def scaled_ps(ps: int, factor: float) -> int:
+    """``ps`` x ``factor`` to the nearest picosecond, at least 1 (exactly ``ps`` at 1)."""
+    return ps if factor == 1 else max(1, int(round(ps * factor)))
+
+
+def scale_timers(config: Any, factor: float) -> Any:
+    """A copy of the dataclass ``config`` with every real-world timer (:func:`real_timers`)
+    multiplied by ``factor``: a ``*_ps`` field to the nearest picosecond (at least 1), a
+    ``*_us`` field (or a knob whose unit is us) as a number; None stays None. A timer that is
+    not a time (an exponent such as ``timeout_exp``) is scaled through the config's
+    ``time_scale`` field, which the config applies to what it decodes; a config with such a
+    timer and no ``time_scale`` is a programming error (TypeError). ``factor == 1`` returns
+    ``config`` itself."""
+    if factor == 1:
+        return config
+    fields = {f.name for f in dataclasses.fields(config)}
+    marks = knobs(config)
+    changes: dict[str, Any] = {}
+    encoded = False
+    for name in real_timers(config):
+        value = getattr(config, name)
+        unit = marks[name].unit if name in marks else None
+        if name.endswith("_ps"):
+            changes[name] = None if value is None else scaled_ps(value, factor)
+        elif name.endswith("_us") or unit == "us":
+            changes[name] = None if value is None else value * factor
+        else:
+            encoded = True
+    if encoded:
+        if TIME_SCALE not in fields:
+            raise TypeError(f"{type(config).__name__}: an encoded real-world timer needs a "
+                            f"{TIME_SCALE} field to be scaled through")
+        changes[TIME_SCALE] = getattr(config, TIME_SCALE) * factor
+    return dataclasses.replace(config, **changes)
 
 
 def knob_problem(config: Any, name: str) -> str:

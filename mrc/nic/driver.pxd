@@ -10,9 +10,9 @@ cdef long long CNP, FLAG_RETX, PROBE
 @cython.final
 cdef class QpContext:
     cdef public QpBase qp
-    cdef public long long floor, timer
+    cdef public long long floor, timer, last_placed, last_retx
     cdef public RecorderSink recorder
-    cdef public list ports
+    cdef public list ports, gaps
     cdef public bint registered
 
 @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, ctx=QpContext)
@@ -28,6 +28,7 @@ cdef class NicDriver:
     cdef public Scheduler sched
     cdef public RecorderSink recorder
     cdef public bint strict
+    cdef public long long gap_floor_ps
     cdef public list _senders, _rr
     cdef public list ports
     cdef public set _down
@@ -43,7 +44,7 @@ cdef class NicDriver:
                    floor=cython.longlong, scheduled=cython.longlong)
     cpdef pull(self, long long now, long long plane, long long paused=*)
     @cython.locals(qpn=cython.longlong, before=cython.longlong, placed=cython.longlong,
-                   ctx=QpContext, qp=QpBase)
+                   last=cython.longlong, ctx=QpContext, qp=QpBase)
     cpdef on_receive(self, long long now, Packet pkt)
     @cython.locals(n=Py_ssize_t, start=Py_ssize_t, i=Py_ssize_t, mine=list, ports=list,
                    port=PortSink)

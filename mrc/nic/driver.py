@@ -44,6 +44,8 @@ from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
 from mrc.transport.base import QueuePair, TransportEvent
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
+#: Placement gaps longer than this are kept until a stack sets its own floor: 50 us.
+GAP_FLOOR_PS = 50_000_000
 #: Counters the driver keeps (a runtime may keep more in the same dict).
 COUNTERS = ("rx_unknown_qpn", "rx_rejected")
 
@@ -55,7 +57,8 @@ class QpContext:
     retransmissions go to. A QP destroyed and registered again keeps its context (and the
     wake-ups armed for it)."""
 
-    __slots__ = ("qp", "ports", "floor", "timer", "recorder", "registered")
+    __slots__ = ("qp", "ports", "floor", "timer", "recorder", "registered", "last_placed",
+                 "gaps", "last_retx")
 
     def __init__(self, qp: QueuePair, recorder: RecorderSink) -> None:
         self.qp = qp
@@ -64,6 +67,13 @@ class QpContext:
         self.floor = 0
         self.timer = -1
         self.registered = False
+        #: when the QP last placed new bytes (-1: never); every (start, end) between two
+        #: placements longer than the driver's ``gap_floor_ps`` that a retransmitted packet
+        #: ended (the sender had lost data outstanding: not idleness); when it last sent a
+        #: retransmission (-1: never). What a lab's stall metric reads (mrc.stack.stalls).
+        self.last_placed = -1
+        self.gaps: list[tuple[int, int]] = []
+        self.last_retx = -1
 
 
 def poll_round_robin(senders: list[QpContext], rr: list[int], now: int, plane: int
@@ -115,6 +125,9 @@ class NicDriver:
         #: mixed run, sends its goodput and retransmissions there)
         self.recorder: RecorderSink = recorder if recorder is not None else RecorderSink()
         self.strict = strict
+        #: placement gaps longer than this are kept per QP (``QpContext.gaps``); the stack
+        #: sets its stall threshold here (mrc.stack.stalls)
+        self.gap_floor_ps = GAP_FLOOR_PS
         #: QPN -> context, of every QP ever registered (``registered`` says which still are)
         self._contexts: dict[int, QpContext] = {}
         planes = len(self.ports)
@@ -210,6 +223,7 @@ class NicDriver:
             ctx, pkt = found
         if pkt.flags & FLAG_RETX:
             ctx.recorder.count("retransmissions", now)
+            ctx.last_retx = now
         qp = ctx.qp
         control = qp.take_control()
         if control or qp.events:  # (``_defer_leftovers``, written out: once per packet)
@@ -249,6 +263,10 @@ class NicDriver:
         placed = qp.bytes_placed - before
         if placed:
             ctx.recorder.placed(now, pkt.plane, placed)
+            last = ctx.last_placed
+            if last >= 0 and now - last > self.gap_floor_ps and pkt.flags & FLAG_RETX:
+                ctx.gaps.append((last, now))
+            ctx.last_placed = now
         self._service(ctx, now)
         self._kick(ctx, now)
 
@@ -324,6 +342,8 @@ class NicDriver:
             pkt = qp.poll(now, plane)
             if pkt is None:
                 break
+            if pkt.flags & FLAG_RETX:
+                ctx.last_retx = now
             port.drop_unsent(pkt)
         self._defer_leftovers(ctx, now)
         self._arm(ctx, now)

@@ -25,6 +25,7 @@ from mrc.sim.nic import Nic
 from mrc.stack.connections import Completion, Connection, MrcConnection, RcConnectionAdapter
 from mrc.stack.qpn import first_qpn
 from mrc.stack.recorder import DROP_SERIES, Recorder
+from mrc.stack.stalls import placement_gaps, stall_threshold_ps
 from mrc.transport.base import (
     EvStateChanged,
     MessageCompleted,
@@ -128,7 +129,9 @@ class Stack:
         """Attach ``qp`` to its host's NIC (``host`` overrides ``qp.host``)."""
         host = qp.host if host is None else host
         self._owner[(qp.qpn, host)] = conn
-        self.nics[host].add(qp, planes, self._recorder_of_qp(conn))
+        nic = self.nics[host]
+        nic.add(qp, planes, self._recorder_of_qp(conn))
+        nic.gap_floor_ps = stall_threshold_ps(self.spec)  # (mrc.stack.stalls)
 
     def _recorder_of_qp(self, conn: Connection) -> Recorder | None:
         """Where a QP of ``conn`` records its goodput (None: its NIC's recorder)."""
@@ -297,9 +300,16 @@ class Stack:
             "messages_corrupt": sum(c.messages_corrupt for c in self.connections),
             "cnps_sent": stat("cnps_sent"),
             "cnps_received": stat("cnps_received"),
+            # each receiving QP's gaps between placements (mrc.stack.stalls)
+            "placement_gaps": placement_gaps(self.nics, self._qp_keys()),
         }
         out.update(self.fabric_pfc())
         return out
+
+    def _qp_keys(self) -> list[tuple[int, int]]:
+        """(qpn, host) of this stack's QPs, in registration order."""
+        mine = set(map(id, self.connections))
+        return [key for key, conn in self._owner.items() if id(conn) in mine]
 
     def fabric_pfc(self) -> dict[str, Any]:
         """PFC counters of the whole fabric and the lossless-class drops (empty without PFC):

@@ -9,6 +9,11 @@ its line rate and base RTT default to the fabric's, so the window matches the BD
 profile is the nested ``ev_profile`` table (:func:`ev_profile`). Keys that configure the
 connection rather than each QP (QPs per connection, how data is split over them) are
 returned apart (:func:`mrc_connection`, :func:`rc_config`).
+
+A lab's ``run.time_scale`` reaches these builders as the ``time_scale`` entry of the
+transport's parameters (:data:`TIME_SCALE_KEY`, put there by the labs layer when the factor
+is not 1) and is applied here, once, to the config built: :func:`mrc.knobs.scale_timers`
+multiplies exactly the fields declared real-world timers (``knob(..., real_timer=True)``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from mrc.ev import DEFAULT_FIELD_WIDTHS, EV_STATE_CODES
 from mrc.ev.profile import EV_MODES, EXPLICIT, GENERATED, EvField, EvProfile, EvProfileError
+from mrc.knobs import TIME_SCALE, scale_timers
 from mrc.stack.rc_connection import rc_config_for
 from mrc.transport.mrc.cc import CcConfig
 from mrc.transport.mrc.config import MrcConfig
@@ -38,8 +44,10 @@ MRC_TABLES = ("ev_profile",)
 #: Keys of ``[transport.NAME.ev_profile]``.
 EV_PROFILE_KEYS = ("mode", "field_widths", "min_vals", "max_vals", "masks", "evs",
                    "event_mask")
-#: Keys the driver fills from the fabric; a lab may not set them.
-_FROM_FABRIC = {"mtu", "mtu_bytes"}
+#: The parameter that carries a lab's ``run.time_scale`` (not a key of the transport table).
+TIME_SCALE_KEY = TIME_SCALE
+#: Keys the driver fills from the fabric (or the run: the time scale); a lab may not set them.
+_FROM_FABRIC = {"mtu", "mtu_bytes", TIME_SCALE}
 #: ...and RC's: its port's rate and framing (DCQCN's pacing), its priority (from ``pfc``)
 _RC_FROM_FABRIC = {"line_rate_gbps", "frame_overhead_bytes", "priority"}
 
@@ -94,6 +102,15 @@ def _convert(params: dict[str, Any], accepted: dict[str, str], where: str) -> di
     return out
 
 
+def _time_scale(params: dict[str, Any], where: str) -> float:
+    """Pop the run's time scale from ``params`` (1 when absent)."""
+    factor = params.pop(TIME_SCALE_KEY, 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor <= 1:
+        raise ParamError(f"{where}.{TIME_SCALE_KEY}: expected a number in (0, 1], "
+                         f"got {factor!r}")
+    return float(factor)
+
+
 def _count(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ParamError(f"{key}: expected an integer >= 1, got {value!r}")
@@ -130,6 +147,7 @@ def mrc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "trans
     """Config, connection keys and EV profile of an MRC transport table."""
     params = dict(params)
     params.pop("kind", None)
+    factor = _time_scale(params, where)
     cc_params = params.pop("cc", None) or {}
     if not isinstance(cc_params, dict):
         raise ParamError(f"{where}.cc: expected a table")
@@ -144,7 +162,7 @@ def mrc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "trans
     qps = _count(fields.pop("qps_per_connection", 1), f"{where}.qps_per_connection")
     split = _flag(fields.pop("split_data_on_qps", True), f"{where}.split_data_on_qps")
     try:
-        config = MrcConfig(cc=CcConfig(**cc_fields), **fields)
+        config = scale_timers(MrcConfig(cc=CcConfig(**cc_fields), **fields), factor)
     except (TypeError, ValueError) as exc:
         raise ParamError(f"{where}: {exc}") from None
     profile = ev_profile(spec, config, profile_params, f"{where}.ev_profile")
@@ -233,6 +251,7 @@ def rc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "transp
     """(RcConfig, qps_per_plane, split_data_on_qps) from a lab's transport table."""
     params = dict(params)
     params.pop("kind", None)
+    factor = _time_scale(params, where)
     fields = _convert(params, RC_KEYS, where)
     qps_per_plane = _count(fields.pop("qps_per_plane", 1), f"{where}.qps_per_plane")
     split = _flag(fields.pop("split_data_on_qps", True), f"{where}.split_data_on_qps")
@@ -246,7 +265,8 @@ def rc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "transp
                          "turn PFC on in [fabric] or run RC lossy (pfc = false)")
     dcqcn = {k: fields.pop(k) for k in list(fields) if k in DCQCN_KEYS}
     try:
-        return rc_config_for(spec, priority=spec.pfc_priority if pfc else 0,
-                             dcqcn=DcqcnConfig(**dcqcn), **fields), qps_per_plane, split
+        config = rc_config_for(spec, priority=spec.pfc_priority if pfc else 0,
+                               dcqcn=DcqcnConfig(**dcqcn), **fields)
+        return scale_timers(config, factor), qps_per_plane, split
     except (TypeError, ValueError) as exc:
         raise ParamError(f"{where}: {exc}") from None

@@ -79,6 +79,11 @@ def sweep(sweep_file: str, out: str | None, workers: str | None, scheduler: str 
             plot_path = result.plot(metric, by, result.out_dir / plot_name(metric, by))
         if not quiet:
             click.echo(result.overview())
+            from mrc.labs.sweep.stalls import distribution_text
+
+            stalls = distribution_text(result.table)
+            if stalls:
+                click.echo(stalls)
             click.echo(f"\n{result.ran} run(s) now, {result.skipped} already complete, "
                        f"{result.errors} error(s), {result.wall_s:.1f} s")
             click.echo(f"table: {result.files[0]} ({len(result.table)} rows); "

@@ -243,6 +243,7 @@ def _draw_goodput(ax: Any, lines: Sequence[_Line], x: _TimeAxis) -> float:
             f"{name} ({kind}): {info.get('outcome', '?')}"
         if info.get("failed_at_us") is not None:
             label += f" at {info['failed_at_us'] / x.scale:g} {x.unit}"
+        label += stall_label(info)
         ax.step(np.append(t, t[-1] + x.bin_us) / x.scale, np.append(v, v[-1]), where="post",
                 color=line.color, lw=1.6, label=label)
         if info.get("failed_at_us") is not None:
@@ -362,6 +363,17 @@ def _style_panels(panels: _Panels, x: _TimeAxis) -> None:
         panels.paused.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
 
 
+def stall_label(info: Mapping[str, Any]) -> str:
+    """``; 2/16 QPs stalled, up to 260 us`` (and the real-world stall when scaled), or ""."""
+    stalls = info.get("stalls") or {}
+    if not stalls.get("qps_hit"):
+        return ""
+    text = f"; {stalls['qps_hit']}/{stalls['qps']} QPs stalled, up to {stalls['stall_max_us']:g} us"
+    if stalls.get("stall_max_real_us") is not None:
+        text += f" ({stalls['stall_max_real_us'] / 1e3:.3g} ms real)"
+    return text
+
+
 def _bandwidth_title(summary: Mapping[str, Any], title: str | None, subtitle: str | None,
                      overrides: Sequence[tuple[str, Any]] | Mapping[str, Any]) -> str:
     """The lab, its seed and runtime, the description and the ``--set`` keys the run
@@ -369,6 +381,8 @@ def _bandwidth_title(summary: Mapping[str, Any], title: str | None, subtitle: st
     head = title or str(summary.get("lab", "lab"))
     seed = summary.get("seed")
     head += f"  (seed {seed}, {summary.get('runtime', 'sim')})" if seed is not None else ""
+    factor = (summary.get("time_scale") or {}).get("factor", 1.0)
+    head += f", real-world timers x{factor:g}" if factor != 1 else ""
     if subtitle:
         head += "\n" + "\n".join(textwrap.wrap(subtitle, 110)[:2])
     changed = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)

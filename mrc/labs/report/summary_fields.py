@@ -8,6 +8,8 @@ need more than a sentence; the README's "Summary fields" section says the same, 
 
 from __future__ import annotations
 
+from mrc.labs.report.stall_fields import STALL_FIELDS
+
 #: The causes ``dropped_packets`` is split by (``mrc.stack.recorder.DROP_SERIES``).
 DROP_CAUSES = ("data", "control", "probe")
 #: The outcomes of a transport's job (the ``outcome`` field).
@@ -52,6 +54,7 @@ TRANSPORT_FIELDS: dict[str, str] = {
                       "marked bad twice counts twice; several EVs can share a path)",
     "evs_reintegrated": "EV state changes ASSUMED_BAD to GOOD after answered probes",
     "sim_end_us": "simulated time when this transport's run ended (grace time included)",
+    **STALL_FIELDS,
     "flows.count": "flows of the workload (flow workloads only)",
     "flows.completed": "flows whose every byte was placed and verified",
     "flows.p50_fct_us": "median flow completion time of the completed flows",
@@ -84,7 +87,11 @@ TOP_FIELDS: dict[str, str] = {
     "build": "which build ran: compiled (the compiled core) or pure (Python); same results",
     "goodput_ceiling_gbps": "the best payload rate of the workload's NICs at full MTU",
     "faults": "the fault windows: kind, target, at_us, until_us, and off_path (why no "
-              "traffic of the workload crosses the target) for a fault on none of its paths",
+              "traffic of the workload crosses the target) for a fault on none of its paths, "
+              "drawn_from (the class) for a target drawn from the seed",
+    "time_scale": "the factor on the lab's real-world control timers (run.time_scale) and, "
+                  "when it is not 1, which config fields it scaled (per transport and run "
+                  "config) and which it took below the base RTT (below_rtt, base_rtt_us)",
     "workload": "the workload kind",
     "duration_us": "the lab's duration",
     "bin_us": "the width of the timeseries bins",

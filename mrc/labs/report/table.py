@@ -48,10 +48,49 @@ def _recovery(t: Mapping[str, Any]) -> str:
     return status or "-"
 
 
+def _hit(t: Mapping[str, Any]) -> str:
+    stalls = t.get("stalls")
+    if not stalls or not stalls.get("qps"):
+        return "-"
+    return f"{stalls['qps_hit']}/{stalls['qps']}"
+
+
+def _real(us: float) -> str:
+    """A real-world time in the unit that reads best."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3g} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3g} ms"
+    return f"{us:.3g} us"
+
+
+def _threshold(summary: Mapping[str, Any]) -> str:
+    for t in summary.get("transports", {}).values():
+        if t.get("stalls"):
+            return _num(t["stalls"]["threshold_us"])
+    return "-"
+
+
+def _time_scale_notes(summary: Mapping[str, Any]) -> list[str]:
+    """The time scale's footnote and its warnings (none at factor 1)."""
+    lines: list[str] = []
+    factor = (summary.get("time_scale") or {}).get("factor", 1.0)
+    if factor != 1:
+        lines.append(f"time scale {factor:g}: every real-world control timer (RC's ACK timeout "
+                     "and ladder, routing, MRC's QP timeout) runs x"
+                     f"{factor:g}; real-world stall = stall / {factor:g}")
+        for entry in summary["time_scale"].get("below_rtt", []):
+            lines.append(f"warning: time scale {factor:g} takes {entry['timer']} "
+                         f"({entry['full_us']:g} us) below the base RTT "
+                         f"({summary['time_scale']['base_rtt_us']:g} us): "
+                         "its order against the fabric, and the verdict, may not hold")
+    return lines
+
+
 def comparison_table(summary: Mapping[str, Any]) -> str:
     """The short per-transport comparison printed after a run (goodput in Gb/s)."""
     header = (f"{'transport':<12}{'kind':<5}{'outcome':<10}{'before':>8}{'during':>8}"
-              f"{'kept':>7}{'min':>8}{'detect':>8}{'settle':>8}  {'recovery':<14}"
+              f"{'kept':>7}{'QPs hit':>9}{'stall':>9}{'min':>8}{'detect':>8}{'settle':>8}  {'recovery':<14}"
               f"{'retx':>6}{'data_drops':>11}{'ctl':>6}{'probe':>7}{'EVs bad/back':>14}")
     lines = [header]
     outcomes = set()
@@ -63,6 +102,7 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
         lines.append(
             f"{name:<12}{t['kind']:<5}{t['outcome']:<10}{_num(g['before']):>8}"
             f"{_num(g['during']):>8}{_num(kept, '.1f') + ('%' if kept is not None else ''):>7}"
+            f"{_hit(t):>9}{_num((t.get('stalls') or {}).get('stall_max_us')):>9}"
             f"{_num(g['min']):>8}{_num(t.get('detect_us')):>8}{_num(t.get('settle_us')):>8}"
             f"  {_recovery(t):<14}{t['retransmitted_packets']:>6}"
             f"{_num(drops.get('data'), 'd'):>11}{_num(drops.get('control'), 'd'):>6}"
@@ -71,6 +111,10 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
         if t.get("failure_reason"):
             lines.append(f"{'':<12}failed at {_num(t['failed_at_us'])} us: "
                          f"{t['failure_reason']}")
+        real = (t.get("stalls") or {}).get("stall_max_real_us")
+        if real is not None:
+            lines.append(f"{'':<12}stall in real-world time: {_real(real)} (longest), "
+                         f"{_real(t['stalls']['stall_median_real_us'])} (median)")
     ceiling = summary.get("goodput_ceiling_gbps")
     summed = summary.get("goodput_sum")
     text = "goodput: Gb/s of unique payload placed in receivers' memory"
@@ -79,7 +123,10 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
     if ceiling is not None:
         text += f"; ceiling {ceiling:.1f} Gb/s"
     lines.append(text)
+    lines += _time_scale_notes(summary)
     if summary.get("faults"):
+        lines.append("QPs hit: QPs (receivers of data) a fault stopped for over "
+                     f"{_threshold(summary)} us; stall: the longest, in us")
         lines.append("kept: during as % of before. us after the first fault: detect = first "
                      "reaction, settle = until within 10%\nof the level under the fault, "
                      "recovery = until back to 90% of before for good. drops by what was lost "

@@ -46,6 +46,8 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
     """Run one primitive now and log it (kind = the primitive, detail = what it did)."""
     now = stack.sim.now
     detail: dict[str, Any] = {"fault": action.fault, **action.params}
+    if 0 <= action.fault < len(lab.faults) and lab.faults[action.fault].drawn_from:
+        detail["drawn_from"] = lab.faults[action.fault].drawn_from  # (schema/targets.py)
     if action.action in DRAIN_ACTIONS:
         element = names.resolve(lab.fabric, action.target)
         if action.action == "drain_start":

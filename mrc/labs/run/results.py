@@ -19,9 +19,12 @@ from mrc.labs.report import collective as coll
 from mrc.labs.report import summary as summ
 from mrc.labs.report.fault_reach import off_path_faults
 from mrc.labs.report.ideal import flow_ideal_us
+from mrc.labs.report.stalls import stall_stats
 from mrc.labs.report.table import comparison_table, goodput_sum
-from mrc.labs.schema.lab import Collective, Lab
+from mrc.labs.run.time_scale import summary_block
+from mrc.labs.schema.lab import Collective, Lab, TransportSpec
 from mrc.labs.schema.schedule import fault_windows
+from mrc.stack.stalls import stall_threshold_ps
 
 #: The runtime of a packet-simulator run, as summary.json names it.
 RUNTIME = "sim"
@@ -181,6 +184,11 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         if r.cqe_latency_us is not None:
             entry["cqe_latency_us"] = {k: summ._r(v) for k, v in r.cqe_latency_us.items()}
         entry["cnps_sent"] = int(r.totals.get("cnps_sent", 0) or 0)
+        if "placement_gaps" in r.totals:  # (the packet runtimes; the flow model has none)
+            entry["stalls"] = stall_stats(
+                r.totals["placement_gaps"], faults=windows, outcome=r.outcome,
+                failed_at_us=r.failed_at_us, end_us=r.end_us,
+                threshold_ps=stall_threshold_ps(lab.fabric), time_scale=lab.run.time_scale)
         pfc = summ.pfc_stats(r.totals)
         if pfc is not None:
             entry["pfc"] = pfc
@@ -213,7 +221,12 @@ def assemble(lab: Lab, runs: Sequence[TransportRun], *, wall_s: float,
         extra={"workload": lab.workload.kind, "duration_us": summ._r(lab.run.duration_us),
                "bin_us": summ._r(lab.run.bin_us, 6),
                "nic_goodput_ceiling_gbps": summ._r(nic_ceiling), "ceiling_nics": nics,
-               "goodput_sum": goodput_sum(lab)})
+               "goodput_sum": goodput_sum(lab), "time_scale": summary_block(lab, [lab.transports.get(r.name)
+                                                        or TransportSpec(r.name, r.kind, {})
+                                                        for r in runs])})
+    for entry, fault in zip(summary["faults"], lab.faults, strict=True):
+        if fault.drawn_from:  # a target drawn from the seed (mrc.labs.schema.targets)
+            entry["drawn_from"] = fault.drawn_from
     timeseries = _concat(r.timeseries for r in runs)
     events = _concat(r.events for r in runs)
     return LabResult(lab=lab, summary=summary, timeseries=timeseries, events=events,

@@ -26,7 +26,9 @@ from mrc.labs.errors import LabError
 from mrc.labs.output.folder import OutputFolder
 from mrc.labs.run.faults import install
 from mrc.labs.run.results import RUNTIME, LabResult, TransportRun, assemble
+from mrc.labs.run.time_scale import scaled_specs
 from mrc.labs.run.workloads import Job, WriteBwJob, make_job
+from mrc.labs.schema import faults as fault_section
 from mrc.labs.schema.checks import check_float, check_int
 from mrc.labs.schema.keys import materialize, set_keys
 from mrc.labs.schema.lab import TRANSPORT_KINDS, Lab, TransportSpec
@@ -94,6 +96,9 @@ def prepare(lab_or_path: str | Path | Mapping[str, Any] | Lab, *, seed: int | No
         run = dataclasses.replace(run, bin_us=width)
     if run is not lab.run:
         lab = dataclasses.replace(lab, run=run)
+        if any(f.drawn_from for f in lab.faults):  # classes draw again from the new seed
+            lab = dataclasses.replace(lab, faults=fault_section.faults(
+                lab.raw.get("fault", []), lab.fabric, run))
     ports = lab.fabric.hosts * lab.fabric.planes
     if max_nic_ports is not None and ports > max_nic_ports:
         raise LabError(f"{ports:,} NIC ports is more than the packet simulator runs "
@@ -103,7 +108,12 @@ def prepare(lab_or_path: str | Path | Mapping[str, Any] | Lab, *, seed: int | No
 
 
 def select_transports(lab: Lab, wanted: str | Sequence[str] | None) -> list[TransportSpec]:
-    """The lab's transports, or the named subset (a bare kind name gets default params)."""
+    """The lab's transports, or the named subset (a bare kind name gets default params), with
+    the lab's time scale in their parameters (:mod:`mrc.labs.run.time_scale`)."""
+    return scaled_specs(lab, _selected(lab, wanted))
+
+
+def _selected(lab: Lab, wanted: str | Sequence[str] | None) -> list[TransportSpec]:
     if wanted is None:
         return list(lab.transports.values())
     if isinstance(wanted, str):

@@ -1,7 +1,8 @@
 """``[[fault]]``: any number of entries, each a ``kind``, a ``target`` and a time.
 
 A target is an element name or a selector (:mod:`topology.names`), resolved here to its
-canonical name, and it must be the kind of element the fault acts on. Every entry must lie
+canonical name, or a class drawn from the seed (:mod:`mrc.labs.schema.targets`: ``"t1"``,
+``"p1.t1.*"``), and it must be the kind of element the fault acts on. Every entry must lie
 inside the run, and the entries together must make a consistent schedule
 (:func:`mrc.labs.schema.schedule.check_fault_consistency`).
 """
@@ -15,6 +16,7 @@ from mrc.labs.schema.checks import check_keys, check_list, check_table
 from mrc.labs.schema.fields import Derived, Field, field_map
 from mrc.labs.schema.lab import FaultSpec, RunSpec
 from mrc.labs.schema.schedule import check_fault_consistency
+from mrc.labs.schema.targets import resolve_target
 from topology import names
 from topology.spec import FabricSpec
 
@@ -22,7 +24,8 @@ FAULT_KINDS = ("link_down", "link_up", "link_flap", "switch_down", "switch_up", 
                "port_down", "port_up", "loss", "degrade", "drain", "ev_deny", "nic_stall")
 KIND = Field("kind", "string", "what happens", choices=FAULT_KINDS)
 TARGET = Field("target", "string", "the element it happens to: a name or a selector "
-               "(topology.names)")
+               "(topology.names), or a class drawn from run.seed (t0, t1, t0-t1-link, "
+               "host-link, nic-port, or a name with * for an index: p1.t1.*)")
 _IN_RUN = "inside the run: the fault ends by run.duration_us"
 AT = Field("at_us", "number", "when it happens (inside the run)", unit="us", minimum=0,
            limit="before run.duration_us")
@@ -120,10 +123,7 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
     if kind == "ev_deny":
         return _ev_deny(i, body, spec, run, prefix, fields)
     target_text = TARGET.read(body, prefix)
-    try:
-        element = names.resolve(spec, target_text)
-    except names.UnknownElementError as exc:
-        raise LabError(str(exc), f"{prefix}.target") from None
+    element, drawn_from = resolve_target(spec, target_text, run.seed, f"{prefix}.target")
     allowed = FAULT_TARGETS[kind]
     if element.kind not in allowed:
         raise LabError(f"{kind} needs {_TARGET_WORDS[allowed]}; {element.name!r} is a "
@@ -157,7 +157,7 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
         raise LabError(f"{kind} lasts until {until:g} us, after the run ends "
                        f"(duration_us = {run.duration_us:g})", prefix)
     return FaultSpec(index=i, kind=kind, target=element.name, element=element, at_us=at,
-                     until_us=until, params=params)
+                     until_us=until, params=params, drawn_from=drawn_from)
 
 
 def _ev_deny(i: int, body: dict[str, Any], spec: FabricSpec, run: RunSpec, prefix: str,

@@ -139,6 +139,8 @@ class FaultSpec:
     at_us: float
     until_us: float | None
     params: dict[str, Any] = field(default_factory=dict)
+    #: the class ``target`` was drawn from (mrc.labs.schema.targets); None: named
+    drawn_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ class RunSpec:
     seed: int = 1
     grace_us: float = 0.0
     mixed: bool = False  # every transport at once on one fabric (mrc.stack.mixed)
+    #: factor on the real-world control timers (mrc.labs.run.time_scale); 1: as configured
+    time_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,9 @@ class Lab:
         workload = {"kind": workload.pop("kind"), **workload}
         faults = []
         for f in self.faults:
-            entry: dict[str, Any] = {"kind": f.kind, "target": f.target, "at_us": f.at_us}
+            # a drawn target stays its class: the resolved lab draws again from its seed
+            entry: dict[str, Any] = {"kind": f.kind, "target": f.drawn_from or f.target,
+                                     "at_us": f.at_us}
             entry.update(f.params)
             faults.append(entry)
         return {

@@ -1,4 +1,5 @@
-"""``[run]``: how long the lab runs, how finely it is binned, and its seed."""
+"""``[run]``: how long the lab runs, how finely it is binned, its seed, and the factor that
+scales its real-world control timers (``time_scale``: :mod:`mrc.labs.run.time_scale`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ FIELDS = (
     Field("grace_us", "number", "write_bw: time after the end for the messages in flight to "
           "finish (finite workloads end the run when they are done)", unit="us", minimum=0,
           maximum=MAX_DURATION_US, default=Derived("duration_us")),
+    Field("time_scale", "number", "factor on every real-world control timer the lab runs "
+          "with (RC's local ACK timeout and retransmission ladder, routing detection and "
+          "convergence, MRC's QP timeout), so a lab that compresses them to run in simulated "
+          "microseconds compresses all of them alike; not link rates, RTTs, congestion "
+          "control, or MRC's per-EV path timer and loss evidence (mrc.labs.run.time_scale: "
+          "why each verdict survives it)", gt=0, maximum=1, default=1.0),
     Field("mixed", "boolean", "run every transport at once on one fabric, each on its own "
           "traffic class, instead of one after the other on identical fabrics",
           default=False),
@@ -66,4 +73,6 @@ def run(table: Any) -> RunSpec:
     seed = _F["seed"].read(table, "run")
     grace = _F["grace_us"].read(table, "run", default=duration)
     mixed = _F["mixed"].read(table, "run")
-    return RunSpec(duration_us=duration, bin_us=bin_us, seed=seed, grace_us=grace, mixed=mixed)
+    scale = float(_F["time_scale"].read(table, "run"))
+    return RunSpec(duration_us=duration, bin_us=bin_us, seed=seed, grace_us=grace, mixed=mixed,
+                   time_scale=scale)

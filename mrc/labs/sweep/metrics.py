@@ -14,14 +14,16 @@ from mrc.labs.sweep.plan import Sweep
 
 #: Summary fields that hold text or tables, not numbers: nothing to plot.
 TEXT_FIELDS = frozenset({"kind", "outcome", "failure_reason", "recovery", "collective", "live",
-                         "lab", "runtime", "faults", "workload", "goodput_sum", "build"})
+                         "lab", "runtime", "faults", "workload", "goodput_sum", "build",
+                         "stalls.unit", "time_scale"})
 
 
 def plottable_columns(sweep: Sweep) -> list[str]:
     """The numeric columns the runs table of ``sweep`` will have, known before any run: the
     swept parameters, ``job_failed``, and every numeric summary field (flattened with ``_``;
     a lab-wide field whose name a transport's field also uses gets ``lab_`` in front)."""
-    own = [k.replace(".", "_") for k in TRANSPORT_FIELDS if k.split(".")[0] not in TEXT_FIELDS]
+    own = [k.replace(".", "_") for k in TRANSPORT_FIELDS
+           if k.split(".")[0] not in TEXT_FIELDS and k not in TEXT_FIELDS]
     top = [k if k not in own else f"lab_{k}" for k in TOP_FIELDS if k not in TEXT_FIELDS]
     numeric = [p for p in sweep.params if all(
         isinstance(r.params.get(p), int | float) and not isinstance(r.params.get(p), bool)

@@ -42,7 +42,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from mrc.knobs import check_knobs, knob
+from mrc.knobs import check_knobs, knob, scaled_ps
 from mrc.packet import Packet
 from mrc.transport.base import TransportEvent
 from mrc.transport.mrc.cc import CcConfig
@@ -80,7 +80,8 @@ class MrcConfig:
 
     # ---- published (mrc.h mrc_qp_attr; NCCL plugin defaults)
     timeout: int = knob(20, "published (NCCL_MRC_TIMEOUT): local ACK timeout 1.024 us x "
-                        "2^timeout, the retry clock", minimum=0, maximum=MAX_TIMEOUT)
+                        "2^timeout, the retry clock", minimum=0, maximum=MAX_TIMEOUT,
+                        real_timer=True)
     retry_linear_cnt: int = knob(7, "published (NCCL_MRC_RETRY_CNT_LINEAR): retries at a "
                                  "fixed interval of one timeout", minimum=0,
                                  maximum=MAX_RETRY_LINEAR)
@@ -148,6 +149,8 @@ class MrcConfig:
                                  "last packet")
     sender_completions: bool = knob(True, "raise a send completion (the sender's CQE) when a "
                                     "WRITE is fully acknowledged")
+    #: a lab's run.time_scale for the encoded timer (``timeout``): mrc.knobs.scale_timers
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_knobs(self)  # each knob's range, in field order
@@ -155,11 +158,13 @@ class MrcConfig:
             raise ValueError(f"ev_min_active must be in 0..ev_count ({self.ev_count})")
         if self.reorder_spread_gain < 0 or self.reorder_margin_rtts < 0:
             raise ValueError("reorder_margin_rtts and reorder_spread_gain must not be negative")
+        if not 0 < self.time_scale <= 1:
+            raise ValueError("time_scale must be in (0, 1]")
 
     @property
     def timeout_ps(self) -> int:
-        """The local ACK timeout T = 1.024 us x 2^timeout."""
-        return TIMEOUT_UNIT_PS << self.timeout
+        """The local ACK timeout T = 1.024 us x 2^timeout (x the lab's time scale)."""
+        return scaled_ps(TIMEOUT_UNIT_PS << self.timeout, self.time_scale)
 
     @property
     def retries_forever(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mrc.knobs import check_knobs, knob
+from mrc.knobs import check_knobs, knob, scaled_ps
 from mrc.packet import PSN_MASK, PSN_MOD
 from mrc.transport.rc.dcqcn import DcqcnConfig
 
@@ -39,7 +39,7 @@ class RcConfig:
                             problem="window_pkts must stay far below 2^24 PSNs")
     min_window_pkts: int = knob(2, "smallest window")
     timeout_exp: int = knob(20, "local ACK timeout 4.096 us x 2^n (NCCL_IB_TIMEOUT); 0: never",
-                            minimum=0, maximum=31,
+                            minimum=0, maximum=31, real_timer=True,
                             problem="timeout_exp is a 5-bit verbs field (0..31)")
     retry_cnt: int = knob(7, "timeouts before the QP errors (NCCL_IB_RETRY_CNT)", minimum=0,
                           maximum=7, problem="retry_cnt is a 3-bit verbs field (0..7)")
@@ -58,6 +58,8 @@ class RcConfig:
     initial_psn: int = knob(0, "first packet sequence number", minimum=0, maximum=PSN_MASK,
                             problem="initial_psn must be a 24-bit PSN")
     key_seed: int = knob(0, "seed of the verifiable-payload keys")  # memory.message_key
+    #: a lab's run.time_scale for the encoded timers (timeout_exp): mrc.knobs.scale_timers
+    time_scale: float = 1.0
 
     def __post_init__(self) -> None:
         check_knobs(self)  # each knob's range, in field order
@@ -68,6 +70,7 @@ class RcConfig:
             (0 <= self.priority <= 7, "priority is an 802.1p priority (0..7)"),
             (self.line_rate_gbps > 0, "line_rate_gbps must be positive"),
             (self.frame_overhead_bytes >= 0, "frame_overhead_bytes must not be negative"),
+            (0 < self.time_scale <= 1, "time_scale must be in (0, 1]"),
         )
         for ok, why in checks:
             if not ok:
@@ -76,7 +79,9 @@ class RcConfig:
     @property
     def timeout_ps(self) -> int | None:
         """Local ACK timeout in ps, None for exponent 0 (verbs: infinite, never retries)."""
-        return LOCAL_ACK_UNIT_PS << self.timeout_exp if self.timeout_exp else None
+        if not self.timeout_exp:
+            return None
+        return scaled_ps(LOCAL_ACK_UNIT_PS << self.timeout_exp, self.time_scale)
 
     @property
     def error_after_ps(self) -> int | None:
