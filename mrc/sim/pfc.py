@@ -70,9 +70,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import PAUSE, Packet
+from mrc.sim.engine import Simulator
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from mrc.sim.network import Network
@@ -81,10 +87,13 @@ if TYPE_CHECKING:
 _ETH = ETHERNET_OVERHEAD_BYTES
 
 
+@cython.cclass
 class PauseFrame(Packet):
     """A PFC frame for one priority: ``quanta`` x 512 bit times of pause, 0 = resume (XON)."""
 
-    __slots__ = ("quanta",)
+    quanta: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, prio: int, quanta: int) -> None:
         super().__init__(PAUSE, -1, -1, 0, prio=prio)
@@ -94,6 +103,7 @@ class PauseFrame(Packet):
         return f"<PAUSE prio={self.prio} quanta={self.quanta}>"
 
 
+@cython.cclass
 class PfcIngress:
     """The lossless-class ingress accounting of one link direction, kept at its far end.
 
@@ -102,9 +112,25 @@ class PfcIngress:
     when the packet starts leaving (see the module doc for the thresholds).
     """
 
-    __slots__ = ("port", "reverse", "sim", "prio", "bytes", "peak", "xoff", "xon", "limit",
-                 "quanta", "refresh_ps", "xoff_state", "_gen", "xoff_frames", "xon_frames",
-                 "overflows", "_refresh_cb")
+    port: Any  # OutPort
+    reverse: Any  # OutPort
+    sim: Simulator
+    prio: cython.longlong
+    bytes: cython.longlong
+    peak: cython.longlong
+    xoff: cython.longlong
+    xon: cython.longlong
+    limit: cython.longlong
+    quanta: cython.longlong
+    refresh_ps: cython.longlong
+    xoff_state: cython.bint
+    _gen: cython.longlong
+    xoff_frames: cython.longlong
+    xon_frames: cython.longlong
+    overflows: cython.longlong
+    _refresh_cb: Callable[[int], None]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, port: OutPort, reverse: OutPort, *, prio: int, xoff: int, xon: int,
                  headroom: int, quanta: int, quantum_ps: int) -> None:
@@ -126,9 +152,12 @@ class PfcIngress:
         self.overflows = 0
         self._refresh_cb = self._refresh
 
-    def charge(self, size: int) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def charge(self, size: cython.longlong) -> cython.bint:
         """Admit ``size`` lossless bytes; False when even the headroom is full."""
-        b = self.bytes + size
+        b: cython.longlong = self.bytes + size
         if b > self.limit:
             self.overflows += 1
             return False
@@ -139,37 +168,45 @@ class PfcIngress:
             self.xoff_state = True
             self._gen += 1
             self._send(self.quanta)
-            sim = self.sim
+            sim: Simulator = self.sim
             sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, self._gen)
         return True
 
-    def release(self, size: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def release(self, size: cython.longlong) -> None:
         """``size`` bytes left the far element's buffer (their departure started now)."""
-        b = self.bytes - size
+        b: cython.longlong = self.bytes - size
         self.bytes = b
         if self.xoff_state and b <= self.xon:
             self.xoff_state = False
             self._gen += 1
             self._send(0)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def reset(self) -> None:
         """The link went down: forget the XOFF in force (a new one is sent if needed)."""
         self.xoff_state = False
         self._gen += 1
 
-    def _send(self, quanta: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send(self, quanta: cython.longlong) -> None:
         if quanta:
             self.xoff_frames += 1
         else:
             self.xon_frames += 1
         self.reverse.send_pause(PauseFrame(self.prio, quanta))  # type: ignore[attr-defined]
 
-    def _refresh(self, gen: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _refresh(self, gen: cython.longlong) -> None:
         """Still above XON half a pause time after the last XOFF: say it again."""
         if gen != self._gen or not self.xoff_state:
             return
         self._send(self.quanta)
-        sim = self.sim
+        sim: Simulator = self.sim
         sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, gen)
 
 
@@ -330,13 +367,6 @@ class PauseState:
         egress was paused (up to now), watchdog storms)."""
         paused = self.paused_ps + (self.sim.now - self.pause_since if self.paused else 0)
         return self.pause_sent, self.pause_received, paused, self.storms
-
-
-#: The pause state every PFC port declares (``PauseState`` sets it).
-PAUSE_SLOTS = ("reverse", "ingress", "pfc_prio", "quantum_ps", "paused", "pause_since",
-                "pause_gen", "pause_until", "pause_received", "pause_sent", "paused_ps",
-                "watchdog_ps", "restore_ps", "storm", "storms", "last_pause_rx", "_expire_cb",
-                "_pause_cb")
 
 
 def wire_pfc(net: Network) -> None:
