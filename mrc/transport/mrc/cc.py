@@ -85,6 +85,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mrc.knobs import check_knobs, knob
 from mrc.units import PS_PER_S, PS_PER_US
 
 try:
@@ -101,65 +102,96 @@ PS_PER_NS = 1000
 DELAY_EWMA_GAIN = 0.0125
 
 
+_NSCC_CFG = "uet-1.0-nscc (mrc_ctl_cc_nscc_cfg): "
+_POSITIVE = "{name} must be positive, got {{value!r}}"
+_NOT_NEGATIVE = "{name} must not be negative, got {{value!r}}"
+
+
+def _nscc(default: Any, doc: str, **described: Any) -> Any:
+    """A knob of mrc_ctl.h's ``mrc_ctl_cc_nscc_cfg``, in the header's unit."""
+    return knob(default, _NSCC_CFG + doc, **described)
+
+
 @dataclass(frozen=True)
 class CcConfig:
     """The NSCC profile's configuration (``mrc_ctl_cc_nscc_cfg``, names and units of the
-    header; None: the default the module docstring derives) and mrc-lab's own knobs."""
+    header; None: the default the module docstring derives) and mrc-lab's own knobs. Each
+    field's :func:`~mrc.knobs.knob` says what it is and which values it takes: the config
+    checks them, and a lab's ``[transport.NAME.cc]`` key is derived from them."""
 
-    algorithm: str = NSCC
+    algorithm: str = knob(
+        NSCC, "the CC profile's algorithm: uet-1.0-nscc (mrc_ctl.h's one common name), nscc "
+        "(the same), or fixed (a constant window, mrc-lab's baseline)", choices=ALGORITHMS,
+        problem=f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}")
     # ---- mrc_ctl_cc_nscc_cfg
-    disable_qa: bool = False
-    adjust_bytes_threshold: int | None = None  # B; None: 8 x MTU
-    adjust_period_threshold: int | None = None  # ns; None: base_rtt
-    base_rtt: int = 12_000  # ns (the lab fills in its fabric's)
-    eta: float | None = None  # B; None: 0.15 x MTU x a
-    fi: float | None = None  # B per RTT; None: 5 x MTU x a
-    fi_scale: float | None = None  # per acked byte; None: 0.25 x a
-    gamma: float = 0.8
-    max_md_jump: float = 0.5
-    max_cwnd: int | None = None  # B; None: 1.5 x BDP
-    qa_gate: int = 3
-    qa_threshold: int | None = None  # ns; None: 4 x target_delay
-    target_delay: int | None = None  # ns; None: 3/4 of base_rtt
+    disable_qa: bool = _nscc(False, "quick adapt off")
+    adjust_bytes_threshold: int | None = _nscc(
+        None, "increases apply after this many acked bytes", unit="bytes", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="adjust_bytes_threshold"), none="8 x MTU (UEC)")
+    adjust_period_threshold: int | None = _nscc(
+        None, "... or after this long", unit="ns", gt=0,
+        problem=_POSITIVE.format(name="adjust_period_threshold"), none="base_rtt (UEC)")
+    base_rtt: int = _nscc(12_000, "unloaded round trip the window is sized for", unit="ns")
+    eta: float | None = _nscc(
+        None, "added at each adjustment while the delay is below target", unit="bytes",
+        minimum=0, problem=_NOT_NEGATIVE.format(name="eta"),
+        none="0.15 x MTU x BDP / 150000 (UEC)")
+    fi: float | None = _nscc(
+        None, "fair increase per RTT while the delay is above target", unit="bytes",
+        minimum=0, problem=_NOT_NEGATIVE.format(name="fi"),
+        none="5 x MTU x BDP / 150000 (UEC)")
+    fi_scale: float | None = _nscc(
+        None, "fast increase per acked byte while the delay stays ~0 for a window",
+        minimum=0, problem=_NOT_NEGATIVE.format(name="fi_scale"),
+        none="0.25 x BDP / 150000 (UEC)")
+    gamma: float = _nscc(0.8, "multiplicative decrease = gamma x (delay - target) / delay",
+                         gt=0, maximum=1, problem="gamma must be in (0, 1]")
+    max_md_jump: float = _nscc(0.5, "one decrease never takes the window below this factor",
+                               gt=0, lt=1, problem="max_md_jump must be in (0, 1)")
+    max_cwnd: int | None = _nscc(None, "largest window", unit="bytes", gt=0,
+                                 problem=_POSITIVE.format(name="max_cwnd"),
+                                 none="1.5 bandwidth-delay products")
+    qa_gate: int = _nscc(3, "quick adapt only when an interval delivered < max_cwnd >> "
+                         "qa_gate", minimum=0, maximum=16, problem="qa_gate must be in 0..16")
+    qa_threshold: int | None = _nscc(None, "queueing delay that arms quick adapt", unit="ns",
+                                     gt=0, problem=_POSITIVE.format(name="qa_threshold"),
+                                     none="4 x target_delay")
+    target_delay: int | None = _nscc(None, "queueing delay aimed at", unit="ns", gt=0,
+                                     problem=_POSITIVE.format(name="target_delay"),
+                                     none="3/4 of base_rtt")
     # ---- rate hints (NCCL plugin QP hint); 0: none
-    init_rate_mbps: int = 0
-    min_rate_mbps: int = 0
-    max_rate_mbps: int = 0
+    init_rate_mbps: int = knob(
+        0, "rate hint NCCL_MRC_CC_INIT_RATE (unit not published; Mb/s): the initial window is "
+        "rate x base RTT (0: none)", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="init_rate_mbps"))
+    min_rate_mbps: int = knob(
+        0, "rate hint NCCL_MRC_CC_MIN_RATE: the smallest window (0: none)", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="min_rate_mbps"))
+    max_rate_mbps: int = knob(
+        0, "rate hint NCCL_MRC_CC_MAX_RATE: the largest window (0: none)", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="max_rate_mbps"))
     # ---- mrc-lab's own
-    line_rate_gbps: float = 800.0  # the NIC rate the BDP is sized for
-    mtu_bytes: int = 4096  # payload per packet (the lab fills in its fabric's)
-    pi_gain: float = 1.0  # proportional increase per acked byte at zero queueing delay
-    min_window_bytes: int = 4096
-    init_window_bytes: int | None = None  # None: one BDP (or the init rate hint)
-    fixed_window_bytes: int | None = None  # "fixed": None means one BDP
-    learn_base_rtt: bool = True  # lower base RTT to the smallest sample seen
-    loss_md_factor: float = 1.0  # window x this on a silent loss (1.0: loss is not congestion)
+    line_rate_gbps: float = knob(800.0, "own: the NIC rate the window is sized for")
+    mtu_bytes: int = knob(4096, "own: payload per packet (the lab fills in its fabric's)",
+                          gt=0)
+    pi_gain: float = knob(1.0, "own: proportional increase per acked byte at zero queueing "
+                          "delay (UEC's alpha is not a header field)")
+    min_window_bytes: int = knob(4096, "own: smallest window (UEC: one MTU)", gt=0)
+    init_window_bytes: int | None = knob(
+        None, "own: initial window", gt=0, problem=_POSITIVE.format(name="init_window_bytes"),
+        none="one bandwidth-delay product (or the init rate hint)")
+    fixed_window_bytes: int | None = knob(
+        None, "own: the window of algorithm = \"fixed\"", gt=0,
+        problem=_POSITIVE.format(name="fixed_window_bytes"), none="one bandwidth-delay product")
+    learn_base_rtt: bool = knob(True, "own: lower the base RTT to the smallest sample seen")
+    loss_md_factor: float = knob(
+        1.0, "own: window x this on a silent loss (1.0: loss is not congestion)", minimum=0.5,
+        maximum=1, problem="loss_md_factor must be in [0.5, 1] (never below half)")
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown cc algorithm {self.algorithm!r}; known: {ALGORITHMS}")
+        check_knobs(self)  # each knob's range, in field order
         if self.line_rate_gbps <= 0 or self.base_rtt <= 0:
             raise ValueError("line_rate_gbps and base_rtt must be positive")
-        if self.min_window_bytes <= 0 or self.mtu_bytes <= 0:
-            raise ValueError("min_window_bytes and mtu_bytes must be positive")
-        if not 0 < self.gamma <= 1:
-            raise ValueError("gamma must be in (0, 1]")
-        if not 0 < self.max_md_jump < 1:
-            raise ValueError("max_md_jump must be in (0, 1)")
-        if not 0.5 <= self.loss_md_factor <= 1:
-            raise ValueError("loss_md_factor must be in [0.5, 1] (never below half)")
-        if not 0 <= self.qa_gate <= 16:
-            raise ValueError("qa_gate must be in 0..16")
-        for name in ("target_delay", "init_window_bytes", "max_cwnd", "fixed_window_bytes",
-                     "qa_threshold", "adjust_period_threshold"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
-        for name in ("eta", "fi", "fi_scale", "adjust_bytes_threshold", "init_rate_mbps",
-                     "min_rate_mbps", "max_rate_mbps"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must not be negative, got {value!r}")
 
     # ---- derived values (the module docstring's table), in bytes and picoseconds
     @property
