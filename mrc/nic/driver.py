@@ -118,8 +118,8 @@ def drain_events(qp: QpBase, on_event: EventSink | None) -> None:
     events = qp.events
     while events:
         event = events.popleft()
-        if on_event is not None:
-            on_event(event, qp)
+        if on_event is not None:  # (a transport's QpBase is a QueuePair)
+            on_event(event, qp)  # type: ignore[arg-type]
 
 
 def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
@@ -240,7 +240,9 @@ class NicDriver:
     @property
     def qps(self) -> dict[int, QueuePair]:
         """The registered QPs by QPN."""
-        return {qpn: ctx.qp for qpn, ctx in self._contexts.items() if ctx.registered}
+        # (a transport's QpBase is a QueuePair)
+        return {qpn: ctx.qp for qpn, ctx in self._contexts.items()  # type: ignore[misc]
+                if ctx.registered}
 
     # ----------------------------------------------------------------- the ports' side
     @cython.ccall
