@@ -50,8 +50,7 @@ from mrc.labs.schema.fields import (
 )
 from mrc.labs.schema.lab import TRANSPORT_KINDS, TransportSpec
 from mrc.stack import transport_params as tparams
-from mrc.transport.mrc.cc import CcConfig
-from mrc.transport.mrc.config import MrcConfig
+from mrc.transport.mrc.config import CcConfig, MrcConfig
 from mrc.transport.rc.config import RcConfig
 from mrc.transport.rc.dcqcn import DcqcnConfig
 from mrc.units import PS_PER_US
