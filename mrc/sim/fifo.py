@@ -1,5 +1,5 @@
 """A port's queue: :class:`Fifo`, the operations of a ``deque`` the ports use
-(:mod:`mrc.sim.ports`, :mod:`mrc.sim.pfc_ports`).
+(:mod:`mrc.sim.ports`, :mod:`mrc.sim.pfc_ports`, :mod:`mrc.sim.pfc_nic`).
 
 Pure Python uses ``collections.deque`` itself. Compiled, Cython does not know a deque's type,
 so every packet a port queued and took out of one would cost two calls through Python's call

@@ -43,9 +43,10 @@ ports instead of the plain ones; a fabric without PFC runs the plain code, uncha
 * **NICs.** A NIC port obeys PAUSE by not polling the QPs of the paused priority
   (``NicPort.paused_priority``; other QPs keep the port).
 * **Where:** this module holds what every PFC port shares (PAUSE frames, ingress accounting,
-  being paused, the watchdog; ``wire_pfc``); :mod:`mrc.sim.pfc_ports` the two ports. A NIC's receive side drains at
-  once, so it never pauses its T0, unless a fault stalls it (:meth:`mrc.sim.pfc_ports.PfcPort.set_rx_stall`:
-  a stuck host): then lossless packets pile up in its receive buffer, it sends XOFF and keeps
+  being paused, the watchdog; ``wire_pfc``); :mod:`mrc.sim.pfc_ports` the switch's port,
+  :mod:`mrc.sim.pfc_nic` the NIC's. A NIC's receive side drains at once, so it never pauses
+  its T0, unless a fault stalls it (:meth:`mrc.sim.pfc_ports.PfcPort.set_rx_stall`: a stuck
+  host): then lossless packets pile up in its receive buffer, it sends XOFF and keeps
   refreshing it for as long as it is stuck, and every other packet it receives is dropped.
 * **Watchdog** (SONiC's, ``pfc_watchdog_us``; off by default): a switch port whose lossless
   egress stays paused that long is declared stormed: its lossless queue is dropped
@@ -211,8 +212,8 @@ class PfcIngress:
 
 
 class PauseState:
-    """What PfcPort and PfcNicPort (:mod:`mrc.sim.pfc_ports`) share: being paused by the far
-    end, and the watchdog.
+    """What PfcPort and PfcNicPort (:mod:`mrc.sim.pfc_ports`, :mod:`mrc.sim.pfc_nic`) share:
+    being paused by the far end, and the watchdog.
 
     A mixin without slots of its own (both ports declare the state), the second base of
     each port (``class PfcPort(OutPort, PauseState)``: a compiled class has one C base, which
