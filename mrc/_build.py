@@ -41,6 +41,7 @@ COMPILED: tuple[str, ...] = (
     "mrc.sim.host",
     "mrc.sim.pfc",
     "mrc.sim.pfc_ports",
+    "mrc.sim.pfc_nic",
     "mrc.sim.switch",
     "mrc.sim.nic",
     "mrc.nic.runtime",

@@ -222,10 +222,13 @@ class _Writer:
         if any(_is_cython(d, "final") for d in node.decorator_list):
             lines.append("@cython.final")
         bases = [self.ctype(b, f"base of {node.name}") for b in node.bases]
-        plain = [b for b, n in zip(bases, node.bases, strict=True)
-                 if b == "object" and not (isinstance(n, ast.Name) and n.id == "object")]
-        if len(bases) > 1 or plain:
-            raise self.m.error(node, f"{node.name}: a cclass derives from one extension type")
+        # one extension type first; Python classes after it are slot-less mixins (their
+        # methods are Python methods), which the .pxd does not name
+        extension = [b != "object" for b in bases]
+        if any(extension[1:]) or (bases and not extension[0] and not (
+                isinstance(node.bases[0], ast.Name) and node.bases[0].id == "object")):
+            raise self.m.error(node, f"{node.name}: a cclass derives from one extension "
+                                     "type, first (Python mixins may follow it)")
         base = f"({bases[0]})" if bases and bases[0] != "object" else ""
         lines.append(f"cdef class {node.name}{base}:")
         self.defined.add(node.name)

@@ -10,7 +10,8 @@ import pytest
 
 from mrc.packet import DATA_HEADER_BYTES
 from mrc.sim.engine import Simulator
-from mrc.transport.mrc.cc import DELAY_EWMA_GAIN, CcConfig, FixedWindow, Nscc, make_cc
+from mrc.transport.mrc.cc import DELAY_EWMA_GAIN, FixedWindow, Nscc, make_cc
+from mrc.transport.mrc.config import CcConfig
 from topology.spec import ETHERNET_OVERHEAD_BYTES, preset
 
 US = 1_000_000

@@ -21,8 +21,7 @@ from mrc.labs.schema.lab_file import validate
 from mrc.stack.stack import SimStack
 from mrc.transport.base import ASSUMED_BAD, GOOD, PathChoice
 from mrc.transport.mrc import MrcQueuePair
-from mrc.transport.mrc.cc import CcConfig
-from mrc.transport.mrc.config import MrcConfig
+from mrc.transport.mrc.config import CcConfig, MrcConfig
 from mrc.units import PS_PER_US
 from topology import evs as fabric_evs
 from topology.spec import preset

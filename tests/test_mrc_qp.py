@@ -38,7 +38,7 @@ from mrc.transport.base import (
     TransportEvent,
 )
 from mrc.transport.mrc import MrcConfig, MrcQueuePair
-from mrc.transport.mrc.cc import CcConfig
+from mrc.transport.mrc.config import CcConfig
 from topology import usid
 from topology.paths import ev_address
 from topology.spec import FabricSpec

@@ -14,7 +14,8 @@ from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.network import Network
 from mrc.sim.pfc import PauseFrame, PfcIngress
-from mrc.sim.pfc_ports import PfcNicPort, PfcPort
+from mrc.sim.pfc_nic import PfcNicPort
+from mrc.sim.pfc_ports import PfcPort
 from mrc.sim.ports import OutPort
 from mrc.stack.stack import SimStack
 from topology.paths import address_for

@@ -100,6 +100,26 @@ def test_fields_signatures_and_their_visibility(tmp_path: Path) -> None:
         """)
 
 
+def test_python_mixins_follow_the_one_extension_base(tmp_path: Path) -> None:
+    text = _pxd(tmp_path, """
+        import cython
+        from pkg.other import Remote
+
+        class Mixin:
+            __slots__ = ()
+
+            def helper(self) -> int:
+                return 1
+
+        @cython.cclass
+        class Port(Remote, Mixin):
+            x: cython.longlong
+    """, {"pkg.other": {"Remote"}})
+    assert "from pkg.other cimport Remote\n" in text
+    assert "cdef class Port(Remote):\n    cdef public long long x\n" in text
+    assert "Mixin" not in text
+
+
 def test_forward_references_and_module_order(tmp_path: Path) -> None:
     text = _pxd(tmp_path, """
         import cython
@@ -176,6 +196,8 @@ def test_the_output_is_deterministic_and_written_only_when_changed(tmp_path: Pat
     ("@cython.cclass\nclass A:\n    __slots__ = ('x',)\n", "mod.py:5: A: __slots__ come from"),
     ("@cython.cclass\nclass A:\n    x: cython.lnglong\n", "mod.py:5: unknown C type cython.lnglong"),
     ("@cython.cclass\nclass A(Exception):\n    pass\n", "mod.py:4: A: a cclass derives from"),
+    ("class M:\n    pass\n\n@cython.cclass\nclass A(M, Exception):\n    pass\n",
+     "mod.py:7: A: a cclass derives from one extension type, first"),
     ("@cython.cfunc\ndef f(a: cython.int) -> cython.int:\n    return a\n",
      "mod.py:4: f: a C function says @cython.annotation_typing(True)"),
     ("@cython.cfunc\n@cython.annotation_typing(True)\ndef f(a: int) -> cython.int:\n    return a\n",

@@ -16,7 +16,7 @@ from mrc.sim import faults
 from mrc.stack.stack import SimStack
 from mrc.transport.base import PathChoice
 from mrc.transport.mrc import MrcConfig, MrcQueuePair
-from mrc.transport.mrc.cc import CcConfig
+from mrc.transport.mrc.config import CcConfig
 from topology import usid
 from topology.spec import FabricSpec
 

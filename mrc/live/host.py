@@ -83,7 +83,9 @@ class LiveHost(NicDriver):
     """Host ``index``: its QPs (the shared NIC driver), its paced NIC ports and its
     asyncio-dgram socket."""
 
-    ports: list[LivePort]  # the driver's ports, as this host builds them
+    # the driver's ports, as this host builds them (the driver's C field is a list of its
+    # PortSink base class, which a list of this subclass is not for mypy)
+    ports: list[LivePort]  # type: ignore[assignment]
 
     def __init__(self, index: int, spec: FabricSpec, clock: Clock, *,
                  bind_host: str = "127.0.0.1", allow_non_loopback: bool = False,

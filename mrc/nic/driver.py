@@ -38,10 +38,22 @@ stop the host; in the simulator that is a bug).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 from mrc.nic.runtime import PortSink, RecorderSink, Scheduler
 from mrc.packet import CNP, FLAG_RETX, PROBE, Packet
 from mrc.transport.base import QueuePair, TransportEvent
+from mrc.transport.qp_base import QpBase
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+# typed copies (compiled, C integers)
+_CNP = cython.declare(cython.longlong, CNP)
+_FLAG_RETX = cython.declare(cython.longlong, FLAG_RETX)
+_PROBE = cython.declare(cython.longlong, PROBE)
 
 EventSink = Callable[[TransportEvent, QueuePair], None]
 #: Placement gaps longer than this are kept until a stack sets its own floor: 50 us.
@@ -50,6 +62,8 @@ GAP_FLOOR_PS = 50_000_000
 COUNTERS = ("rx_unknown_qpn", "rx_rejected")
 
 
+@cython.final
+@cython.cclass
 class QpContext:
     """What the NIC keeps for one QP it drives: the ports it sends on (``ports``), the
     soonest deadline a poll can create (``floor``: ``poll_timer_floor_ps``), the time of the
@@ -57,13 +71,22 @@ class QpContext:
     retransmissions go to. A QP destroyed and registered again keeps its context (and the
     wake-ups armed for it)."""
 
-    __slots__ = ("qp", "ports", "floor", "timer", "recorder", "registered", "last_placed",
-                 "gaps", "last_retx")
+    qp: QpBase
+    floor: cython.longlong
+    timer: cython.longlong
+    recorder: RecorderSink
+    ports: list[PortSink]
+    registered: cython.bint
+    last_placed: cython.longlong
+    gaps: list[tuple[int, int]]
+    last_retx: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, qp: QueuePair, recorder: RecorderSink) -> None:
-        self.qp = qp
+        self.qp = cast(QpBase, qp)  # (every transport's QP is one)
         self.recorder = recorder
-        self.ports: list[PortSink] = []
+        self.ports = []
         self.floor = 0
         self.timer = -1
         self.registered = False
@@ -72,20 +95,24 @@ class QpContext:
         #: ended (the sender had lost data outstanding: not idleness); when it last sent a
         #: retransmission (-1: never). What a lab's stall metric reads (mrc.stack.stalls).
         self.last_placed = -1
-        self.gaps: list[tuple[int, int]] = []
+        self.gaps = []
         self.last_retx = -1
 
 
-def poll_round_robin(senders: list[QpContext], rr: list[int], now: int, plane: int
-                     ) -> tuple[QpContext, Packet] | None:
+@cython.ccall
+@cython.annotation_typing(True)
+def poll_round_robin(senders: list, rr: list, now: cython.longlong, plane: cython.longlong
+                     ) -> Any:  # list[QpContext], list[int] -> tuple[QpContext, Packet] | None
     """How a driver fills an idle port of ``plane``: ask the QPs that send on it in turn,
     starting after the last one served (``rr[plane]``), and return the first (QP, packet)."""
-    n = len(senders)
+    ctx: QpContext
+    i: cython.Py_ssize_t
+    n: cython.Py_ssize_t = len(senders)
     if n == 1:
         ctx = senders[0]
         pkt = ctx.qp.poll(now, plane)
         return None if pkt is None else (ctx, pkt)
-    start = rr[plane]
+    start: cython.Py_ssize_t = rr[plane]
     for i in range(n):
         ctx = senders[(start + i) % n]
         pkt = ctx.qp.poll(now, plane)
@@ -95,14 +122,16 @@ def poll_round_robin(senders: list[QpContext], rr: list[int], now: int, plane: i
     return None
 
 
-def drain_events(qp: QueuePair, on_event: EventSink | None) -> None:
+@cython.ccall
+@cython.annotation_typing(True)
+def drain_events(qp: QpBase, on_event: EventSink | None) -> None:
     """Hand ``qp``'s pending events, in order, to the driver's sink (after every call into
     a QP)."""
     events = qp.events
     while events:
         event = events.popleft()
-        if on_event is not None:
-            on_event(event, qp)
+        if on_event is not None:  # (a transport's QpBase is a QueuePair)
+            on_event(event, qp)  # type: ignore[arg-type]
 
 
 def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
@@ -111,45 +140,70 @@ def _rotated(ports: Sequence[PortSink], start: int, n: int) -> list[PortSink]:
     return sorted(ports, key=lambda p: (p.plane - start) % n)
 
 
+@cython.cclass
 class NicDriver:
     """Binds the QPs of one host to its NIC ports ``ports`` (by plane), on ``sched``;
     goodput and counters go to ``recorder``, transport events to ``on_event``."""
+
+    # What a packet sent or received reads first (the last two QPs received for, the
+    # clock, the recorder, the sending QPs, the timer's callback), in the C struct's first
+    # cache lines; the rest after. The last two QPs packets were received for, most recent
+    # first: ``on_receive`` looks a QPN up (boxing and hashing it) only when it is neither,
+    # and a host's arrivals mostly alternate between two QPs (data for the one that
+    # receives, ACKs for the one that sends). Both are registered (``remove`` forgets them).
+    _rx_qpn: cython.longlong
+    _rx_qpn2: cython.longlong
+    _rx_ctx: QpContext | None
+    _rx_ctx2: QpContext | None
+    sched: Scheduler
+    #: where goodput and counters go (a QP registered with a recorder of its own, in a
+    #: mixed run, sends its goodput and retransmissions there)
+    recorder: RecorderSink
+    strict: cython.bint
+    _senders: list[list[QpContext]]
+    _rr: list[int]
+    ports: list[PortSink]
+    #: planes whose NIC port has lost its link
+    _down: set[int]
+    # The wake-up callbacks, bound once (a bound method made per scheduling would be
+    # allocated and freed every time).
+    _on_timer_cb: Callable[[QpContext], None]
+    _kick_from: cython.Py_ssize_t
+    _after_poll_cb: Callable[[tuple[QpContext, list[Packet]]], None]
+    #: QPN -> context, of every QP ever registered (``registered`` says which still are)
+    _contexts: dict[int, QpContext]
+    #: placement gaps longer than this are kept per QP (``QpContext.gaps``); the stack sets
+    #: its stall threshold here (mrc.stack.stalls)
+    gap_floor_ps: cython.longlong
+    on_event: EventSink | None
+    counters: dict[str, int]
+    #: Why the first packet a QP refused was refused (``strict=False`` only).
+    first_rejection: Any  # str | None
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, sched: Scheduler, ports: Sequence[PortSink], *,
                  on_event: EventSink | None = None, recorder: RecorderSink | None = None,
                  strict: bool = True, counters: Iterable[str] = COUNTERS) -> None:
         self.sched = sched
-        self.ports: Sequence[PortSink] = list(ports)
+        self.ports = list(ports)
         self.on_event = on_event
-        #: where goodput and counters go (a QP registered with a recorder of its own, in a
-        #: mixed run, sends its goodput and retransmissions there)
-        self.recorder: RecorderSink = recorder if recorder is not None else RecorderSink()
+        self.recorder = recorder if recorder is not None else RecorderSink()
         self.strict = strict
-        #: placement gaps longer than this are kept per QP (``QpContext.gaps``); the stack
-        #: sets its stall threshold here (mrc.stack.stalls)
         self.gap_floor_ps = GAP_FLOOR_PS
-        #: QPN -> context, of every QP ever registered (``registered`` says which still are)
-        self._contexts: dict[int, QpContext] = {}
+        self._contexts = {}
         planes = len(self.ports)
-        self._senders: list[list[QpContext]] = [[] for _ in range(planes)]
+        self._senders = [[] for _ in range(planes)]
         self._rr = [0] * planes
         self._kick_from = 0
-        #: planes whose NIC port has lost its link
-        self._down: set[int] = set()
-        self.counters: dict[str, int] = dict.fromkeys(counters, 0)
-        #: Why the first packet a QP refused was refused (``strict=False`` only).
-        self.first_rejection: str | None = None
-        # The wake-up callbacks, bound once (a bound method made per scheduling would be
-        # allocated and freed every time).
+        self._down = set()
+        self.counters = dict.fromkeys(counters, 0)
+        self.first_rejection = None
         self._on_timer_cb = self._on_timer
         self._after_poll_cb = self._after_poll
-        # The last two QPs packets were received for, most recent first: ``on_receive`` looks
-        # a QPN up (boxing and hashing it) only when it is neither, and a host's arrivals
-        # mostly alternate between two QPs (data for the one that receives, ACKs for the one
-        # that sends). Both are registered (``remove`` forgets them).
         self._rx_qpn = self._rx_qpn2 = -1
-        self._rx_ctx: QpContext | None = None
-        self._rx_ctx2: QpContext | None = None
+        self._rx_ctx = None
+        self._rx_ctx2 = None
 
     # ----------------------------------------------------------------- setup
     def add(self, qp: QueuePair, planes: Iterable[int],
@@ -202,13 +256,20 @@ class NicDriver:
     @property
     def qps(self) -> dict[int, QueuePair]:
         """The registered QPs by QPN."""
-        return {qpn: ctx.qp for qpn, ctx in self._contexts.items() if ctx.registered}
+        # (a transport's QpBase is a QueuePair)
+        return {qpn: ctx.qp for qpn, ctx in self._contexts.items()  # type: ignore[misc]
+                if ctx.registered}
 
     # ----------------------------------------------------------------- the ports' side
-    def pull(self, now: int, plane: int, paused: int = -1) -> Packet | None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def pull(self, now: cython.longlong, plane: cython.longlong,
+             paused: cython.longlong = -1) -> Any:  # Packet | None
         """The port of ``plane`` is idle: the next data packet of its QPs, or None.
         ``paused``: the priority PFC has paused on that port (-1: none); its QPs wait."""
-        senders = self._senders[plane]
+        ctx: QpContext
+        pkt: Packet | None
+        senders: list = self._senders[plane]
         if paused < 0 and len(senders) == 1:  # one QP sends on this plane: ask it, no tuple
             ctx = senders[0]
             pkt = ctx.qp.poll(now, plane)
@@ -221,14 +282,15 @@ class NicDriver:
             if found is None:
                 return None
             ctx, pkt = found
-        if pkt.flags & FLAG_RETX:
+        if pkt.flags & _FLAG_RETX:
             ctx.recorder.count("retransmissions", now)
             ctx.last_retx = now
-        qp = ctx.qp
-        control = qp.take_control()
+        qp: QpBase = ctx.qp
+        control: list = qp.take_control()
         if control or qp.events:  # (``_defer_leftovers``, written out: once per packet)
             self.sched.at(now, self._after_poll_cb, (ctx, control))
-        floor = ctx.floor
+        floor: cython.longlong = ctx.floor
+        scheduled: cython.longlong
         if floor:
             scheduled = ctx.timer
             if 0 <= scheduled <= now + floor:
@@ -236,10 +298,12 @@ class NicDriver:
         self._arm(ctx, now)
         return pkt
 
-    def on_receive(self, now: int, pkt: Packet) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def on_receive(self, now: cython.longlong, pkt: Packet) -> None:
         """A packet for this host: to the QP its BTH names, which is then served."""
-        qpn = pkt.qpn
-        ctx = self._rx_ctx if qpn == self._rx_qpn else None
+        qpn: cython.longlong = pkt.qpn
+        ctx: QpContext | None = self._rx_ctx if qpn == self._rx_qpn else None
         if ctx is None:
             ctx = self._rx_ctx2 if qpn == self._rx_qpn2 else self._contexts.get(qpn)
             if ctx is None or not ctx.registered:
@@ -249,8 +313,8 @@ class NicDriver:
             self._rx_ctx2 = self._rx_ctx
             self._rx_qpn = qpn
             self._rx_ctx = ctx
-        qp = ctx.qp
-        before = qp.bytes_placed
+        qp: QpBase = ctx.qp
+        before: cython.longlong = qp.bytes_placed
         if self.strict:  # (no exception handler to set up per packet)
             qp.receive(now, pkt)
         else:
@@ -260,11 +324,11 @@ class NicDriver:
                 self.counters["rx_rejected"] += 1
                 if self.first_rejection is None:
                     self.first_rejection = f"{type(exc).__name__}: {exc}"
-        placed = qp.bytes_placed - before
+        placed: cython.longlong = qp.bytes_placed - before
         if placed:
             ctx.recorder.placed(now, pkt.plane, placed)
-            last = ctx.last_placed
-            if last >= 0 and now - last > self.gap_floor_ps and pkt.flags & FLAG_RETX:
+            last: cython.longlong = ctx.last_placed
+            if last >= 0 and now - last > self.gap_floor_ps and pkt.flags & _FLAG_RETX:
                 ctx.gaps.append((last, now))
             ctx.last_placed = now
         self._service(ctx, now)
@@ -306,14 +370,18 @@ class NicDriver:
         self._kick(ctx, now)
 
     # ----------------------------------------------------------------- internals
-    def _kick(self, ctx: QpContext, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _kick(self, ctx: QpContext, now: cython.longlong) -> None:
         """Wake the idle ports of ``ctx``'s planes, starting one plane further on each call
         (fair share of a window that just opened)."""
-        ports = self.ports
-        n = len(ports)
-        start = self._kick_from
+        port: PortSink
+        i: cython.Py_ssize_t
+        ports: list = self.ports
+        n: cython.Py_ssize_t = len(ports)
+        start: cython.Py_ssize_t = self._kick_from
         self._kick_from = start + 1 if start + 1 < n else 0
-        mine = ctx.ports
+        mine: list = ctx.ports
         if len(mine) == n:
             for i in range(start, n):
                 port = ports[i]
@@ -332,12 +400,16 @@ class NicDriver:
                 if port.plane in self._down:
                     self._send_into_dead_port(ctx, port, now)
 
-    def _send_into_dead_port(self, ctx: QpContext, port: PortSink, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send_into_dead_port(self, ctx: QpContext, port: PortSink,
+                             now: cython.longlong) -> None:
         """What a QP transmits on a port without link is lost on the spot. Asking only when
         the QP's state changed (post, ACK, timer) bounds this by its window, with no event
         per packet time for the whole outage."""
         plane = port.plane
-        qp = ctx.qp
+        qp: QpBase = ctx.qp
+        pkt: Packet | None
         for _ in range(1 << 16):
             pkt = qp.poll(now, plane)
             if pkt is None:
@@ -348,69 +420,87 @@ class NicDriver:
         self._defer_leftovers(ctx, now)
         self._arm(ctx, now)
 
-    def _defer_leftovers(self, ctx: QpContext, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _defer_leftovers(self, ctx: QpContext, now: cython.longlong) -> None:
         """After polls: what they left behind besides their packets (control packets,
         events) is served in an event of its own at ``now`` (``_after_poll``), so that a
         pull never calls into a port or an event handler."""
-        qp = ctx.qp
-        control = qp.take_control()
+        qp: QpBase = ctx.qp
+        control: list = qp.take_control()
         if control or qp.events:
             self.sched.at(now, self._after_poll_cb, (ctx, control))
 
-    def _service(self, ctx: QpContext, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _service(self, ctx: QpContext, now: cython.longlong) -> None:
         """Send ``ctx``'s QP's control packets, arm its timer and forward its events."""
-        qp = ctx.qp
-        control = qp.take_control()
+        qp: QpBase = ctx.qp
+        control: list = qp.take_control()
         if control:
             self._send_control(control, now, ctx)
         self._arm(ctx, now)
         if qp.events:
             drain_events(qp, self.on_event)
 
-    def _arm(self, ctx: QpContext, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _arm(self, ctx: QpContext, now: cython.longlong) -> None:
         """Schedule a wake-up for the QP's earliest deadline unless one is armed before it."""
         next_timer = ctx.qp.next_timer()
         if next_timer is not None:
-            deadline = next_timer  # (a C integer when compiled: compared unboxed)
-            scheduled = ctx.timer
+            deadline: cython.longlong = next_timer  # (compared unboxed)
+            scheduled: cython.longlong = ctx.timer
             if scheduled < 0 or deadline < scheduled:
-                at = deadline if deadline > now else now
+                at: cython.longlong = deadline if deadline > now else now
                 ctx.timer = at
                 self.sched.at(at, self._on_timer_cb, ctx)
 
-    def _send_control(self, control: list[Packet], now: int, ctx: QpContext) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send_control(self, control: list, now: cython.longlong,  # list[Packet]
+                      ctx: QpContext) -> None:
         """``ctx``'s QP's control leaves at once, each packet on its port's priority queue.
         Its probes and CNPs count on the recorder of the QP they name when that is this one
         (an RC responder's name its own QP), else on the driver's (MRC's name the peer's)."""
-        ports = self.ports
+        pkt: Packet
+        port: PortSink
+        recorder: RecorderSink
+        ports: list = self.ports
         for pkt in control:
-            kind = pkt.kind
-            if kind == PROBE or kind == CNP:
+            kind: cython.longlong = pkt.kind
+            if kind == _PROBE or kind == _CNP:
                 recorder = ctx.recorder if pkt.qpn == ctx.qp.qpn else self.recorder
-                recorder.count("probes" if kind == PROBE else "cnps", now)
+                recorder.count("probes" if kind == _PROBE else "cnps", now)
             port = ports[pkt.plane]
             port.send(pkt)
 
-    def _after_poll(self, job: tuple[QpContext, list[Packet]]) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _after_poll(self, job: tuple) -> None:  # tuple[QpContext, list[Packet]]
         """What a poll left behind besides its packet (see the module doc), at its time."""
+        ctx: QpContext
+        control: list
         ctx, control = job
         if control:
             self._send_control(control, self.sched.now(), ctx)
         if ctx.qp.events:
             drain_events(ctx.qp, self.on_event)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _on_timer(self, ctx: QpContext) -> None:
         if not ctx.registered:
             return  # destroyed
-        qp = ctx.qp
-        now = self.sched.now()
-        armed = ctx.timer
+        qp: QpBase = ctx.qp
+        now: cython.longlong = self.sched.now()
+        armed: cython.longlong = ctx.timer
         if 0 <= armed <= now:  # this wake-up (or one at its time) is it
             ctx.timer = -1
         next_timer = qp.next_timer()
         if next_timer is None:
             return
-        deadline = next_timer  # (a C integer when compiled)
+        deadline: cython.longlong = next_timer
         if deadline <= now:
             qp.handle_timer(now)
             self._service(ctx, now)

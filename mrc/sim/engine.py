@@ -46,15 +46,6 @@ if cython.compiled:
         mrc_cal_warm,
         mrc_calendar,
     )
-else:  # for ports.Fifo's compiled-only ring (the compiled build has them from engine_c.pxd)
-    def _item_array(items: list[Any]) -> Any:
-        raise NotImplementedError
-
-    def _slot_take(items: Any, i: int) -> Any:
-        raise NotImplementedError
-
-    def _slot_put(items: Any, i: int, obj: Any) -> None:
-        raise NotImplementedError
 
 from mrc.sim.collector import building, collection_paused
 from mrc.units import PS_PER_MS, PS_PER_NS, PS_PER_S, PS_PER_US, ns, us

@@ -393,12 +393,12 @@ static CYTHON_INLINE Py_ssize_t mrc_cal_pending(const mrc_calendar *q) {
 }
 
 /* ---------------------------------------------------------------- the slot list */
-/* References moved out of or into the items of a list: the Simulator's slot list, and the
-   ports' queues (ports.Fifo). mrc_slot_take moves the reference out of an item (None left
+/* References moved out of or into the items of a list: the Simulator's slot list.
+   mrc_slot_take moves the reference out of an item (None left
    behind: the caller owns what it returns), mrc_slot_put stores into an item (releasing what
    it held); mrc_list_take and mrc_list_put do the same on a list by index, and
    mrc_item_array gives a list's item array itself (valid until the list is resized).
-   Indexes are always in range (the engine and the queues hand out only their own slots). */
+   Indexes are always in range (the engine hands out only its own slots). */
 static CYTHON_INLINE PyObject **mrc_item_array(PyObject *list) {
     return ((PyListObject *)list)->ob_item;
 }

@@ -1,6 +1,5 @@
 # The engine's C (engine_c.h, which says how it works): the compiled build's event queue and
-# the list-slot helpers the engine and the ports' queues use. Declarations only.
-from cpython.object cimport PyObject
+# the list-slot helpers it uses. Declarations only.
 
 cdef extern from "mrc/sim/engine_c.h":
     ctypedef struct mrc_calendar:
@@ -17,8 +16,5 @@ cdef extern from "mrc/sim/engine_c.h":
     Py_ssize_t mrc_cal_pending(const mrc_calendar* q) noexcept
     void mrc_cal_warm(const mrc_calendar* q, list slots) noexcept
 
-    PyObject** _item_array "mrc_item_array"(list items)
-    object _slot_take "mrc_slot_take"(PyObject** items, Py_ssize_t i)
-    void _slot_put "mrc_slot_put"(PyObject** items, Py_ssize_t i, object obj)
     object _take "mrc_list_take"(list slots, Py_ssize_t i)
     void _put "mrc_list_put"(list slots, Py_ssize_t i, object obj)

@@ -15,7 +15,8 @@ from mrc.sim.host import Host, NicPort
 from mrc.sim.link import Link
 from mrc.sim.network import Network
 from mrc.sim.pfc import wire_pfc
-from mrc.sim.pfc_ports import PfcNicPort, PfcPort
+from mrc.sim.pfc_nic import PfcNicPort
+from mrc.sim.pfc_ports import PfcPort
 from mrc.sim.ports import OutPort
 from mrc.sim.switch import Switch
 from topology import names, tables

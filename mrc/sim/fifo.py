@@ -1,8 +1,20 @@
-"""A port's queue: :class:`Fifo`, the operations of a ``deque`` the ports use, in a ring
-(:mod:`mrc.sim.ports`, :mod:`mrc.sim.pfc_ports`)."""
+"""A port's queue: :class:`Fifo`, the operations of a ``deque`` the ports use
+(:mod:`mrc.sim.ports`, :mod:`mrc.sim.pfc_ports`, :mod:`mrc.sim.pfc_nic`).
+
+Pure Python uses ``collections.deque`` itself. Compiled, Cython does not know a deque's type,
+so every packet a port queued and took out of one would cost two calls through Python's call
+protocol (~70 instructions each); :class:`Fifo` is a ring in C (``fifo_c.h``, which says how)
+whose ``append`` and ``popleft`` are C calls of a few instructions, in the same order as the
+deque: first in, first out, ``appendleft`` in front. Its first slots are inside the queue's
+own struct, where a queue that never holds more (most ports' queues, most of the time) reads
+its items from the cache line it reads its counts from: at 1024 hosts, a queue gone cold
+since its last packet costs a cache line less per operation than reaching items through a
+separate object.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,128 +23,93 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
-if not cython.compiled:  # (the compiled build has them from engine_c.pxd, in C; unused here)
-    from mrc.sim.engine import _item_array, _slot_put, _slot_take
+if cython.compiled:  # the ring, in C
+    from cython.cimports.mrc.sim.fifo_c import (
+        mrc_fifo,
+        mrc_fifo_at,
+        mrc_fifo_free,
+        mrc_fifo_full,
+        mrc_fifo_init,
+        mrc_fifo_move,
+        mrc_fifo_pop,
+        mrc_fifo_push,
+        mrc_fifo_push_front,
+    )
 
-    def _ring_fill(ring: Any, n: int) -> None:
-        """Fill a C ring of ``n`` slots with None (compiled only: ``Fifo``'s inline ring)."""
-        raise NotImplementedError
 
-    def _ring_clear(ring: Any, n: int) -> None:
-        """Release a C ring's references (compiled only: ``Fifo``'s inline ring)."""
-        raise NotImplementedError
-
-#: Slots of a :class:`Fifo`'s ring at first (compiled: inside the queue's own struct).
-_INLINE = 4
-
-
+@cython.final
+@cython.cclass
 class Fifo:
-    """A port's queue: the operations of a ``deque`` the ports use (``append``, ``popleft``,
-    ``appendleft``, ``remove``, ``len``, truth, iteration), in a ring.
+    """A port's queue, compiled: the operations of a ``deque`` the ports use (``append``,
+    ``popleft``, ``appendleft``, ``remove``, ``len``, truth, iteration) on a ring in C."""
 
-    Cython does not know a deque's type, so every packet a compiled port queued and took out
-    of a deque cost two calls through Python's call protocol (~70 instructions each); this
-    queue's ``append`` and ``popleft`` are C calls of a few. The ring has a power-of-two
-    length (``_mask``: that length less one, kept so the hot paths need no ``len``), None
-    where free; ``_head`` is the first item's index and ``_count`` how many there are.
-    Compiled, ``_slots`` points at the ring's slots: first :data:`_INLINE` of them inside the
-    queue's own C struct, where a queue that never holds more (most ports' queues, most of
-    the time) reads its items from the lines it reads its counts from; past that, a list's
-    item array (``engine_c.h``), which the list, never resized in place, keeps where it was.
-    At 1024 hosts a queue gone cold since its last packet costs a cache line less per
-    operation either way than reaching a list's array through the list. In pure Python the
-    ring is the list ``_items``."""
-
-    # (``_ring``, the inline slots, is a C array of fifo.pxd: compiled only, unknown to
-    # mypy, hence the ignores where it is named)
-    __slots__ = ("_items", "_slots", "_mask", "_head", "_count", "_ring")
+    _q: mrc_fifo
+    #: the list whose items are the ring's slots once it outgrew its inline ones (``_q``
+    #: points into it: kept here, and seen by the garbage collector)
+    _items: list[Any]
 
     def __init__(self) -> None:
-        self._head = 0
-        self._count = 0
-        if cython.compiled:
-            _ring_fill(self._ring, _INLINE)  # type: ignore[attr-defined]
-            self._slots = self._ring  # type: ignore[attr-defined]
-            self._mask = _INLINE - 1
-        else:
-            self._set_items([None] * _INLINE)
+        mrc_fifo_init(cython.address(self._q))
+        self._items = []
 
     def __dealloc__(self) -> None:
-        # (compiled only: the inline ring's references are the queue's own; an empty ring
-        # left for a list holds none)
-        _ring_clear(self._ring, _INLINE)  # type: ignore[attr-defined]
+        mrc_fifo_free(cython.address(self._q))
 
-    def _set_items(self, items: list[Any]) -> None:
-        """Make ``items`` (a power-of-two length) the ring."""
-        self._items: list[Any] = items
-        self._mask = len(items) - 1
-        if cython.compiled:
-            if self._slots == self._ring:  # type: ignore[attr-defined]
-                # (its items are in ``items`` now)
-                _ring_clear(self._ring, _INLINE)  # type: ignore[attr-defined]
-            self._slots = _item_array(items)
-
-    def append(self, item: Any) -> None:
-        if self._count > self._mask:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def append(self, item: object) -> cython.void:
+        if mrc_fifo_full(cython.address(self._q)):
             self._grow()
-        i = (self._head + self._count) & self._mask
-        if cython.compiled:
-            _slot_put(self._slots, i, item)
-        else:
-            self._items[i] = item
-        self._count += 1
+        mrc_fifo_push(cython.address(self._q), item)
 
-    def appendleft(self, item: Any) -> None:
-        if self._count > self._mask:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def appendleft(self, item: object) -> cython.void:
+        if mrc_fifo_full(cython.address(self._q)):
             self._grow()
-        self._head = (self._head - 1) & self._mask
-        if cython.compiled:
-            _slot_put(self._slots, self._head, item)
-        else:
-            self._items[self._head] = item
-        self._count += 1
+        mrc_fifo_push_front(cython.address(self._q), item)
 
-    def popleft(self) -> Any:
-        if not self._count:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def popleft(self) -> object:
+        if not self._q.count:
             raise IndexError("pop from an empty queue")
-        if cython.compiled:
-            item = _slot_take(self._slots, self._head)
-        else:
-            item = self._items[self._head]
-            self._items[self._head] = None
-        self._head = (self._head + 1) & self._mask
-        self._count -= 1
-        return item
+        return mrc_fifo_pop(cython.address(self._q))
 
-    def remove(self, item: Any) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def remove(self, item: object) -> None:
         """Remove the first occurrence of ``item`` (ValueError if there is none)."""
-        items = self._in_order()
+        items: list = self._in_order()
         items.remove(item)
-        self._count = len(items)
-        self._head = 0
-        self._set_items(items + [None] * (self._mask + 1 - len(items)))
+        while self._q.count:
+            mrc_fifo_pop(cython.address(self._q))
+        for kept in items:
+            mrc_fifo_push(cython.address(self._q), kept)
 
+    @cython.cfunc
+    @cython.annotation_typing(True)
     def _grow(self) -> None:
-        items = self._in_order()
-        self._head = 0
-        self._set_items(items + [None] * len(items))
+        self._items = mrc_fifo_move(cython.address(self._q), 2 * (self._q.mask + 1))
 
-    def _in_order(self) -> list[Any]:
-        mask = self._mask
-        head = self._head
-        out = []
-        for i in range(self._count):
-            if cython.compiled:
-                out.append(cython.cast(object, self._slots[(head + i) & mask]))
-            else:
-                out.append(self._items[(head + i) & mask])
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def _in_order(self) -> list:
+        out: list = []
+        i: cython.Py_ssize_t
+        for i in range(self._q.count):
+            out.append(cython.cast(object, mrc_fifo_at(cython.address(self._q), i)))
         return out
 
     def __len__(self) -> int:
-        return self._count
+        return self._q.count
 
     def __bool__(self) -> bool:
-        return self._count > 0
+        return self._q.count > 0
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._in_order())
+
+
+if not cython.compiled:  # pure Python: the deque is the queue
+    Fifo = deque  # type: ignore[misc, assignment]

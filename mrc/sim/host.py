@@ -9,7 +9,7 @@ the agent's. A pull only hands a packet back: the agent never calls into the por
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 try:
     import cython
@@ -18,7 +18,7 @@ except ImportError:  # pure Python without Cython installed
 
 from mrc.nic.driver import NicDriver
 from mrc.packet import Packet
-from mrc.sim.engine import Handler
+from mrc.sim.engine import Handler, Simulator
 from mrc.sim.ports import OutPort
 from topology import usid
 
@@ -28,32 +28,46 @@ if TYPE_CHECKING:
 
 #: the carrier bits of a destination, in the halves a packet keeps it as (one that reached
 #: its host has consumed every uSID: they are all zero)
-_CARRIER_HI = usid.CARRIER_MASK >> 64
-_CARRIER_LO = usid.CARRIER_MASK & ((1 << 64) - 1)
+_CARRIER_HI = cython.declare(cython.ulonglong, usid.CARRIER_MASK >> 64)
+_CARRIER_LO = cython.declare(cython.ulonglong, usid.CARRIER_MASK & ((1 << 64) - 1))
 
 
+@cython.cclass
 class Host:
     """A host (NIC) with one port per plane. It delivers what arrives to its agent and lets
     the agent fill idle ports (``HostAgent.pull``)."""
 
-    __slots__ = ("name", "net", "sim", "index", "ports", "agent", "nic", "_on_receive",
-                 "_rx_nic", "rx_packets", "rx_bytes", "drops")
+    # What a delivery reads first, in the C struct's first cache line; the rest after.
+    index: cython.longlong
+    _rx_nic: cython.bint  # arrivals go to ``nic.on_receive`` (not stalled)
+    #: the agent when it is a NIC driver (the transports' NIC): the ports and this host
+    #: call it directly (a C call when compiled) instead of through a bound method
+    nic: NicDriver | None
+    _on_receive: Callable[[int, Packet], None] | None
+    rx_packets: cython.longlong
+    rx_bytes: cython.longlong
+    sim: Simulator
+    name: Any  # str
+    net: Fabric
+    ports: list[NicPort]  # by plane
+    agent: HostAgent | None
+    drops: dict[str, int]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, net: Fabric, index: int, name: str) -> None:
         self.name = name
         self.net = net
         self.sim = net.sim
         self.index = index
-        self.ports: list[NicPort] = []  # by plane
-        self.agent: HostAgent | None = None
-        #: the agent when it is a NIC driver (the transports' NIC): the ports and this host
-        #: call it directly (a C call when compiled) instead of through a bound method
-        self.nic: NicDriver | None = None
-        self._on_receive: Callable[[int, Packet], None] | None = None
-        self._rx_nic = False  # arrivals go to ``nic.on_receive`` (not stalled)
+        self.ports = []
+        self.agent = None
+        self.nic = None
+        self._on_receive = None
+        self._rx_nic = False
         self.rx_packets = 0
         self.rx_bytes = 0
-        self.drops: dict[str, int] = {}
+        self.drops = {}
 
     def __repr__(self) -> str:
         return f"<Host {self.name}>"
@@ -65,11 +79,15 @@ class Host:
         self.nic = agent if isinstance(agent, NicDriver) else None
         self._rx_nic = self.nic is not None
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def send_control(self, pkt: Packet) -> None:
         """Send on port ``pkt.plane``'s priority queue; dropped (and counted) if it is down."""
         self.ports[pkt.plane].send(pkt)
 
-    def kick(self, plane: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def kick(self, plane: cython.longlong) -> None:
         """The agent has something for ``plane``: an idle port pulls now."""
         self.ports[plane].kick()
 
@@ -93,6 +111,8 @@ class Host:
         if self.net.observer is not None:
             self.net.observer(now, self.name, pkt, "rx_stalled")
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def receive(self, pkt: Packet) -> None:
         if pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
@@ -113,6 +133,7 @@ class Host:
                 "ports_up": sum(p.up for p in self.ports)}
 
 
+@cython.cclass
 class NicPort(OutPort):
     """A host's port on one plane (host -> T0). Data is pulled from the host's agent each time
     the wire goes idle, so line-rate pacing is the port's job; control packets queue on the
@@ -121,7 +142,13 @@ class NicPort(OutPort):
     Unlike switch ports it keeps a transmit-done event per packet: the agent must be asked at
     the moment the wire frees up, with its state at that moment."""
 
-    __slots__ = ("host", "_tx_done_cb", "paused_priority")
+    _tx_done_cb: Callable[[int], None]
+    host: Host
+    #: the priority PFC has paused on this port (-1: none; see mrc.sim.pfc): the NIC
+    #: driver does not poll QPs of that priority
+    paused_priority: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, net: Fabric, name: str, host: Host, dst: Switch, plane: int, *,
                  far_latency_ps: int) -> None:
@@ -130,12 +157,11 @@ class NicPort(OutPort):
         self.header_limit = 1 << 62
         # the transmit-done callback: compiled, a Handler the engine calls in C (as the
         # port's arrivals, see OutPort._arrive); in pure Python the bound method
-        self._tx_done_cb: Callable[[int], None] = (
-            _TxDone(self) if cython.compiled else self._tx_done)
-        #: the priority PFC has paused on this port (-1: none; see mrc.sim.pfc): the NIC
-        #: driver does not poll QPs of that priority
+        self._tx_done_cb = _TxDone(self) if cython.compiled else self._tx_done
         self.paused_priority = -1
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def send(self, pkt: Packet) -> None:
         """Queue a control packet; transmits at once when the port is idle."""
         if not self.up:
@@ -148,22 +174,32 @@ class NicPort(OutPort):
         if not self._pending:
             self._next(self.sim.now)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def kick(self) -> None:
         """Pull now if the port is idle and up."""
         if self.up and not self._pending:
             self._next(self.sim.now)
 
-    def _drain(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _drain(self, now: cython.longlong) -> None:
         """Nothing to catch up: transmit-done events start every packet on time."""
 
-    def backlog(self) -> tuple[int, int, int, int]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def backlog(self) -> tuple:  # tuple[int, int, int, int]
         return 0, 0, self._hqb, len(self.hq)
 
-    def _tx_done(self, epoch: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _tx_done(self, epoch: cython.longlong) -> None:
         if epoch == self.epoch:
             self._next(self.busy_until)
 
-    def _next(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _next(self, now: cython.longlong) -> None:
         """Put the next packet on the wire (``_transmit``): control first, else whatever the
         agent gives; and be told when the wire is free again."""
         pkt: Packet | None
@@ -171,8 +207,8 @@ class NicPort(OutPort):
             pkt = self.hq.popleft()
             self._hqb -= pkt.size
         else:
-            host = self.host
-            nic = host.nic
+            host: Host = self.host
+            nic: NicDriver | None = host.nic
             if nic is not None:
                 pkt = nic.pull(now, self.plane, self.paused_priority)
             else:
@@ -182,15 +218,20 @@ class NicPort(OutPort):
                 self._pending = False
                 return
         self._pending = True
-        end = self._transmit(pkt, now)
+        end: cython.longlong = self._transmit(pkt, now)
         self.busy_until = end
         self.sim.schedule(end, self._tx_done_cb, self.epoch)
 
-    def set_down(self) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def set_down(self) -> cython.longlong:
         lost = OutPort.set_down(self)  # (explicit: the compiled build has no super() here)
         self._notify(False)
         return lost
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def set_up(self) -> None:
         was_up = self.up
         OutPort.set_up(self)
@@ -198,12 +239,16 @@ class NicPort(OutPort):
             self._notify(True)
             self.kick()
 
-    def set_rate_fraction(self, fraction: float) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def set_rate_fraction(self, fraction: Any) -> None:  # (a float)
         OutPort.set_rate_fraction(self, fraction)
         notify = getattr(self.host.agent, "on_port_rate", None)
         if notify is not None:
             notify(self.sim.now, self.plane, self.bps)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def drop_unsent(self, pkt: Packet) -> None:
         """Count a packet the host put on this port while its link was down."""
         self._drop(pkt, "down")
@@ -214,13 +259,18 @@ class NicPort(OutPort):
             notify(self.sim.now, self.plane, up)
 
 
+@cython.cclass
 class _TxDone(Handler):
     """``NicPort._tx_done`` as an event callback the compiled engine calls in C."""
 
-    __slots__ = ("port",)
+    port: NicPort
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, port: NicPort) -> None:
         self.port = port
 
-    def fire(self, epoch: int) -> None:
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def fire(self, epoch: object) -> cython.void:
         self.port._tx_done(epoch)

@@ -43,9 +43,10 @@ ports instead of the plain ones; a fabric without PFC runs the plain code, uncha
 * **NICs.** A NIC port obeys PAUSE by not polling the QPs of the paused priority
   (``NicPort.paused_priority``; other QPs keep the port).
 * **Where:** this module holds what every PFC port shares (PAUSE frames, ingress accounting,
-  being paused, the watchdog; ``wire_pfc``); :mod:`mrc.sim.pfc_ports` the two ports. A NIC's receive side drains at
-  once, so it never pauses its T0, unless a fault stalls it (:meth:`mrc.sim.pfc_ports.PfcPort.set_rx_stall`:
-  a stuck host): then lossless packets pile up in its receive buffer, it sends XOFF and keeps
+  being paused, the watchdog; ``wire_pfc``); :mod:`mrc.sim.pfc_ports` the switch's port,
+  :mod:`mrc.sim.pfc_nic` the NIC's. A NIC's receive side drains at once, so it never pauses
+  its T0, unless a fault stalls it (:meth:`mrc.sim.pfc_ports.PfcPort.set_rx_stall`: a stuck
+  host): then lossless packets pile up in its receive buffer, it sends XOFF and keeps
   refreshing it for as long as it is stuck, and every other packet it receives is dropped.
 * **Watchdog** (SONiC's, ``pfc_watchdog_us``; off by default): a switch port whose lossless
   egress stays paused that long is declared stormed: its lossless queue is dropped
@@ -70,9 +71,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import PAUSE, Packet
+from mrc.sim.engine import Simulator
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
 from topology.spec import ETHERNET_OVERHEAD_BYTES
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from mrc.sim.network import Network
@@ -81,10 +88,13 @@ if TYPE_CHECKING:
 _ETH = ETHERNET_OVERHEAD_BYTES
 
 
+@cython.cclass
 class PauseFrame(Packet):
     """A PFC frame for one priority: ``quanta`` x 512 bit times of pause, 0 = resume (XON)."""
 
-    __slots__ = ("quanta",)
+    quanta: cython.longlong
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, prio: int, quanta: int) -> None:
         super().__init__(PAUSE, -1, -1, 0, prio=prio)
@@ -94,6 +104,7 @@ class PauseFrame(Packet):
         return f"<PAUSE prio={self.prio} quanta={self.quanta}>"
 
 
+@cython.cclass
 class PfcIngress:
     """The lossless-class ingress accounting of one link direction, kept at its far end.
 
@@ -102,9 +113,25 @@ class PfcIngress:
     when the packet starts leaving (see the module doc for the thresholds).
     """
 
-    __slots__ = ("port", "reverse", "sim", "prio", "bytes", "peak", "xoff", "xon", "limit",
-                 "quanta", "refresh_ps", "xoff_state", "_gen", "xoff_frames", "xon_frames",
-                 "overflows", "_refresh_cb")
+    port: Any  # OutPort
+    reverse: Any  # OutPort
+    sim: Simulator
+    prio: cython.longlong
+    bytes: cython.longlong
+    peak: cython.longlong
+    xoff: cython.longlong
+    xon: cython.longlong
+    limit: cython.longlong
+    quanta: cython.longlong
+    refresh_ps: cython.longlong
+    xoff_state: cython.bint
+    _gen: cython.longlong
+    xoff_frames: cython.longlong
+    xon_frames: cython.longlong
+    overflows: cython.longlong
+    _refresh_cb: Callable[[int], None]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, port: OutPort, reverse: OutPort, *, prio: int, xoff: int, xon: int,
                  headroom: int, quanta: int, quantum_ps: int) -> None:
@@ -126,9 +153,12 @@ class PfcIngress:
         self.overflows = 0
         self._refresh_cb = self._refresh
 
-    def charge(self, size: int) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def charge(self, size: cython.longlong) -> cython.bint:
         """Admit ``size`` lossless bytes; False when even the headroom is full."""
-        b = self.bytes + size
+        b: cython.longlong = self.bytes + size
         if b > self.limit:
             self.overflows += 1
             return False
@@ -139,43 +169,51 @@ class PfcIngress:
             self.xoff_state = True
             self._gen += 1
             self._send(self.quanta)
-            sim = self.sim
+            sim: Simulator = self.sim
             sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, self._gen)
         return True
 
-    def release(self, size: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def release(self, size: cython.longlong) -> None:
         """``size`` bytes left the far element's buffer (their departure started now)."""
-        b = self.bytes - size
+        b: cython.longlong = self.bytes - size
         self.bytes = b
         if self.xoff_state and b <= self.xon:
             self.xoff_state = False
             self._gen += 1
             self._send(0)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def reset(self) -> None:
         """The link went down: forget the XOFF in force (a new one is sent if needed)."""
         self.xoff_state = False
         self._gen += 1
 
-    def _send(self, quanta: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _send(self, quanta: cython.longlong) -> None:
         if quanta:
             self.xoff_frames += 1
         else:
             self.xon_frames += 1
         self.reverse.send_pause(PauseFrame(self.prio, quanta))  # type: ignore[attr-defined]
 
-    def _refresh(self, gen: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _refresh(self, gen: cython.longlong) -> None:
         """Still above XON half a pause time after the last XOFF: say it again."""
         if gen != self._gen or not self.xoff_state:
             return
         self._send(self.quanta)
-        sim = self.sim
+        sim: Simulator = self.sim
         sim.schedule(sim.now + self.refresh_ps, self._refresh_cb, gen)
 
 
 class PauseState:
-    """What PfcPort and PfcNicPort (:mod:`mrc.sim.pfc_ports`) share: being paused by the far
-    end, and the watchdog.
+    """What PfcPort and PfcNicPort (:mod:`mrc.sim.pfc_ports`, :mod:`mrc.sim.pfc_nic`) share:
+    being paused by the far end, and the watchdog.
 
     A mixin without slots of its own (both ports declare the state), the second base of
     each port (``class PfcPort(OutPort, PauseState)``: a compiled class has one C base, which
@@ -330,13 +368,6 @@ class PauseState:
         egress was paused (up to now), watchdog storms)."""
         paused = self.paused_ps + (self.sim.now - self.pause_since if self.paused else 0)
         return self.pause_sent, self.pause_received, paused, self.storms
-
-
-#: The pause state every PFC port declares (``PauseState`` sets it).
-PAUSE_SLOTS = ("reverse", "ingress", "pfc_prio", "quantum_ps", "paused", "pause_since",
-                "pause_gen", "pause_until", "pause_received", "pause_sent", "paused_ps",
-                "watchdog_ps", "restore_ps", "storm", "storms", "last_pause_rx", "_expire_cb",
-                "_pause_cb")
 
 
 def wire_pfc(net: Network) -> None:

@@ -1,52 +1,98 @@
-"""The ports of a PFC fabric: ``PfcPort`` (a switch's output port with its three queues) and
-``PfcNicPort`` (a NIC's port that obeys PAUSE). The mechanism, its model and its timing are
-described in :mod:`mrc.sim.pfc`, which holds what both share (PAUSE frames, ingress
-accounting, being paused, the watchdog).
+"""A switch's port on a PFC fabric: ``PfcPort``, the output port with its three queues (the
+NIC's is :mod:`mrc.sim.pfc_nic`). The mechanism, its model and its timing are described in
+:mod:`mrc.sim.pfc`, which holds what both ports share (PAUSE frames, ingress accounting,
+being paused, the watchdog).
 """
 
 # mypy: disable-error-code="misc"
-# (the pause state is set through the PauseState mixin, whose __slots__ are declared here)
+# (the pause state is set through the PauseState mixin, whose fields are declared here)
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
 from mrc.sim.fifo import Fifo
-from mrc.sim.host import Host, NicPort
-from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
+from mrc.sim.host import Host
+from mrc.sim.pfc import PauseFrame, PauseState, PfcIngress
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from mrc.sim.network import Network
     from mrc.sim.switch import Switch
 
+# typed copies (compiled, C integers)
+_DATA = cython.declare(cython.longlong, DATA)
+_ECN_CE = cython.declare(cython.longlong, ECN_CE)
+_ECN_NOT_ECT = cython.declare(cython.longlong, ECN_NOT_ECT)
+_PAUSE = cython.declare(cython.longlong, PAUSE)
+_LOST_EPOCH = cython.declare(cython.longlong, LOST_EPOCH)
 
+
+@cython.cclass
 class PfcPort(OutPort, PauseState):
     """A switch output port on a PFC fabric: header, lossless and best-effort queues (see the
     module doc). The lossless queue holds ``(packet, ingress)`` pairs: whose bytes to release
     when the packet leaves."""
 
-    __slots__ = (*PAUSE_SLOTS, "lq", "_lqb", "peak_lqbytes", "_turn", "_clock_at",
-                 "_clock_cb", "rx_stalled", "held", "_kmin", "_kmax", "_pslope", "_host")
+    # What every packet-hop reads first (as in OutPort: the C struct's order), then the rest
+    # of PauseState's state and of PfcPort.
+    ingress: PfcIngress
+    pfc_prio: cython.longlong
+    #: the host at the far end, if one is: ``arrive`` hands it packets with a C call when
+    #: compiled (``_deliver``, its bound ``receive``, is a Python call)
+    _host: Host | None
+    _lqb: cython.longlong
+    paused: cython.bint
+    _turn: cython.bint  # the lossless queue's turn when both data queues have packets
+    rx_stalled: cython.bint  # host-facing ports: the host stopped draining (a fault)
+    storm: cython.bint
+    lq: Fifo  # (packet, ingress) pairs
+    _clock_at: cython.longlong  # time of the pending transmit clock (-1: none)
+    _kmin: cython.longlong
+    reverse: Any  # OutPort
+    quantum_ps: cython.longlong
+    pause_since: cython.longlong
+    pause_gen: cython.longlong
+    pause_until: cython.longlong
+    pause_received: cython.longlong
+    pause_sent: cython.longlong
+    paused_ps: cython.longlong
+    watchdog_ps: cython.longlong
+    restore_ps: cython.longlong
+    storms: cython.longlong
+    last_pause_rx: cython.longlong
+    _expire_cb: Callable[[int], None]
+    _pause_cb: Callable[[PauseFrame], None]
+    peak_lqbytes: cython.longlong
+    _clock_cb: Callable[[Any], None]
+    held: deque[Packet]  # what a stalled host holds in its receive buffer
+    _kmax: cython.longlong
+    _pslope: cython.double
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, net: Network, name: str, src: Host | Switch, dst: Host | Switch,
                  plane: int, *, far_latency_ps: int) -> None:
         super().__init__(net, name, src, dst, plane, far_latency_ps=far_latency_ps)
         self._init_pause(net.spec)
-        self.lq = Fifo()  # (packet, ingress) pairs
+        self.lq = Fifo()
         self._lqb = 0
         self.peak_lqbytes = 0
-        self._turn = False  # the lossless queue's turn when both data queues have packets
-        self._clock_at = -1  # time of the pending transmit clock (-1: none)
+        self._turn = False
+        self._clock_at = -1
         self._clock_cb = self._clock
         self._pause_cb = self._pause_arrive
-        self.rx_stalled = False  # host-facing ports: the host stopped draining (a fault)
-        self.held: deque[Packet] = deque()  # what a stalled host holds in its receive buffer
-        #: the host at the far end, if one is: ``arrive`` hands it packets with a C call when
-        #: compiled (``_deliver``, its bound ``receive``, is a Python call)
-        self._host: Host | None = dst if isinstance(dst, Host) else None
+        self.rx_stalled = False
+        self.held = deque()
+        self._host = dst if isinstance(dst, Host) else None
         spec = net.spec
         # WRED-style ECN on the lossless queue (DCQCN's congestion point): no mark up to
         # kmin, probability rising linearly to pmax at kmax, every packet beyond
@@ -62,26 +108,31 @@ class PfcPort(OutPort, PauseState):
                 f"lq={self._lqb}B hq={self.hqbytes}B>")
 
     # ------------------------------------------------------------------ hot path
+    @cython.ccall
+    @cython.annotation_typing(True)
     def send(self, pkt: Packet) -> None:
         """A packet injected at this port (tests, tools): no ingress to account it to."""
         self.send_from(pkt, None)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def send_from(self, pkt: Packet, src: PfcIngress | None) -> None:
         """Admit ``pkt`` that came in through ``src``: transmit now if idle (and its class
         may go), else queue it by class (see the module doc)."""
         if not self.up:
             self._drop(pkt, "down")
             return
-        now = self.sim.now
-        kind = pkt.kind
-        lossless = kind == DATA and pkt.prio == self.pfc_prio
+        now: cython.longlong = self.sim.now
+        kind: cython.longlong = pkt.kind
+        lossless: cython.bint = kind == _DATA and pkt.prio == self.pfc_prio
         if self.busy_until <= now:
             if self._hqb or self._qb or self._lqb:
                 self._drain(now)
             if self.busy_until <= now and not (lossless and (self.paused or self.storm)):
                 self.busy_until = self._transmit(pkt, now)
                 return
-        size = pkt.size
+        size: cython.longlong = pkt.size
+        lqb: cython.longlong
         if lossless:
             if self.storm:
                 self._drop(pkt, "pfc_watchdog")
@@ -97,19 +148,25 @@ class PfcPort(OutPort, PauseState):
             self.lq.append((pkt, src))
             if not self.paused and self._clock_at != self.busy_until:
                 self._arm_clock()
-        elif kind == DATA and not pkt.trimmed:
+        elif kind == _DATA and not pkt.trimmed:
             self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)
 
-    def _drain(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _drain(self, now: cython.longlong) -> None:
         """``OutPort._drain`` with three queues: header first (a PAUSE frame leaves on its own
         arrival callback), then the data queues in turn, the lossless one only when not
         paused. A lossless departure releases its ingress bytes; the transmit clock makes
         sure that happens at the departure's own time."""
-        t = self.busy_until
-        paused = self.paused
-        turn = self._turn
+        t: cython.longlong = self.busy_until
+        paused: cython.bint = self.paused
+        turn: cython.bint = self._turn
+        size: cython.longlong
+        lqb: cython.longlong
+        pkt: Packet
+        src: PfcIngress
         # The queues are reached through ``self`` where one is popped, not loaded up front:
         # an MRC fabric's header and lossless queues are mostly empty, and each load would
         # touch a queue object (a cache miss at 1024 hosts) for nothing.
@@ -117,7 +174,7 @@ class PfcPort(OutPort, PauseState):
             if self._hqb:
                 pkt = self.hq.popleft()
                 self._hqb -= pkt.size
-                if pkt.kind == PAUSE:
+                if pkt.kind == _PAUSE:
                     t = self._transmit_frame(pkt, t)
                     continue
             elif self._lqb and not paused and (turn or not self._qb):
@@ -125,7 +182,7 @@ class PfcPort(OutPort, PauseState):
                 size = pkt.size
                 lqb = self._lqb = self._lqb - size
                 turn = False
-                if lqb > self._kmin and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE and (
+                if lqb > self._kmin and pkt.ecn != _ECN_NOT_ECT and pkt.ecn != _ECN_CE and (
                         lqb >= self._kmax
                         or self._rng.random() < (lqb - self._kmin) * self._pslope):
                     self._mark(pkt, t)
@@ -141,15 +198,19 @@ class PfcPort(OutPort, PauseState):
         self.busy_until = t
         self._turn = turn
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _arm_clock(self) -> None:
-        t = self.busy_until
+        t: cython.longlong = self.busy_until
         self._clock_at = t
         self.sim.schedule(t, self._clock_cb, None)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _clock(self, _: Any) -> None:
         """The transmit clock: start what is due now, and tick again at the next departure
         while lossless packets wait and may go."""
-        now = self.sim.now
+        now: cython.longlong = self.sim.now
         if self._clock_at != now:
             return  # superseded
         self._clock_at = -1
@@ -158,12 +219,15 @@ class PfcPort(OutPort, PauseState):
         if self.lq and not self.paused and self.busy_until > now:
             self._arm_clock()
 
-    def _arrival(self, pkt: Packet) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def _arrival(self, pkt: Packet) -> cython.bint:
         """``OutPort._arrival`` with the lossless queue among the departures due."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
             return False
-        now = self.sim.now
+        now: cython.longlong = self.sim.now
         if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
         self.delivered += 1
@@ -171,6 +235,8 @@ class PfcPort(OutPort, PauseState):
             self._tap(now, self.name, pkt)
         return True
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def arrive(self, pkt: Packet) -> None:
         """``OutPort.arrive`` (a host at the far end), with the stalled-host case."""
         if not self._arrival(pkt):
@@ -183,17 +249,22 @@ class PfcPort(OutPort, PauseState):
         else:
             self._deliver(pkt)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _arrive_switch(self, pkt: Packet) -> None:
         """``OutPort._arrive_switch``, telling the egress port which
         ingress the packet came through (``send_from``) for the lossless accounting."""
+        port: PfcPort
         if self._arrival(pkt):
             port = self._far.forward(pkt)  # type: ignore[union-attr]
             if port is not None:
                 port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _lost(self, pkt: Packet) -> None:
-        now = self.sim.now
-        if pkt.hop_epoch == LOST_EPOCH:
+        now: cython.longlong = self.sim.now
+        if pkt.hop_epoch == _LOST_EPOCH:
             self._drop(pkt, "loss")
             if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
                 self._drain(now)
@@ -266,18 +337,22 @@ class PfcPort(OutPort, PauseState):
         return n
 
     def _stalled_rx(self, pkt: Packet) -> None:
-        if pkt.kind == DATA and pkt.prio == self.pfc_prio and self.ingress.charge(pkt.size):
+        if pkt.kind == _DATA and pkt.prio == self.pfc_prio and self.ingress.charge(pkt.size):
             self.held.append(pkt)
             return
         self._drop(pkt, "rx_stalled")
 
     # ------------------------------------------------------------------ slow path
+    @cython.ccall
+    @cython.annotation_typing(True)
     def sync(self) -> None:
         now = self.sim.now
         if self.busy_until <= now and (self._hqb or self._qb or self._lqb):
             self._drain(now)
 
-    def backlog(self) -> tuple[int, int, int, int]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def backlog(self) -> tuple:  # tuple[int, int, int, int]
         """``(data bytes, data packets, header bytes, header packets)`` waiting now (both
         data queues), replaying the scheduler on copies: reading never perturbs a run."""
         now = self.sim.now
@@ -313,7 +388,10 @@ class PfcPort(OutPort, PauseState):
             header_bytes += pkt.size
         return data_bytes, len(data), header_bytes, len(header)
 
-    def set_down(self) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def set_down(self) -> cython.longlong:
         self.sync()
         lost = self._flush_lossless("link_down")
         self._stop_pause()
@@ -333,102 +411,4 @@ class PfcPort(OutPort, PauseState):
                     self.peak_lqbytes, "pause_sent": sent, "pause_received": received,
                     "paused_us": paused_ps / PS_PER_US, "ingress_peak_bytes":
                     self.ingress.peak, "watchdog_storms": storms})
-        return row
-
-
-class PfcNicPort(NicPort, PauseState):
-    """A NIC port on a PFC fabric: it stops polling the QPs of its paused priority (the NIC
-    driver reads ``paused_priority``) and sends the PAUSE frames of its host's receive side
-    ahead of everything it has queued. An agent that hands it a packet of the paused priority
-    anyway (a plain traffic source) has that packet parked until the pause ends, and is not
-    asked for more meanwhile: the wire never carries it while paused."""
-
-    __slots__ = (*PAUSE_SLOTS, "_parked")
-
-    def __init__(self, net: Network, name: str, host: Host, dst: Switch, plane: int, *,
-                 far_latency_ps: int) -> None:
-        super().__init__(net, name, host, dst, plane, far_latency_ps=far_latency_ps)
-        self._init_pause(net.spec)
-        self._pause_cb = self._pause_arrive
-        self._parked: Packet | None = None
-
-    def _pause_begin(self, now: int) -> None:
-        self.paused = True
-        self.paused_priority = self.pfc_prio
-
-    def _arrive_switch(self, pkt: Packet) -> None:
-        """``OutPort._arrive_switch`` for a NIC port (whose departures need no catching up),
-        telling the T0's egress port which ingress the packet came through."""
-        if pkt.hop_epoch != self.epoch:
-            self._lost(pkt)
-            return
-        now = self.sim.now
-        self.delivered += 1
-        if self._tap is not None:
-            self._tap(now, self.name, pkt)
-        port = self._far.forward(pkt)  # type: ignore[union-attr]
-        if port is not None:
-            port.send_from(pkt, self.ingress)  # type: ignore[union-attr]
-
-    def _pause_end(self, now: int) -> None:
-        self.paused = False
-        self.paused_priority = -1
-        self.kick()
-
-    def _flush_lossless(self, reason: str) -> int:
-        return 0  # a NIC holds no lossless queue: its QPs keep their own data
-
-    def send_pause(self, frame: PauseFrame) -> None:
-        if not self.up:
-            return
-        self.pause_sent += 1
-        self.hq.appendleft(frame)
-        self._hqb += frame.size
-        if not self._pending:
-            self._next(self.sim.now)
-
-    def _next(self, now: int) -> None:
-        """``NicPort._next`` with PAUSE frames (``_transmit_frame``) and a parked packet."""
-        pkt: Packet | None
-        if self._hqb:
-            pkt = self.hq.popleft()
-            self._hqb -= pkt.size
-        elif self._parked is not None and not self.paused:
-            pkt = self._parked
-            self._parked = None
-        else:
-            host = self.host
-            nic = host.nic
-            agent = host.agent
-            pkt = None
-            if nic is not None and self._parked is None:
-                pkt = nic.pull(now, self.plane, self.paused_priority)
-            elif agent is not None and self._parked is None:
-                pkt = agent.pull(now, self.plane)
-                if pkt is not None and pkt.prio == self.paused_priority and pkt.kind == DATA:
-                    self._parked = pkt  # the agent ignored the pause: hold it back
-                    pkt = None
-            if pkt is None:
-                self._pending = False
-                return
-        self._pending = True
-        end = self._transmit_frame(pkt, now) if pkt.kind == PAUSE else self._transmit(pkt, now)
-        self.busy_until = end
-        self.sim.schedule(end, self._tx_done_cb, self.epoch)
-
-    def set_down(self) -> int:
-        self._stop_pause()
-        self.paused_priority = -1
-        if self._parked is not None:
-            self._drop(self._parked, "down")
-            self._parked = None
-        self.ingress.reset()
-        return NicPort.set_down(self)  # (explicit: the compiled build has no super() here)
-
-    def stats(self) -> dict[str, object]:
-        row = super().stats()
-        sent, received, paused_ps, storms = self.pfc_counters()
-        row.update({"pause_sent": sent, "pause_received": received,
-                    "paused_us": paused_ps / PS_PER_US,
-                    "ingress_peak_bytes": self.ingress.peak})
         return row

@@ -22,8 +22,9 @@ crossing a hop costs exactly one heap event, its arrival, congested or not:
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 try:
     import cython
@@ -32,7 +33,7 @@ except ImportError:  # pure Python without Cython installed
 
 from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
 from mrc.sim.element import DROP_REASONS, Fabric, Node, Tap
-from mrc.sim.engine import Handler
+from mrc.sim.engine import Handler, Simulator
 from mrc.sim.fifo import Fifo
 from mrc.sim.link import Link
 from mrc.sim.switch import Switch
@@ -40,12 +41,17 @@ from mrc.units import PS_PER_S
 from topology.spec import ETHERNET_OVERHEAD_BYTES
 
 #: Bits per byte times picoseconds per second: serialization = bytes * this / bps (ceiling).
-_PS_BITS = 8 * PS_PER_S
-_ETH = ETHERNET_OVERHEAD_BYTES
+_PS_BITS = cython.declare(cython.longlong, 8 * PS_PER_S)
+_ETH = cython.declare(cython.longlong, ETHERNET_OVERHEAD_BYTES)
+# typed copies (compiled, C integers)
+_DATA = cython.declare(cython.longlong, DATA)
+_ECN_CE = cython.declare(cython.longlong, ECN_CE)
+_ECN_NOT_ECT = cython.declare(cython.longlong, ECN_NOT_ECT)
 #: ``hop_epoch`` of a packet that random loss took: no port ever has this epoch.
 LOST_EPOCH: Final = -1
 
 
+@cython.cclass
 class OutPort(Handler):
     """One direction of a link: the sender's output queue plus the wire to the far end.
 
@@ -63,16 +69,53 @@ class OutPort(Handler):
     :meth:`backlog`, which account for that without changing anything.
     """
 
-    __slots__ = (
-        "name", "net", "link", "plane", "src", "dst", "sim", "_rng",
-        "_arrive", "_deliver", "_far",
-        "nominal_bps", "bps", "_ppb", "delay_ps", "far_latency_ps", "_flight",
-        "up", "epoch", "busy_until", "_pending", "q", "hq", "_qb", "_hqb",
-        "buffer_bytes", "trim_threshold", "_admit_limit", "trim_size", "header_limit",
-        "ecn_threshold", "trimming", "loss_p", "_tap",
-        "tx_packets", "tx_bytes", "delivered", "trims", "ecn_marks", "peak_qbytes",
-        "peak_hqbytes", "drops",
-    )
+    # In the order of the C struct: first what every packet-hop reads or writes (send, the
+    # drain, the arrival), so a port gone cold since its last packet costs two or three
+    # cache lines per hop rather than six; configuration and rare counters after.
+    sim: Simulator
+    up: cython.bint
+    _pending: cython.bint  # NIC ports: a transmit-done event is in the heap
+    busy_until: cython.longlong
+    epoch: cython.longlong
+    _ppb: cython.longlong
+    _flight: cython.longlong
+    _qb: cython.longlong  # bytes in ``q`` (including packets that virtually left)
+    _hqb: cython.longlong
+    _arrive: Callable[[Packet], None]
+    loss_p: cython.double
+    tx_packets: cython.longlong
+    tx_bytes: cython.longlong
+    delivered: cython.longlong
+    hq: Fifo
+    _tap: Tap | None
+    _far: Switch | None
+    peak_hqbytes: cython.longlong
+    header_limit: cython.longlong
+    q: Fifo  # (a Fifo, not a deque: C calls when compiled)
+    _admit_limit: cython.longlong
+    ecn_threshold: cython.longlong
+    peak_qbytes: cython.longlong
+    _deliver: Callable[[Packet], None]
+    name: Any  # str
+    net: Fabric
+    link: Link[OutPort] | None
+    plane: cython.longlong
+    src: Node
+    dst: Node
+    _rng: random.Random
+    nominal_bps: cython.longlong
+    bps: cython.longlong
+    delay_ps: cython.longlong
+    far_latency_ps: cython.longlong
+    buffer_bytes: cython.longlong
+    trim_threshold: cython.longlong
+    trim_size: cython.longlong
+    trimming: cython.bint
+    trims: cython.longlong
+    ecn_marks: cython.longlong
+    drops: dict[str, int]
+    if not cython.compiled:  # pure Python: the fields above are the slots
+        __slots__ = tuple(__annotations__)
 
     def __init__(self, net: Fabric, name: str, src: Node, dst: Node,
                  plane: int, *, far_latency_ps: int) -> None:
@@ -80,7 +123,7 @@ class OutPort(Handler):
         sim = net.sim
         self.name = name
         self.net = net
-        self.link: Link[OutPort] | None = None
+        self.link = None
         self.plane = plane
         self.src = src
         self.dst = dst
@@ -92,12 +135,11 @@ class OutPort(Handler):
         # the engine calls in C (``fire``); in pure Python the bound method is one call less.
         far = dst if isinstance(dst, Switch) else None
         self._far = far
-        self._arrive: Callable[[Packet], None]
         if cython.compiled:
             self._arrive = self
         else:
             self._arrive = self._arrive_switch if far is not None else self.arrive
-        self._deliver: Callable[[Packet], None] = dst.receive
+        self._deliver = dst.receive
         self.nominal_bps = spec.link_bps
         self.bps = spec.link_bps
         self._ppb = 0
@@ -107,10 +149,10 @@ class OutPort(Handler):
         self.up = True
         self.epoch = 0
         self.busy_until = 0
-        self._pending = False  # NIC ports: a transmit-done event is in the heap
-        self.q = Fifo()  # (a Fifo, not a deque: C calls when compiled)
+        self._pending = False
+        self.q = Fifo()
         self.hq = Fifo()
-        self._qb = 0  # bytes in ``q`` (including packets that virtually left)
+        self._qb = 0
         self._hqb = 0
         # (the byte counts also say whether a queue holds anything: every packet has bytes,
         # and the hot paths test them rather than the queues, which they need not touch)
@@ -122,7 +164,7 @@ class OutPort(Handler):
         self.header_limit = spec.header_queue_bytes
         self.ecn_threshold = spec.ecn_threshold_bytes
         self.loss_p = 0.0
-        self._tap: Tap | None = net.tap
+        self._tap = net.tap
         self.tx_packets = 0
         self.tx_bytes = 0
         self.delivered = 0
@@ -130,7 +172,7 @@ class OutPort(Handler):
         self.ecn_marks = 0
         self.peak_qbytes = 0
         self.peak_hqbytes = 0
-        self.drops: dict[str, int] = {}
+        self.drops = {}
         self._set_bps(spec.link_bps)
 
     def __repr__(self) -> str:
@@ -138,45 +180,52 @@ class OutPort(Handler):
         return f"<OutPort {self.name} {state} q={self.qbytes}B hq={self.hqbytes}B>"
 
     # ------------------------------------------------------------------ hot path
-    def _transmit(self, pkt: Packet, start: int) -> int:
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def _transmit(self, pkt: Packet, start: cython.longlong) -> cython.longlong:
         """The transmit step, the one every port runs (here, ``NicPort`` and the PFC ports):
         ``pkt`` goes on the wire at ``start``, serialized at the port's rate (random loss
         takes it now, to be found at its arrival), is counted, and its arrival at the far
         end is scheduled, the only event its hop needs. Returns when the wire is free."""
-        size = pkt.size
-        ppb = self._ppb
-        end = start + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
+        size: cython.longlong = pkt.size
+        ppb: cython.longlong = self._ppb
+        end: cython.longlong = start + ((size + _ETH) * ppb if ppb else self.serialization_ps(size))
         pkt.hop_epoch = LOST_EPOCH if self.loss_p and self._lose() else self.epoch
         self.tx_packets += 1
         self.tx_bytes += size
         self.sim.schedule(end + self._flight, self._arrive, pkt)
         return end
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def send(self, pkt: Packet) -> None:
         """Admit ``pkt``: transmit now if idle, else queue it (trim, mark or drop)."""
         if not self.up:
             self._drop(pkt, "down")
             return
-        now = self.sim.now
+        now: cython.longlong = self.sim.now
         if self.busy_until <= now:
             if self._hqb or self._qb:
                 self._drain(now)  # departures due by now, before this packet is admitted
             if self.busy_until <= now:
                 self.busy_until = self._transmit(pkt, now)
                 return
-        if pkt.kind == DATA and not pkt.trimmed:
+        if pkt.kind == _DATA and not pkt.trimmed:
             self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)
 
-    def _admit(self, pkt: Packet, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _admit(self, pkt: Packet, now: cython.longlong) -> None:
         """Buffer admission of a DATA packet that must wait: queue it (ECN-marked past the
         threshold), or past the admission limit trim it to its header (or drop it when
         trimming is off)."""
-        size = pkt.size
-        qb = self._qb
+        size: cython.longlong = pkt.size
+        qb: cython.longlong = self._qb
         if qb + size <= self._admit_limit:
-            if qb > self.ecn_threshold and pkt.ecn != ECN_NOT_ECT and pkt.ecn != ECN_CE:
+            if qb > self.ecn_threshold and pkt.ecn != _ECN_NOT_ECT and pkt.ecn != _ECN_CE:
                 self._mark(pkt, now)
             qb += size
             self._qb = qb
@@ -189,14 +238,17 @@ class OutPort(Handler):
         else:
             self._drop(pkt, "buffer")
 
-    def _drain(self, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _drain(self, now: cython.longlong) -> None:
         """Start every queued packet whose turn came by ``now`` (header queue first), each at
         the moment the previous one finished. Exact because nothing was enqueued since the
         last drain: every send() drains first, and each started packet's arrival (at least a
         propagation later than its end) drains again, before the next start is overdue."""
-        hq = self.hq
-        q = self.q
-        t = self.busy_until
+        hq: Fifo = self.hq
+        q: Fifo = self.q
+        t: cython.longlong = self.busy_until
+        pkt: Packet
         while t <= now:
             if hq:
                 pkt = hq.popleft()
@@ -209,14 +261,17 @@ class OutPort(Handler):
             t = self._transmit(pkt, t)
         self.busy_until = t
 
-    def _arrival(self, pkt: Packet) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def _arrival(self, pkt: Packet) -> cython.bint:
         """The bookkeeping of every arrival at the far end: False if the link lost the
         packet (counted by ``_lost``); else departures due by now go first, then the
         packet is counted and tapped."""
         if pkt.hop_epoch != self.epoch:
             self._lost(pkt)
             return False
-        now = self.sim.now
+        now: cython.longlong = self.sim.now
         if self.busy_until <= now and (self._hqb or self._qb):
             self._drain(now)
         self.delivered += 1
@@ -224,29 +279,41 @@ class OutPort(Handler):
             self._tap(now, self.name, pkt)
         return True
 
-    def fire(self, pkt: Packet) -> None:
+    @cython.cfunc
+    @cython.annotation_typing(True)
+    def fire(self, pkt: object) -> cython.void:
         """The arrival of ``pkt`` at the far end, as the engine calls it (``_arrive``)."""
         if self._far is not None:
-            self._arrive_switch(pkt)
+            self._arrive_switch(cython.cast(Packet, pkt))
         else:
-            self.arrive(pkt)
+            self.arrive(cython.cast(Packet, pkt))
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def arrive(self, pkt: Packet) -> None:
         """The packet reached the far end (a host; switches use ``_arrive_switch``)."""
         if self._arrival(pkt):
             self._deliver(pkt)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _arrive_switch(self, pkt: Packet) -> None:
         """``arrive`` at a switch: the arrival's bookkeeping, then ``Switch.forward``."""
+        port: OutPort
         if self._arrival(pkt):
             port = self._far.forward(pkt)  # type: ignore[union-attr]
             if port is not None:
                 port.send(pkt)
 
     # ------------------------------------------------------------------ slow path
-    def _lose(self) -> bool:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def _lose(self) -> cython.bint:
         return self._rng.random() < self.loss_p
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _lost(self, pkt: Packet) -> None:
         """A packet that did not make it across: random loss, or the port went down (its
         epoch moved on) while it was on the wire. Still drains: the arrival is also this
@@ -259,21 +326,28 @@ class OutPort(Handler):
         else:
             self._drop(pkt, "link_down")
 
-    def _mark(self, pkt: Packet, now: int) -> None:
-        pkt.ecn = ECN_CE
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _mark(self, pkt: Packet, now: cython.longlong) -> None:
+        pkt.ecn = _ECN_CE
         self.ecn_marks += 1
         if self.net.observer is not None:
             self.net.observer(now, self.name, pkt, "ecn")
 
-    def _trim(self, pkt: Packet, now: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _trim(self, pkt: Packet, now: cython.longlong) -> None:
         pkt.trimmed = True  # the trim DSCP re-mark is implied by ``trimmed``
         pkt.size = self.trim_size
         self.trims += 1
         if self.net.observer is not None:
             self.net.observer(now, self.name, pkt, "trim")
 
-    def _enqueue_header(self, pkt: Packet) -> bool:
-        hqb = self._hqb + pkt.size
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(False, check=True)
+    def _enqueue_header(self, pkt: Packet) -> cython.bint:
+        hqb: cython.longlong = self._hqb + pkt.size
         if hqb > self.header_limit:
             self._drop(pkt, "header_queue")
             return False
@@ -283,18 +357,24 @@ class OutPort(Handler):
         self.hq.append(pkt)
         return True
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def _drop(self, pkt: Packet, reason: str) -> None:
         self.drops[reason] = self.drops.get(reason, 0) + 1
         if self.net.observer is not None:
             self.net.observer(self.sim.now, self.name, pkt, reason)
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def sync(self) -> None:
         """Apply departures due by now (before a change of rate, loss or state)."""
         now = self.sim.now
         if self.busy_until <= now and (self._hqb or self._qb):
             self._drain(now)
 
-    def backlog(self) -> tuple[int, int, int, int]:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def backlog(self) -> tuple:  # tuple[int, int, int, int]
         """``(data bytes, data packets, header bytes, header packets)`` waiting right now,
         without changing anything (so reading it never perturbs a run)."""
         now = self.sim.now
@@ -334,7 +414,10 @@ class OutPort(Handler):
     def tap(self, fn: Tap | None) -> None:
         self._tap = fn
 
-    def set_down(self) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def set_down(self) -> cython.longlong:
         """Lose everything queued and on the wire; refuse new packets. Returns packets lost
         from the queues (packets on the wire are counted as they would have arrived)."""
         self.sync()
@@ -350,13 +433,17 @@ class OutPort(Handler):
         self._pending = False
         return lost
 
+    @cython.ccall
+    @cython.annotation_typing(True)
     def set_up(self) -> None:
         if self.up:
             return
         self.up = True
         self.busy_until = self.sim.now
 
-    def set_rate_fraction(self, fraction: float) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def set_rate_fraction(self, fraction: Any) -> None:  # (a float)
         """Serialize later packets at ``fraction`` of the nominal rate (packets already on
         the wire keep the rate they started with)."""
         if not 0 < fraction <= 1:
@@ -364,19 +451,26 @@ class OutPort(Handler):
         self.sync()
         self._set_bps(max(1, int(round(self.nominal_bps * fraction))))
 
-    def _set_bps(self, bps: int) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _set_bps(self, bps: cython.longlong) -> None:
         self.bps = bps
         # Whole picoseconds per byte (80 at 100 Gb/s) turn serialization into one multiply.
         self._ppb = _PS_BITS // bps if _PS_BITS % bps == 0 else 0
 
-    def set_loss(self, p: float) -> None:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def set_loss(self, p: Any) -> None:  # (a float)
         """Lose each packet that starts crossing from now on with probability ``p``."""
         if not 0 <= p <= 1:
             raise ValueError(f"loss probability must be in [0, 1], got {p}")
         self.sync()
         self.loss_p = float(p)
 
-    def serialization_ps(self, size: int) -> int:
+    @cython.ccall
+    @cython.annotation_typing(True)
+    @cython.exceptval(-1, check=True)
+    def serialization_ps(self, size: cython.longlong) -> cython.longlong:
         """Wire time of an IPv6 packet of ``size`` bytes at the current rate (Ethernet
         overhead included), rounded up to a whole picosecond."""
         return -((size + _ETH) * -_PS_BITS // self.bps)

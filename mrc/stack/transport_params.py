@@ -26,8 +26,7 @@ from mrc.ev import DEFAULT_FIELD_WIDTHS, EV_STATE_CODES
 from mrc.ev.profile import EV_MODES, EXPLICIT, GENERATED, EvField, EvProfile, EvProfileError
 from mrc.knobs import TIME_SCALE, scale_timers
 from mrc.stack.rc_connection import rc_config_for
-from mrc.transport.mrc.cc import CcConfig
-from mrc.transport.mrc.config import MrcConfig
+from mrc.transport.mrc.config import CcConfig, MrcConfig
 from mrc.transport.rc.config import RcConfig
 from mrc.transport.rc.dcqcn import DcqcnConfig
 from mrc.units import PS_PER_US

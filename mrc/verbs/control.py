@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from mrc.ev import EV_STATE_CODES, EV_STATE_DENIED, EV_STATE_GOOD
 from mrc.ev.profile import EvDeny, EvProfile
 from mrc.transport.base import DENIED, GOOD, EvState
-from mrc.transport.mrc.cc import CcConfig
+from mrc.transport.mrc.config import CcConfig
 
 
 class ProfiledQp(Protocol):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mrc.sim import faults as sim_faults
 from mrc.stack.stack import SimStack
-from mrc.transport.mrc.cc import CcConfig
+from mrc.transport.mrc.config import CcConfig
 from mrc.units import PS_PER_US
 from mrc.verbs.control import Controller, VerbsError
 from mrc.verbs.objects import Context

@@ -6,9 +6,10 @@ the fields of the transport's config (``MrcConfig`` with its nested ``cc`` table
 sets ``probe_interval_ps``) and the fabric filling in what it knows (MTU, line rate, base
 RTT, RC's window). A config field declared as a knob (:mod:`mrc.knobs`) is a lab key with
 everything read from it: type and default from the field, documentation, unit, range and
-the words that refuse a value from its knob, so a new knob needs nothing here. The nested
-``cc`` table and DCQCN's keys (``CcConfig``, ``DcqcnConfig``: no knobs yet) still state
-their documentation and ranges here, with their config's wording.
+the words that refuse a value from its knob, so a new knob needs nothing here (the nested
+``cc`` table, ``CcConfig``'s knobs, lists them in the order the lab checks them). DCQCN's
+keys (``DcqcnConfig``: no knobs yet) still state their documentation and ranges here, with
+their config's wording.
 
 ``env`` takes the NCCL plugin's variables verbatim (:mod:`mrc.labs.schema.nccl_env`): they
 become the keys they set, and the ones that do not apply are kept as
@@ -49,8 +50,7 @@ from mrc.labs.schema.fields import (
 )
 from mrc.labs.schema.lab import TRANSPORT_KINDS, TransportSpec
 from mrc.stack import transport_params as tparams
-from mrc.transport.mrc.cc import ALGORITHMS, CcConfig
-from mrc.transport.mrc.config import MrcConfig
+from mrc.transport.mrc.config import CcConfig, MrcConfig
 from mrc.transport.rc.config import RcConfig
 from mrc.transport.rc.dcqcn import DcqcnConfig
 from mrc.units import PS_PER_US
@@ -98,14 +98,6 @@ def _field(config: type, name: str, doc: str, *, range: Range | None = None,
                  report_on_table=report_on_table, maximum=maximum,
                  limit=limit or (None if bounded or word not in ("integer", "number")
                                  else ANY_VALUE))
-
-
-def _cc(name: str, doc: str, **kwargs: Any) -> Field:
-    return _field(CcConfig, name, doc, **kwargs)
-
-
-def _positive(name: str, *, show: bool = False) -> Range:
-    return Range(f"{name} must be positive" + (", got {value!r}" if show else ""), gt=0)
 
 
 def _knob(config: type, name: str, **lab: Any) -> Field:
@@ -189,74 +181,24 @@ DCQCN_FIELDS: tuple[Field, ...] = (
 
 
 # ---------------------------------------------------------------------- MRC's cc table
-def _nscc(name: str, doc: str, unit: str | None = None, **kwargs: Any) -> Field:
-    """A field of mrc_ctl.h's mrc_ctl_cc_nscc_cfg, in the header's unit."""
-    f = _cc(name, "uet-1.0-nscc (mrc_ctl_cc_nscc_cfg): " + doc, **kwargs)
-    return dataclasses.replace(f, unit=unit) if unit else f
-
-
+#: CcConfig's knobs, in the order the lab checks their ranges, with what only a lab adds:
+#: the defaults the fabric derives, the bounds of values that run but mean nothing, the rule
+#: on two keys.
 CC_FIELDS: tuple[Field | Rule, ...] = (
-    _cc("algorithm", "the CC profile's algorithm: uet-1.0-nscc (mrc_ctl.h's one common "
-        "name), nscc (the same), or fixed (a constant window, mrc-lab's baseline)",
-        range=Range(f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}",
-                    choices=ALGORITHMS), report_on_table=True),
-    _cc("line_rate_gbps", "own: the NIC rate the window is sized for",
-        default=Derived("the fabric's NIC rate (planes x link_gbps)"),
-        maximum=MAX_CC_LINE_RATE_GBPS),
-    _nscc("base_rtt", "unloaded round trip the window is sized for", "ns",
-          default=Derived("the fabric's base RTT")),
+    _knob(CcConfig, "algorithm", report_on_table=True),
+    _knob(CcConfig, "line_rate_gbps", maximum=MAX_CC_LINE_RATE_GBPS,
+          default=Derived("the fabric's NIC rate (planes x link_gbps)")),
+    _knob(CcConfig, "base_rtt", default=Derived("the fabric's base RTT")),
     Rule(("line_rate_gbps", "base_rtt"), "line rate and base RTT are positive",
          lambda v, spec: v["line_rate_gbps"] > 0 and v["base_rtt"] > 0,
          lambda v, spec: "line_rate_gbps and base_rtt must be positive"),
-    _cc("min_window_bytes", "own: smallest window (UEC: one MTU)",
-        range=_positive("min_window_bytes")),
-    _nscc("gamma", "multiplicative decrease = gamma x (delay - target) / delay",
-          range=Range("gamma must be in (0, 1]", gt=0, maximum=1)),
-    _nscc("max_md_jump", "one decrease never takes the window below this factor",
-          range=Range("max_md_jump must be in (0, 1)", gt=0, lt=1)),
-    _cc("loss_md_factor", "own: window x this on a silent loss (1.0: loss is not "
-        "congestion)", range=Range("loss_md_factor must be in [0.5, 1] (never below half)",
-                                   minimum=0.5, maximum=1)),
-    _nscc("target_delay", "queueing delay aimed at", "ns",
-          range=_positive("target_delay", show=True), default=Derived("3/4 of base_rtt")),
-    _nscc("qa_threshold", "queueing delay that arms quick adapt", "ns",
-          range=_positive("qa_threshold", show=True), default=Derived("4 x target_delay")),
-    _nscc("qa_gate", "quick adapt only when an interval delivered < max_cwnd >> qa_gate",
-          range=Range("qa_gate must be in 0..16", minimum=0, maximum=16)),
-    _nscc("disable_qa", "quick adapt off"),
-    _nscc("max_cwnd", "largest window", "bytes", range=_positive("max_cwnd", show=True),
-          default=Derived("1.5 bandwidth-delay products")),
-    _nscc("fi", "fair increase per RTT while the delay is above target", "bytes",
-          range=Range("fi must not be negative, got {value!r}", minimum=0),
-          default=Derived("5 x MTU x BDP / 150000 (UEC)")),
-    _nscc("fi_scale", "fast increase per acked byte while the delay stays ~0 for a window",
-          range=Range("fi_scale must not be negative, got {value!r}", minimum=0),
-          default=Derived("0.25 x BDP / 150000 (UEC)")),
-    _nscc("eta", "added at each adjustment while the delay is below target", "bytes",
-          range=Range("eta must not be negative, got {value!r}", minimum=0),
-          default=Derived("0.15 x MTU x BDP / 150000 (UEC)")),
-    _nscc("adjust_bytes_threshold", "increases apply after this many acked bytes", "bytes",
-          range=Range("adjust_bytes_threshold must not be negative, got {value!r}",
-                      minimum=0), default=Derived("8 x MTU (UEC)")),
-    _nscc("adjust_period_threshold", "... or after this long", "ns",
-          range=_positive("adjust_period_threshold", show=True),
-          default=Derived("base_rtt (UEC)")),
-    _cc("init_rate_mbps", "rate hint NCCL_MRC_CC_INIT_RATE (unit not published; Mb/s): the "
-        "initial window is rate x base RTT (0: none)",
-        range=Range("init_rate_mbps must not be negative, got {value!r}", minimum=0)),
-    _cc("min_rate_mbps", "rate hint NCCL_MRC_CC_MIN_RATE: the smallest window (0: none)",
-        range=Range("min_rate_mbps must not be negative, got {value!r}", minimum=0)),
-    _cc("max_rate_mbps", "rate hint NCCL_MRC_CC_MAX_RATE: the largest window (0: none)",
-        range=Range("max_rate_mbps must not be negative, got {value!r}", minimum=0)),
-    _cc("init_window_bytes", "own: initial window", range=_positive("init_window_bytes",
-                                                                     show=True),
-        default=Derived("one bandwidth-delay product (or the init rate hint)")),
-    _cc("fixed_window_bytes", "own: the window of algorithm = \"fixed\"",
-        range=_positive("fixed_window_bytes", show=True),
-        default=Derived("one bandwidth-delay product")),
-    _cc("pi_gain", "own: proportional increase per acked byte at zero queueing delay (UEC's "
-        "alpha is not a header field)", maximum=MAX_PI_GAIN),
-    _cc("learn_base_rtt", "own: lower the base RTT to the smallest sample seen"),
+    *(_knob(CcConfig, name) for name in (
+        "min_window_bytes", "gamma", "max_md_jump", "loss_md_factor", "target_delay",
+        "qa_threshold", "qa_gate", "disable_qa", "max_cwnd", "fi", "fi_scale", "eta",
+        "adjust_bytes_threshold", "adjust_period_threshold", "init_rate_mbps",
+        "min_rate_mbps", "max_rate_mbps", "init_window_bytes", "fixed_window_bytes")),
+    _knob(CcConfig, "pi_gain", maximum=MAX_PI_GAIN),
+    _knob(CcConfig, "learn_base_rtt"),
 )
 
 # ---------------------------------------------------------------------- [transport.mrc]

@@ -37,8 +37,7 @@ are suspected lost and, after the grace, queued for retransmission, and an EV wi
 against it goes ASSUMED_BAD in the path manager, which probes it until it answers again.
 """
 
-from mrc.transport.mrc.cc import CcConfig
-from mrc.transport.mrc.config import MrcConfig, MrcStats
+from mrc.transport.mrc.config import CcConfig, MrcConfig, MrcStats
 from mrc.transport.mrc.qp import MrcQueuePair
 
 __all__ = ["CcConfig", "MrcConfig", "MrcQueuePair", "MrcStats"]

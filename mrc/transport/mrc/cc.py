@@ -1,32 +1,11 @@
 """Congestion control for the MRC queue pair: the ``uet-1.0-nscc`` profile of ``mrc_ctl.h``.
 
 The controller API names one common algorithm, ``"uet-1.0-nscc"`` (Ultra Ethernet NSCC), and
-its configuration ``mrc_ctl_cc_nscc_cfg``; :class:`CcConfig` has those fields under those
-names and units (bytes, nanoseconds). Defaults are the UEC 1.0 values where the public UEC
-material states them, scaled as it scales them (``a`` = the BDP over the 150,000-byte
-reference BDP of 100 Gb/s x 12 us; MTU the payload per packet):
-
-=========================  ==================================  ==============================
-field                      default                             what it does here
-=========================  ==================================  ==============================
-base_rtt (ns)              the fabric's base RTT               delay = RTT - base RTT
-target_delay (ns)          3/4 of base_rtt (trimming fabric)   the queueing delay aimed at
-gamma                      0.8                                 MD gain on (delay - target)/delay
-max_md_jump                0.5                                 one MD never below this factor
-fi (B)                     5 x MTU x a                         fair increase per RTT (delay high)
-fi_scale                   0.25 x a                            fast increase per acked byte
-                                                               while the delay stays ~0
-eta (B)                    0.15 x MTU x a                      added at each adjustment while
-                                                               the delay is below target
-max_cwnd (B)               1.5 x BDP                           largest window
-qa_threshold (ns)          4 x target_delay                    delay that arms quick adapt
-qa_gate                    3                                   quick adapt only when an interval
-                                                               delivered < max_cwnd >> qa_gate
-disable_qa                 False                               quick adapt off
-adjust_bytes_threshold (B) 8 x MTU                             increases accumulate and apply
-adjust_period_threshold    base_rtt                            after this many acked bytes or
-(ns)                                                           this long, whichever first
-=========================  ==================================  ==============================
+its configuration ``mrc_ctl_cc_nscc_cfg``: :class:`~mrc.transport.mrc.config.CcConfig` has
+those fields under those names and units (bytes, nanoseconds), each a knob that says what it
+does and what stands for a None default: the UEC 1.0 values where the public UEC material
+states them, scaled as it scales them (``a`` = the BDP over the 150,000-byte reference BDP of
+100 Gb/s x 12 us; MTU the payload per packet).
 
 The quadrants (chosen per ACK by its mark and its own delay): no ECN and low delay:
 proportional increase (``pi_gain`` x acked x (target - delay)/target: mrc-lab's own gain;
@@ -82,134 +61,18 @@ algorithm per ACK and reads ``window`` on every poll, so ``window`` is a plain a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from mrc.units import PS_PER_S, PS_PER_US
+from mrc.transport.mrc.config import CcConfig
+from mrc.units import PS_PER_US
 
 try:
     import cython
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
-NSCC = "uet-1.0-nscc"
-ALGORITHMS = (NSCC, "nscc", "fixed")  # "nscc": the short name mrc-lab used before
-#: UEC's reference network: 100 Gb/s x 12 us = 150,000 bytes in flight.
-REFERENCE_BDP_BYTES = 150_000
-PS_PER_NS = 1000
 #: Gain of the queueing-delay EWMA the decrease reads (UEC reference code's ``delay_alpha``).
 DELAY_EWMA_GAIN = 0.0125
-
-
-@dataclass(frozen=True)
-class CcConfig:
-    """The NSCC profile's configuration (``mrc_ctl_cc_nscc_cfg``, names and units of the
-    header; None: the default the module docstring derives) and mrc-lab's own knobs."""
-
-    algorithm: str = NSCC
-    # ---- mrc_ctl_cc_nscc_cfg
-    disable_qa: bool = False
-    adjust_bytes_threshold: int | None = None  # B; None: 8 x MTU
-    adjust_period_threshold: int | None = None  # ns; None: base_rtt
-    base_rtt: int = 12_000  # ns (the lab fills in its fabric's)
-    eta: float | None = None  # B; None: 0.15 x MTU x a
-    fi: float | None = None  # B per RTT; None: 5 x MTU x a
-    fi_scale: float | None = None  # per acked byte; None: 0.25 x a
-    gamma: float = 0.8
-    max_md_jump: float = 0.5
-    max_cwnd: int | None = None  # B; None: 1.5 x BDP
-    qa_gate: int = 3
-    qa_threshold: int | None = None  # ns; None: 4 x target_delay
-    target_delay: int | None = None  # ns; None: 3/4 of base_rtt
-    # ---- rate hints (NCCL plugin QP hint); 0: none
-    init_rate_mbps: int = 0
-    min_rate_mbps: int = 0
-    max_rate_mbps: int = 0
-    # ---- mrc-lab's own
-    line_rate_gbps: float = 800.0  # the NIC rate the BDP is sized for
-    mtu_bytes: int = 4096  # payload per packet (the lab fills in its fabric's)
-    pi_gain: float = 1.0  # proportional increase per acked byte at zero queueing delay
-    min_window_bytes: int = 4096
-    init_window_bytes: int | None = None  # None: one BDP (or the init rate hint)
-    fixed_window_bytes: int | None = None  # "fixed": None means one BDP
-    learn_base_rtt: bool = True  # lower base RTT to the smallest sample seen
-    loss_md_factor: float = 1.0  # window x this on a silent loss (1.0: loss is not congestion)
-
-    def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown cc algorithm {self.algorithm!r}; known: {ALGORITHMS}")
-        if self.line_rate_gbps <= 0 or self.base_rtt <= 0:
-            raise ValueError("line_rate_gbps and base_rtt must be positive")
-        if self.min_window_bytes <= 0 or self.mtu_bytes <= 0:
-            raise ValueError("min_window_bytes and mtu_bytes must be positive")
-        if not 0 < self.gamma <= 1:
-            raise ValueError("gamma must be in (0, 1]")
-        if not 0 < self.max_md_jump < 1:
-            raise ValueError("max_md_jump must be in (0, 1)")
-        if not 0.5 <= self.loss_md_factor <= 1:
-            raise ValueError("loss_md_factor must be in [0.5, 1] (never below half)")
-        if not 0 <= self.qa_gate <= 16:
-            raise ValueError("qa_gate must be in 0..16")
-        for name in ("target_delay", "init_window_bytes", "max_cwnd", "fixed_window_bytes",
-                     "qa_threshold", "adjust_period_threshold"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be positive, got {value!r}")
-        for name in ("eta", "fi", "fi_scale", "adjust_bytes_threshold", "init_rate_mbps",
-                     "min_rate_mbps", "max_rate_mbps"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must not be negative, got {value!r}")
-
-    # ---- derived values (the module docstring's table), in bytes and picoseconds
-    @property
-    def base_rtt_ps(self) -> int:
-        return self.base_rtt * PS_PER_NS
-
-    @property
-    def bdp_bytes(self) -> int:
-        return int(self.line_rate_gbps * 1e9 / 8 * self.base_rtt_ps / PS_PER_S)
-
-    @property
-    def scaling_a(self) -> float:
-        return self.bdp_bytes / REFERENCE_BDP_BYTES
-
-    @property
-    def target_ps(self) -> int:
-        if self.target_delay is not None:
-            return self.target_delay * PS_PER_NS
-        return self.base_rtt_ps * 3 // 4
-
-    @property
-    def qa_threshold_ps(self) -> int:
-        return (self.qa_threshold * PS_PER_NS if self.qa_threshold is not None
-                else 4 * self.target_ps)
-
-    @property
-    def fi_bytes(self) -> float:
-        return self.fi if self.fi is not None else 5 * self.mtu_bytes * self.scaling_a
-
-    @property
-    def fi_scale_value(self) -> float:
-        return self.fi_scale if self.fi_scale is not None else 0.25 * self.scaling_a
-
-    @property
-    def eta_bytes(self) -> float:
-        return self.eta if self.eta is not None else 0.15 * self.mtu_bytes * self.scaling_a
-
-    @property
-    def adjust_bytes(self) -> int:
-        return (self.adjust_bytes_threshold if self.adjust_bytes_threshold is not None
-                else 8 * self.mtu_bytes)
-
-    @property
-    def adjust_period_ps(self) -> int:
-        return (self.adjust_period_threshold * PS_PER_NS
-                if self.adjust_period_threshold is not None else self.base_rtt_ps)
-
-    def rate_window(self, rate_mbps: int) -> int:
-        """The window that carries ``rate_mbps`` over one base RTT."""
-        return int(rate_mbps * 1e6 / 8 * self.base_rtt_ps / PS_PER_S)
 
 
 @cython.cclass

@@ -1,5 +1,6 @@
-"""The MRC QP's knobs (:class:`MrcConfig`), its counters (:class:`MrcStats`), and the face of
-the QP its rooms share (:class:`QpCore`).
+"""The MRC QP's knobs (:class:`MrcConfig`, and :class:`CcConfig`, the congestion control's,
+which it nests: :mod:`.cc` says what the algorithm does with them), its counters
+(:class:`MrcStats`), and the face of the QP its rooms share (:class:`QpCore`).
 
 Times are integer picoseconds. The knobs come in two kinds, and the config says which:
 
@@ -40,13 +41,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from mrc.knobs import check_knobs, knob, scaled_ps
 from mrc.packet import Packet
 from mrc.transport.base import TransportEvent
-from mrc.transport.mrc.cc import CcConfig
-from mrc.units import PS_PER_US
+from mrc.units import PS_PER_S, PS_PER_US
 
 try:
     import cython
@@ -70,6 +70,155 @@ def error_delay_ps(timeout_ps: int, linear: int, exponential: int) -> int | None
     if exponential >= RETRY_INFINITE:
         return None
     return timeout_ps * (1 + linear) + timeout_ps * ((1 << (exponential + 1)) - 2)
+
+
+NSCC = "uet-1.0-nscc"
+ALGORITHMS = (NSCC, "nscc", "fixed")  # "nscc": the short name mrc-lab used before
+#: UEC's reference network: 100 Gb/s x 12 us = 150,000 bytes in flight.
+REFERENCE_BDP_BYTES = 150_000
+PS_PER_NS = 1000
+
+
+_NSCC_CFG = "uet-1.0-nscc (mrc_ctl_cc_nscc_cfg): "
+_POSITIVE = "{name} must be positive, got {{value!r}}"
+_NOT_NEGATIVE = "{name} must not be negative, got {{value!r}}"
+
+
+def _nscc(default: Any, doc: str, **described: Any) -> Any:
+    """A knob of mrc_ctl.h's ``mrc_ctl_cc_nscc_cfg``, in the header's unit."""
+    return knob(default, _NSCC_CFG + doc, **described)
+
+
+@dataclass(frozen=True)
+class CcConfig:
+    """The NSCC profile's configuration (``mrc_ctl_cc_nscc_cfg``, names and units of the
+    header; None: the default the module docstring derives) and mrc-lab's own knobs. Each
+    field's :func:`~mrc.knobs.knob` says what it is and which values it takes: the config
+    checks them, and a lab's ``[transport.NAME.cc]`` key is derived from them."""
+
+    algorithm: str = knob(
+        NSCC, "the CC profile's algorithm: uet-1.0-nscc (mrc_ctl.h's one common name), nscc "
+        "(the same), or fixed (a constant window, mrc-lab's baseline)", choices=ALGORITHMS,
+        problem=f"unknown cc algorithm {{value!r}}; known: {ALGORITHMS}")
+    # ---- mrc_ctl_cc_nscc_cfg
+    disable_qa: bool = _nscc(False, "quick adapt off")
+    adjust_bytes_threshold: int | None = _nscc(
+        None, "increases apply after this many acked bytes", unit="bytes", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="adjust_bytes_threshold"), none="8 x MTU (UEC)")
+    adjust_period_threshold: int | None = _nscc(
+        None, "... or after this long", unit="ns", gt=0,
+        problem=_POSITIVE.format(name="adjust_period_threshold"), none="base_rtt (UEC)")
+    base_rtt: int = _nscc(12_000, "unloaded round trip the window is sized for", unit="ns")
+    eta: float | None = _nscc(
+        None, "added at each adjustment while the delay is below target", unit="bytes",
+        minimum=0, problem=_NOT_NEGATIVE.format(name="eta"),
+        none="0.15 x MTU x BDP / 150000 (UEC)")
+    fi: float | None = _nscc(
+        None, "fair increase per RTT while the delay is above target", unit="bytes",
+        minimum=0, problem=_NOT_NEGATIVE.format(name="fi"),
+        none="5 x MTU x BDP / 150000 (UEC)")
+    fi_scale: float | None = _nscc(
+        None, "fast increase per acked byte while the delay stays ~0 for a window",
+        minimum=0, problem=_NOT_NEGATIVE.format(name="fi_scale"),
+        none="0.25 x BDP / 150000 (UEC)")
+    gamma: float = _nscc(0.8, "multiplicative decrease = gamma x (delay - target) / delay",
+                         gt=0, maximum=1, problem="gamma must be in (0, 1]")
+    max_md_jump: float = _nscc(0.5, "one decrease never takes the window below this factor",
+                               gt=0, lt=1, problem="max_md_jump must be in (0, 1)")
+    max_cwnd: int | None = _nscc(None, "largest window", unit="bytes", gt=0,
+                                 problem=_POSITIVE.format(name="max_cwnd"),
+                                 none="1.5 bandwidth-delay products")
+    qa_gate: int = _nscc(3, "quick adapt only when an interval delivered < max_cwnd >> "
+                         "qa_gate", minimum=0, maximum=16, problem="qa_gate must be in 0..16")
+    qa_threshold: int | None = _nscc(None, "queueing delay that arms quick adapt", unit="ns",
+                                     gt=0, problem=_POSITIVE.format(name="qa_threshold"),
+                                     none="4 x target_delay")
+    target_delay: int | None = _nscc(None, "queueing delay aimed at", unit="ns", gt=0,
+                                     problem=_POSITIVE.format(name="target_delay"),
+                                     none="3/4 of base_rtt")
+    # ---- rate hints (NCCL plugin QP hint); 0: none
+    init_rate_mbps: int = knob(
+        0, "rate hint NCCL_MRC_CC_INIT_RATE (unit not published; Mb/s): the initial window is "
+        "rate x base RTT (0: none)", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="init_rate_mbps"))
+    min_rate_mbps: int = knob(
+        0, "rate hint NCCL_MRC_CC_MIN_RATE: the smallest window (0: none)", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="min_rate_mbps"))
+    max_rate_mbps: int = knob(
+        0, "rate hint NCCL_MRC_CC_MAX_RATE: the largest window (0: none)", minimum=0,
+        problem=_NOT_NEGATIVE.format(name="max_rate_mbps"))
+    # ---- mrc-lab's own
+    line_rate_gbps: float = knob(800.0, "own: the NIC rate the window is sized for")
+    mtu_bytes: int = knob(4096, "own: payload per packet (the lab fills in its fabric's)",
+                          gt=0)
+    pi_gain: float = knob(1.0, "own: proportional increase per acked byte at zero queueing "
+                          "delay (UEC's alpha is not a header field)")
+    min_window_bytes: int = knob(4096, "own: smallest window (UEC: one MTU)", gt=0)
+    init_window_bytes: int | None = knob(
+        None, "own: initial window", gt=0, problem=_POSITIVE.format(name="init_window_bytes"),
+        none="one bandwidth-delay product (or the init rate hint)")
+    fixed_window_bytes: int | None = knob(
+        None, "own: the window of algorithm = \"fixed\"", gt=0,
+        problem=_POSITIVE.format(name="fixed_window_bytes"), none="one bandwidth-delay product")
+    learn_base_rtt: bool = knob(True, "own: lower the base RTT to the smallest sample seen")
+    loss_md_factor: float = knob(
+        1.0, "own: window x this on a silent loss (1.0: loss is not congestion)", minimum=0.5,
+        maximum=1, problem="loss_md_factor must be in [0.5, 1] (never below half)")
+
+    def __post_init__(self) -> None:
+        check_knobs(self)  # each knob's range, in field order
+        if self.line_rate_gbps <= 0 or self.base_rtt <= 0:
+            raise ValueError("line_rate_gbps and base_rtt must be positive")
+
+    # ---- derived values (the module docstring's table), in bytes and picoseconds
+    @property
+    def base_rtt_ps(self) -> int:
+        return self.base_rtt * PS_PER_NS
+
+    @property
+    def bdp_bytes(self) -> int:
+        return int(self.line_rate_gbps * 1e9 / 8 * self.base_rtt_ps / PS_PER_S)
+
+    @property
+    def scaling_a(self) -> float:
+        return self.bdp_bytes / REFERENCE_BDP_BYTES
+
+    @property
+    def target_ps(self) -> int:
+        if self.target_delay is not None:
+            return self.target_delay * PS_PER_NS
+        return self.base_rtt_ps * 3 // 4
+
+    @property
+    def qa_threshold_ps(self) -> int:
+        return (self.qa_threshold * PS_PER_NS if self.qa_threshold is not None
+                else 4 * self.target_ps)
+
+    @property
+    def fi_bytes(self) -> float:
+        return self.fi if self.fi is not None else 5 * self.mtu_bytes * self.scaling_a
+
+    @property
+    def fi_scale_value(self) -> float:
+        return self.fi_scale if self.fi_scale is not None else 0.25 * self.scaling_a
+
+    @property
+    def eta_bytes(self) -> float:
+        return self.eta if self.eta is not None else 0.15 * self.mtu_bytes * self.scaling_a
+
+    @property
+    def adjust_bytes(self) -> int:
+        return (self.adjust_bytes_threshold if self.adjust_bytes_threshold is not None
+                else 8 * self.mtu_bytes)
+
+    @property
+    def adjust_period_ps(self) -> int:
+        return (self.adjust_period_threshold * PS_PER_NS
+                if self.adjust_period_threshold is not None else self.base_rtt_ps)
+
+    def rate_window(self, rate_mbps: int) -> int:
+        """The window that carries ``rate_mbps`` over one base RTT."""
+        return int(rate_mbps * 1e6 / 8 * self.base_rtt_ps / PS_PER_S)
 
 
 @dataclass(frozen=True)
