@@ -45,6 +45,7 @@ COMPILED: tuple[str, ...] = (
     "mrc.sim.switch",
     "mrc.sim.nic",
     "mrc.nic.runtime",
+    "mrc.nic.context",
     "mrc.nic.driver",
     "mrc.stack.recorder",
     "mrc.transport.memory",
