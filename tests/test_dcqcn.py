@@ -11,7 +11,7 @@ from mrc.packet import CNP, DATA, ECN_CE, Packet
 from mrc.stack.rc_connection import rc_qp_pair
 from mrc.stack.stack import SimStack
 from mrc.transport.rc.config import RcConfig
-from mrc.transport.rc.dcqcn import DcqcnConfig, DcqcnRp
+from mrc.transport.rc.dcqcn import DCQCN_PROFILES, DcqcnConfig, DcqcnRp
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec, preset
 
@@ -93,7 +93,9 @@ def test_cut_floors_and_first_cnp_rate() -> None:
 
 def test_notification_point_sends_one_cnp_per_interval_per_qp() -> None:
     spec = preset("lab-small")
-    req, resp = rc_qp_pair(spec, 0, 5, 7, 1, RcConfig(window_pkts=512))
+    # the paper's profile: one CNP per 50 us (NVIDIA's firmware default is 4 us)
+    req, resp = rc_qp_pair(spec, 0, 5, 7, 1, RcConfig(window_pkts=512,
+                                                     dcqcn=DCQCN_PROFILES["paper"]))
     assert req.config.dcqcn.min_time_between_cnps == 50.0
     req.post_write(0, 1, 200 * 4096)
     cnps = []

@@ -18,6 +18,16 @@ from mrc.sim.pfc import PAUSE_SLOTS, PauseFrame, PauseState, PfcIngress
 from mrc.sim.ports import LOST_EPOCH, OutPort
 from mrc.units import PS_PER_US
 
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
+
+if cython.compiled:  # the C function, not its Python wrapper
+    from cython.cimports.mrc.packet import data_class  # type: ignore[import-not-found]
+else:
+    from mrc.packet import data_class
+
 if TYPE_CHECKING:
     from mrc.sim.network import Network
     from mrc.sim.switch import Switch
@@ -74,7 +84,7 @@ class PfcPort(OutPort, PauseState):
             return
         now = self.sim.now
         kind = pkt.kind
-        lossless = kind == DATA and pkt.prio == self.pfc_prio
+        lossless = data_class(kind, pkt.flags) and pkt.prio == self.pfc_prio  # RC ACKs too
         if self.busy_until <= now:
             if self._hqb or self._qb or self._lqb:
                 self._drain(now)
@@ -97,7 +107,7 @@ class PfcPort(OutPort, PauseState):
             self.lq.append((pkt, src))
             if not self.paused and self._clock_at != self.busy_until:
                 self._arm_clock()
-        elif kind == DATA and not pkt.trimmed:
+        elif data_class(kind, pkt.flags) and not pkt.trimmed:
             self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)
@@ -266,7 +276,8 @@ class PfcPort(OutPort, PauseState):
         return n
 
     def _stalled_rx(self, pkt: Packet) -> None:
-        if pkt.kind == DATA and pkt.prio == self.pfc_prio and self.ingress.charge(pkt.size):
+        if (data_class(pkt.kind, pkt.flags) and pkt.prio == self.pfc_prio
+                and self.ingress.charge(pkt.size)):
             self.held.append(pkt)
             return
         self._drop(pkt, "rx_stalled")
