@@ -33,6 +33,7 @@ from mrc.packet import (
     NACK,
     PSN_MASK,
     Packet,
+    data_class,
 )
 from mrc.stack.rc_connection import (
     DCQCN_WINDOW_PKTS,
@@ -53,7 +54,7 @@ from mrc.transport.base import (
     TransportEvent,
 )
 from mrc.transport.memory import expected_checksum, message_key
-from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig
+from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig, retry_schedule
 from mrc.transport.rc.qp import RcQp
 from mrc.transport.rc.striping import stripe
 from topology.paths import address_for
@@ -768,3 +769,93 @@ def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ac
     assert [e.msg_id for e in lp.events(EVENT_MESSAGE_COMPLETED, DST)] == \
         list(range(len(sizes)))
     assert req.outstanding == 0 and req.pending_messages == 0
+
+
+# ====================================================================== issue 36
+def test_adaptive_retransmission_ladder_to_the_picosecond() -> None:
+    """ConnectX's adaptive retransmission (the default): on a dead path the expiries fall at
+    16.384 us (the first timeout, once), then 32.768 us later, then at the QP's own timeout
+    (65.536 us, exponent 4) until the total budget, 3 x 65.536 us after the last progress,
+    where the QP errors: written out, not recomputed from retry_schedule."""
+    cfg = RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3)
+    assert cfg.retransmission == "adaptive" and cfg.error_after_ps == 196_608_000
+    req, resp = pair(cfg)
+    lp = loop_with(req, resp, fate=lambda p, now: "drop")
+    lp.run(until_ps=3 * US)
+    lp.post(SRC, req, 1, 1 << 20)  # the first packet leaves at 3 us: the timer starts there
+    lp.run()
+    retries = lp.events(EVENT_RETRY, SRC)
+    assert [e.time_ps for e in retries] == [3_000_000 + t for t in (
+        16_384_000, 49_152_000, 114_688_000, 180_224_000)]
+    assert [e.timeout_ps for e in retries] == [16_384_000, 32_768_000, 65_536_000,  # type: ignore[attr-defined]
+                                               65_536_000]
+    (err,) = lp.events(EVENT_QP_ERROR, SRC)
+    assert err.time_ps == 3_000_000 + 196_608_000 == req.error_time_ps
+    assert "RETRY_EXC_ERR" in str(err.reason)
+    assert req.stats.retries == 4 and req.stats.timeouts == 5
+
+
+def test_adaptive_schedule_by_starting_level_and_the_fixed_one() -> None:
+    """retry_schedule: per starting level, when each expiry and the error fall (ps)."""
+    ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3))
+    assert ladder == (16_384_000, 32_768_000, 65_536_000)
+    assert offsets == ((16_384_000, 49_152_000, 114_688_000, 180_224_000),
+                       (32_768_000, 98_304_000, 163_840_000),
+                       (65_536_000, 131_072_000))
+    assert err == 196_608_000
+    ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3,
+                                                   adp_retries_per_step=2))
+    assert ladder == (16_384_000, 32_768_000, 32_768_000, 65_536_000)
+    ladder, offsets, err = retry_schedule(RcConfig(retransmission="fixed", timeout_exp=4,
+                                                   retry_cnt=3))
+    assert ladder == (65_536_000,) and err == 4 * 65_536_000
+    assert offsets == ((65_536_000, 131_072_000, 196_608_000),)
+    # the NCCL default (exponent 20, 7 retries): a 16.4 us first timeout, errors at 7 x 4.29 s
+    ladder, offsets, err = retry_schedule(RcConfig())
+    assert ladder[0] == 16_384_000 and ladder[-1] == LOCAL_ACK_UNIT_PS << 20
+    assert err == 7 * (LOCAL_ACK_UNIT_PS << 20)
+
+
+def test_progress_lowers_the_next_episode_by_adp_dec_steps() -> None:
+    """Two expiries reach level 2; progress takes adp_dec_steps (1) off: the next episode
+    starts at level 1 (32.768 us); with adp_dec_steps 0 it would start at level 2."""
+    for dec, level in ((1, 1), (0, 2), (5, 0)):
+        req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3,
+                                  adp_dec_steps=dec))
+        sent = []
+        lp = loop_with(req, resp, fate=lambda p, now: "drop" if p.kind == DATA and (
+            sent.append(p) or len(sent) <= 16) else None)
+        lp.post(SRC, req, 1, 8 * 4096)  # 8 packets: two rounds dropped, the third lands
+        lp.run()
+        assert req.stats.retries == 2 and not req.failed
+        assert req.requester._lvl == level
+
+
+def test_slow_restart_cuts_the_rate_on_a_timeout() -> None:
+    req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3, slow_restart=True))
+    rp = req.requester.rp
+    assert rp is not None and not rp.limited
+    lp = loop_with(req, resp, fate=lambda p, now: "drop" if p.kind == DATA
+                   and not p.flags & FLAG_RETX else None)  # every first copy
+    lp.post(SRC, req, 1, 8 * 4096)
+    lp.run(until_ps=16_384_000)  # the first expiry, 16.384 us after the first packet left
+    assert req.stats.retries == 1 and rp.cuts == 0
+    assert rp.limited and rp.rate == rp.target == pytest.approx(rp.max_bps / 2)  # 50 % cut
+    lp.run()
+    assert not req.failed and req.pending_messages == 0
+
+
+def test_rc_packets_are_roce_v2_sized() -> None:
+    """RoCEv2's own packet: RETH on the first packet of a WRITE only, no MRC headers;
+    68-byte ACKs on the QP's priority (the data class)."""
+    req, resp = pair(RcConfig(window_pkts=16, priority=3))
+    lp = loop_with(req, resp)
+    lp.post(SRC, req, 1, 3 * 4096 - 100)
+    lp.run()
+    sizes = [(p.offset, p.length, p.size) for p in lp.data_sent()]
+    assert sizes == [(0, 4096, 60 + 16 + 4 + 4096), (4096, 4096, 64 + 4096),
+                     (8192, 3996, 64 + 3996)]
+    acks = [p for _, p in lp.sent if p.kind == ACK]
+    assert acks and all(a.size == 68 and a.prio == 3 and a.flags & FLAG_ROCE for a in acks)
+    assert all(p.flags & FLAG_ROCE for p in lp.data_sent())
+    assert all(data_class(p.kind, p.flags) for _, p in lp.sent)
