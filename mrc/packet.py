@@ -74,6 +74,8 @@ FLAG_PROBE_LOSS: Final = 0x0080  # PROBE_REPLY: reserved for loss-probe semantic
 #: no MRC headers): what a RoCE RC QP sends. On the wire it is the next header of the first
 #: IPv6 header (UDP, where MRC's is IPv6), not a bit.
 FLAG_ROCE: Final = 0x0100
+#: RoCE DATA: the first packet of its WRITE (RDMA WRITE FIRST or ONLY: it carries the RETH).
+FLAG_FIRST: Final = 0x0200
 
 PSN_BITS: Final = 24
 PSN_MOD: Final = 1 << PSN_BITS
@@ -368,8 +370,9 @@ def natural_size(kind: cython.longlong, length: cython.longlong = 0,
                  flags: cython.longlong = 0) -> cython.longlong:
     """Untrimmed IPv6 packet bytes for a packet of this kind."""
     if kind == DATA:
-        if flags & FLAG_ROCE:  # a middle packet unless said otherwise (rc_data_bytes)
-            return rc_data_bytes(length, False, bool(flags & FLAG_IMM))
+        if flags & FLAG_ROCE:
+            return rc_data_bytes(length, bool(flags & FLAG_FIRST),
+                                 bool(flags & FLAG_IMM and flags & FLAG_LAST))
         return data_bytes(length, bool(flags & FLAG_IMM))
     if kind in (ACK, NACK):
         return RC_ACK_BYTES if flags & FLAG_ROCE else ACK_BYTES

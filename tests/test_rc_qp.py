@@ -822,9 +822,15 @@ def test_progress_lowers_the_next_episode_by_adp_dec_steps() -> None:
     for dec, level in ((1, 1), (0, 2), (5, 0)):
         req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3,
                                   adp_dec_steps=dec))
-        sent = []
-        lp = loop_with(req, resp, fate=lambda p, now: "drop" if p.kind == DATA and (
-            sent.append(p) or len(sent) <= 16) else None)
+        sent: list[Packet] = []
+
+        def fate(p: Packet, now: int, sent: list[Packet] = sent) -> str | None:
+            if p.kind == DATA:
+                sent.append(p)
+                return "drop" if len(sent) <= 16 else None
+            return None
+
+        lp = loop_with(req, resp, fate=fate)
         lp.post(SRC, req, 1, 8 * 4096)  # 8 packets: two rounds dropped, the third lands
         lp.run()
         assert req.stats.retries == 2 and not req.failed

@@ -43,6 +43,7 @@ from mrc.packet import (
     DATA,
     FLAG_ACK_REQ,
     FLAG_ECN_ECHO,
+    FLAG_FIRST,
     FLAG_LAST,
     FLAG_RETX,
     FLAG_ROCE,
@@ -82,6 +83,7 @@ _FLAG_ECN_ECHO = cython.declare(cython.longlong, FLAG_ECN_ECHO)
 _FLAG_LAST = cython.declare(cython.longlong, FLAG_LAST)
 _FLAG_RETX = cython.declare(cython.longlong, FLAG_RETX)
 _FLAG_ROCE = cython.declare(cython.longlong, FLAG_ROCE)
+_FLAG_FIRST = cython.declare(cython.longlong, FLAG_FIRST)
 _PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
 
 
@@ -255,7 +257,7 @@ class RcRequester:
         length: cython.longlong = m.length - offset
         if length > mtu:
             length = mtu
-        flags: cython.longlong = _FLAG_ROCE  # RoCEv2's own packet (mrc.packet)
+        flags: cython.longlong = _FLAG_ROCE | (_FLAG_FIRST if offset == 0 else 0)  # RoCEv2's
         if offset + length == m.length:
             flags |= _FLAG_LAST | _FLAG_ACK_REQ
         elif seq + 1 - self.una >= self._wnd or self._wnd < self._ack_every:
