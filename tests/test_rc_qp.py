@@ -772,12 +772,16 @@ def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ac
 
 
 # ====================================================================== issue 36
+#: a ladder that starts below the lab's 65.5 us timeout (exponent 4): 16.384, 32.768 us
+ADP16 = {"adp_initial_timeout_us": 16.384, "adp_range_low_us": 32.768}
+
+
 def test_adaptive_retransmission_ladder_to_the_picosecond() -> None:
     """ConnectX's adaptive retransmission (the default): on a dead path the expiries fall at
     16.384 us (the first timeout, once), then 32.768 us later, then at the QP's own timeout
     (65.536 us, exponent 4) until the total budget, 3 x 65.536 us after the last progress,
     where the QP errors: written out, not recomputed from retry_schedule."""
-    cfg = RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3)
+    cfg = RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3, **ADP16)
     assert cfg.retransmission == "adaptive" and cfg.error_after_ps == 196_608_000
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=lambda p, now: "drop")
@@ -797,23 +801,27 @@ def test_adaptive_retransmission_ladder_to_the_picosecond() -> None:
 
 def test_adaptive_schedule_by_starting_level_and_the_fixed_one() -> None:
     """retry_schedule: per starting level, when each expiry and the error fall (ps)."""
-    ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3))
+    ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3, **ADP16))
     assert ladder == (16_384_000, 32_768_000, 65_536_000)
     assert offsets == ((16_384_000, 49_152_000, 114_688_000, 180_224_000),
                        (32_768_000, 98_304_000, 163_840_000),
                        (65_536_000, 131_072_000))
     assert err == 196_608_000
     ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3,
-                                                   adp_retries_per_step=2))
+                                                   adp_retries_per_step=2, **ADP16))
     assert ladder == (16_384_000, 32_768_000, 32_768_000, 65_536_000)
     ladder, offsets, err = retry_schedule(RcConfig(retransmission="fixed", timeout_exp=4,
                                                    retry_cnt=3))
     assert ladder == (65_536_000,) and err == 4 * 65_536_000
     assert offsets == ((65_536_000, 131_072_000, 196_608_000),)
-    # the NCCL default (exponent 20, 7 retries): a 16.4 us first timeout, errors at 7 x 4.29 s
+    # the defaults (exponent 20, 7 retries, NCCL's): 131.072 us, 262.144 us, doubling to
+    # 4.29 s; the error at 7 x 4.29 s; the lab's exponent 4 caps the whole ladder at 65.5 us
     ladder, offsets, err = retry_schedule(RcConfig())
-    assert ladder[0] == 16_384_000 and ladder[-1] == LOCAL_ACK_UNIT_PS << 20
+    assert ladder[:3] == (131_072_000, 262_144_000, 524_288_000)
+    assert ladder[-1] == LOCAL_ACK_UNIT_PS << 20 and len(ladder) == 16
     assert err == 7 * (LOCAL_ACK_UNIT_PS << 20)
+    assert retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3))[:2] == (
+        (65_536_000, 65_536_000), ((65_536_000, 131_072_000), (65_536_000, 131_072_000)))
 
 
 def test_progress_lowers_the_next_episode_by_adp_dec_steps() -> None:
@@ -821,7 +829,7 @@ def test_progress_lowers_the_next_episode_by_adp_dec_steps() -> None:
     starts at level 1 (32.768 us); with adp_dec_steps 0 it would start at level 2."""
     for dec, level in ((1, 1), (0, 2), (5, 0)):
         req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3,
-                                  adp_dec_steps=dec))
+                                  adp_dec_steps=dec, **ADP16))
         sent: list[Packet] = []
 
         def fate(p: Packet, now: int, sent: list[Packet] = sent) -> str | None:
@@ -838,7 +846,8 @@ def test_progress_lowers_the_next_episode_by_adp_dec_steps() -> None:
 
 
 def test_slow_restart_cuts_the_rate_on_a_timeout() -> None:
-    req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3, slow_restart=True))
+    req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3, slow_restart=True,
+                              **ADP16))
     rp = req.requester.rp
     assert rp is not None and not rp.limited
     lp = loop_with(req, resp, fate=lambda p, now: "drop" if p.kind == DATA

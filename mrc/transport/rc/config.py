@@ -61,11 +61,12 @@ class RcConfig:
     retransmission: str = knob("adaptive", "local ACK timer: adaptive (ConnectX adaptive "
                                "retransmission, on by default) or fixed (the IBA timer)",
                                choices=RETRANSMISSIONS)
-    adp_initial_timeout_us: float = knob(16.384, "adaptive: the first timeout of an episode "
+    adp_initial_timeout_us: float = knob(131.072, "adaptive: the first timeout of an episode "
                                          "without progress (tried once); own choice: 4.096 "
-                                         "us x 4", gt=0, maximum=1e9)
-    adp_range_low_us: float = knob(32.768, "adaptive: where the doubling range starts after "
-                                   "the first timeout; own choice: 4.096 us x 8", gt=0,
+                                         "us x 2^5, the least with no spurious resend in a "
+                                         "lossless incast", gt=0, maximum=1e9)
+    adp_range_low_us: float = knob(262.144, "adaptive: where the doubling range starts after "
+                                   "the first timeout; own choice: 4.096 us x 2^6", gt=0,
                                    maximum=1e9)
     adp_retries_per_step: int = knob(1, "adaptive: timeouts at each value before it doubles",
                                      minimum=1, maximum=16)
