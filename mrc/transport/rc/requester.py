@@ -334,7 +334,6 @@ class RcRequester:
         lvl: cython.longlong = self._lvl + self._retries - self._dec
         top: cython.longlong = len(self._ladder) - 1
         self._lvl = 0 if lvl < 0 else (top if lvl > top else lvl)
-
         acked: cython.longlong = upto - self.una
         self.una = upto
         self.anchor = now
@@ -442,7 +441,7 @@ class RcRequester:
     @cython.ccall
     @cython.annotation_typing(True)
     def _expiry(self) -> cython.longlong:
-        """When the next expiry (or the error) falls, after the episode's last progress."""
+        """The next expiry's (or the error's) offset from the episode's last progress."""
         offsets: tuple = self._sched[self._lvl]
         k: cython.longlong = self._retries
         return offsets[k] if k < len(offsets) else self._err_ps

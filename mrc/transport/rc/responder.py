@@ -35,6 +35,7 @@ from mrc.packet import (
     ECN_CE,
     FLAG_ACK_REQ,
     FLAG_ECN_ECHO,
+    FLAG_FIRST,
     FLAG_ROCE,
     FLAG_SEQ_ERR,
     NACK,
@@ -67,6 +68,7 @@ _ECN_CE = cython.declare(cython.longlong, ECN_CE)
 _FLAG_ACK_REQ = cython.declare(cython.longlong, FLAG_ACK_REQ)
 _FLAG_ECN_ECHO = cython.declare(cython.longlong, FLAG_ECN_ECHO)
 _FLAG_ROCE = cython.declare(cython.longlong, FLAG_ROCE)
+_FLAG_FIRST = cython.declare(cython.longlong, FLAG_FIRST)
 _FLAG_SEQ_ERR = cython.declare(cython.longlong, FLAG_SEQ_ERR)
 _RC_ACK_BYTES = cython.declare(cython.longlong, RC_ACK_BYTES)
 _NACK = cython.declare(cython.longlong, NACK)
@@ -148,19 +150,24 @@ class RcResponder:
                 self._send_cnp(now, pkt.ev)
         d: cython.longlong = psn_diff(pkt.psn, self._epsn)
         if d == 0:
+            # in PSN order, as RC places: the first packet of a WRITE (its RETH) opens the
+            # message, every later one goes where the previous ended (a middle packet does
+            # not carry its message or offset on the wire: mrc.wire.roce)
             rx: ReceiveBuffer | None = self._rx
+            first: cython.bint = (pkt.flags & _FLAG_FIRST) != 0
             if rx is None:
-                if pkt.offset != 0:
+                if not first or pkt.offset != 0:
                     raise ValueError(f"QP {self.qpn}: in-order packet psn={pkt.psn} starts "
                                      f"message {pkt.msg_id} at offset {pkt.offset}")
                 rx = self._rx = ReceiveBuffer(pkt.msg_id, pkt.msg_len, self._mtu,
                                               real_bytes=pkt.payload is not None)
                 self._rx_posted = pkt.ts
-            elif rx.msg_id != pkt.msg_id:
+            elif first:
                 raise ValueError(f"QP {self.qpn}: message {pkt.msg_id} interleaved with "
                                  f"unfinished message {rx.msg_id}")
             qp = self.qp
-            qp.bytes_placed += rx.place(pkt.offset, pkt.length, pkt.digest, pkt.payload)
+            qp.bytes_placed += rx.place(rx.placed if not first else 0, pkt.length, pkt.digest,
+                                        pkt.payload)
             self._epsn = (self._epsn + 1) & _PSN_MASK
             self._in_gap = False
             self._dup_last = None
