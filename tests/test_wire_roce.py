@@ -143,3 +143,16 @@ def test_a_flipped_covered_byte_is_refused() -> None:
     with pytest.raises(wire.DecodeError):
         wire.decode(bytes(data))
     assert struct.unpack_from(">H", data, 4)[0] == len(data) - 40
+
+
+def test_roce_checks_verify_after_every_usid_shift() -> None:
+    """On the static uSID carrier every switch rewrites the destination: the ICRC and the UDP
+    checksum cover the final destination (the block alone), so they verify at every hop."""
+    da = usid.path_address(2, 3, 7, 9, 4)
+    p = Packet(DATA, 1, 5, 9, 3, length=256, flags=FLAG_ROCE | FLAG_FIRST | FLAG_LAST,
+               msg_len=256, da=da, payload=bytes(range(256)))
+    buf = bytearray(wire.encode(p))
+    for _ in range(4):
+        wire.shift_outer_dst(buf)
+        q = wire.decode(bytes(buf))
+        assert q.payload == p.payload and q.plane == 2

@@ -248,7 +248,8 @@ class FabricCore:
         size = len(buf)
         da_hi, da_lo = _DA.unpack_from(buf, _OFF_DA)
         # (make_packet: compiled, a C call; Packet's keywords would be parsed per datagram)
-        pkt = make_packet(kind, src, wire.inner_hosts(buf)[1], 0, 0, 0, 0, 0, 0, 0,
+        dst = self._carrier_host(da_hi, da_lo) if rc else wire.inner_hosts(buf)[1]
+        pkt = make_packet(kind, src, dst, 0, 0, 0, 0, 0, 0, 0,
                           flags, 0, 0, 0, 0, 0, da_hi, da_lo, size, None, 0, plane)
         pkt.hop_limit = buf[_OFF_HLIM]
         ecn = (buf[1] >> 4) & 3
@@ -276,6 +277,15 @@ class FabricCore:
         queued[plane] += size
         port.kick()
         return True
+
+    def _carrier_host(self, da_hi: int, da_lo: int) -> int:
+        """The host a RoCE packet's uSID carrier ends at (its last T0 and that T0's port):
+        the one IPv6 header names no host (:mod:`mrc.wire.roce`)."""
+        usids = usid.carrier((da_hi << 64) | da_lo)
+        t0 = next((u - usid.T0_BASE for u in reversed(usids)
+                   if usid.T0_BASE <= u < usid.T1_BASE), 0)
+        port = usids[-1] - usid.PORT_BASE if usids and usids[-1] >= usid.PORT_BASE else 0
+        return t0 * self.spec.hosts_per_t0 + port
 
     def _ingress_drop(self, reason: str) -> None:
         # Not reported to the observer: these never were the transports' packets.

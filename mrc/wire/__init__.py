@@ -120,6 +120,7 @@ from mrc.wire.outer import (
     shift_outer_dst,
     trim,
 )
+from mrc.wire.roce import unnamed_destination
 
 __all__ = [
     "HOP_LIMIT", "NH_IPV6", "NH_UDP", "OFF_ACTIVE_USID", "OFF_BTH", "OFF_EXT", "OFF_INNER",
@@ -130,5 +131,5 @@ __all__ = [
     "encode", "encode_many", "ev_from_entropy", "flow_label", "hop_limit", "inner_hosts",
     "is_roce", "is_trimmed", "mark_ce", "nack_fields_from_trimmed", "outer_dscp", "outer_dst",
     "outer_ecn", "outer_ok", "pseudo_payload", "set_hop_limit", "set_outer_dscp",
-    "set_outer_dst", "shift_outer_dst", "trim", "udp_sport",
+    "set_outer_dst", "shift_outer_dst", "trim", "udp_sport", "unnamed_destination",
 ]

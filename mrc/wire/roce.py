@@ -14,6 +14,9 @@ RoCE RC sends what a RoCE NIC sends (IBA Vol. 1 ch. 9, Annex A17), not MRC's pac
   the first packet of a WRITE only (``FLAG_FIRST``); **ImmDt** on its last packet if it has one; **AETH** on
   ACKs (syndrome 0x1F) and sequence-error NAKs (0x60), MSN = message id mod 2^24; a CNP's 16
   reserved bytes; the **ICRC** over the masked header (as :mod:`mrc.wire.checksum`).
+* Both checks use the **final** destination (RFC 8200 8.1): on a uSID carrier, which every
+  switch shifts, the carrier's block alone (:func:`final_destination`), so they verify
+  after every shift as MRC's do.
 
 What a middle or last packet does not carry (message id, offset, message length), the
 responder knows from the first (it places in PSN order, :mod:`mrc.transport.rc.responder`):
@@ -65,7 +68,7 @@ from mrc.wire.layout import (
     SYNDROME_NAK_SEQ,
     UDP_SPORT_BASE,
 )
-from topology.usid import BLOCK_BASE
+from topology.usid import BLOCK_BASE, BLOCK_MASK
 
 OP_RDMA_WRITE_FIRST: Final = 0x06
 OP_RDMA_WRITE_MIDDLE: Final = 0x07
@@ -105,8 +108,6 @@ _U16 = struct.Struct(">H")
 _MASK: Final = ICRC_MASK
 OFF_UDP_LEN: Final = IPV6_BYTES + 4
 OFF_UDP_CSUM: Final = IPV6_BYTES + 6
-#: the pseudo-header's addresses start here (the UDP checksum sums from it)
-OFF_ADDRS: Final = 8
 
 
 class RoceDecodeError(ValueError):
@@ -118,9 +119,34 @@ def is_roce(pkt: Packet) -> bool:
     return pkt.kind == CNP or bool(pkt.flags & FLAG_ROCE and pkt.kind in (DATA, ACK, NACK))
 
 
-def _masked(buf: bytes) -> bytes:
-    return (int.from_bytes(buf[:ROCE_ENVELOPE_BYTES], "big") | _MASK).to_bytes(
-        ROCE_ENVELOPE_BYTES, "big")
+def unnamed_destination(pkt: Packet) -> bool:
+    """Whether a decoded RoCE packet could not name its destination host: its IPv6
+    destination is a uSID carrier, not a host address (its ``dst`` reads 0); a host that the
+    fabric delivered it to takes it as its own."""
+    return is_roce(pkt) and (pkt.da_hi != HOST_HI or pkt.da_lo >> 32 != HOST_LO >> 32)
+
+
+def final_destination(buf: bytes | bytearray) -> int:
+    """The IPv6 destination the integrity checks use: the final one (RFC 8200 8.1). A uSID
+    carrier (the static-SRv6 model) is rewritten at every hop and ends as its block alone
+    (every uSID shifted out); a plain destination is itself."""
+    da = int.from_bytes(buf[24:40], "big")
+    return da & BLOCK_MASK if da >> 104 == BLOCK_BASE >> 8 else da
+
+
+def _masked(buf: bytes | bytearray) -> bytes:
+    """What the ICRC covers of IPv6 + UDP + BTH: the masked fields set to ones, the
+    destination its final one (:func:`final_destination`)."""
+    head = bytes(buf[:24]) + final_destination(buf).to_bytes(16, "big") + bytes(buf[40:60])
+    return (int.from_bytes(head, "big") | _MASK).to_bytes(ROCE_ENVELOPE_BYTES, "big")
+
+
+def _udp_sum(buf: bytes | bytearray) -> int:
+    """The UDP checksum's sum (mod 0xFFFF): pseudo-header (source, final destination, UDP
+    length, next header) and UDP onwards (2^16 = 1 mod 0xFFFF: a 16-byte address adds as
+    its integer value)."""
+    return (int.from_bytes(buf[8:24], "big") + final_destination(buf) + sum16(buf, IPV6_BYTES)
+            + len(buf) - IPV6_BYTES + NH_UDP) % 0xFFFF
 
 
 def _extension(p: Packet) -> tuple[int, bytes]:
@@ -172,8 +198,7 @@ def encode_roce(p: Packet, payload: bytes = b"") -> bytes:
 def _set_checksum(buf: bytearray) -> None:
     """Write the UDP checksum of a RoCE packet of ``len(buf)`` bytes (its field zero first)."""
     buf[OFF_UDP_CSUM] = buf[OFF_UDP_CSUM + 1] = 0
-    ulen = len(buf) - IPV6_BYTES
-    r = (sum16(buf, OFF_ADDRS) + ulen + NH_UDP) % 0xFFFF
+    r = _udp_sum(buf)
     buf[OFF_UDP_CSUM:OFF_UDP_CSUM + 2] = _U16.pack(0xFFFF - r if r else 0xFFFF)
 
 
@@ -262,5 +287,5 @@ def _verify(data: bytes) -> None:
     crc = zlib.crc32(data[ROCE_ENVELOPE_BYTES:n], zlib.crc32(_masked(data), CRC_LRH))
     if crc != CRC_RESIDUE:
         raise RoceDecodeError("ICRC mismatch")
-    if (sum16(data, OFF_ADDRS) + n - IPV6_BYTES + NH_UDP) % 0xFFFF:
+    if _udp_sum(data):
         raise RoceDecodeError("UDP checksum mismatch")
