@@ -18,8 +18,8 @@
   (the default, as RoCE NICs run): :mod:`.dcqcn`'s reaction point sets a rate, CNPs cut it,
   and DATA is paced at it (packet starts wire bytes x 8 / rate apart). ``cc = "window"``:
   AIMD on ECN echoes (:mod:`.responder`): a cut by ``ecn_decrease`` at most once per window
-  of data, growth by ``additive_increase_pkts`` per window acknowledged, within
-  ``min_window_pkts``..``window_pkts``.
+  of data, growth by ``additive_increase_pkts`` per window acknowledged, never
+  above ``window_pkts`` nor below ``min_window_pkts``.
 * **Optional re-convergence model** (``reroute_after_us``, off by default). Static SRv6
   source routing, the post's fabric, never moves a path, so RC stays on a broken one. With a
   dynamic routing protocol the network would re-hash a flow whose T1 died; the QP models
@@ -452,8 +452,7 @@ class RcRequester:
         """``slow_restart``: DCQCN's largest cut (:meth:`DcqcnRp.restart`) or the least window."""
         rp = self.rp
         if rp is None:
-            self.cwnd = float(self.config.min_window_pkts)
-            self._wnd = max(1, self.config.min_window_pkts)
+            self.cwnd, self._wnd = float(self.config.min_window_pkts), self.config.min_window_pkts
             return
         was_limited = rp.limited
         rp.restart(now)
