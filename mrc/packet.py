@@ -21,6 +21,21 @@ exact for any round trip under 4.29 ms (``mrc.live.host`` does this).
 
 The MRC extensions put the EV and message id first so that a 128-byte trimmed DATA packet
 still carries what its NACK needs (QPN, PSN, EV, message id).
+
+RoCE RC's packets (``FLAG_ROCE``) are RoCEv2's own, not MRC's::
+
+    IPv6 (40)         dst = ``da`` (what the fabric forwards on), ECN; next header UDP
+    UDP (8)           dst port 4791; source port from the QPN's entropy
+    BTH (12)          opcode (WRITE FIRST/MIDDLE/LAST/ONLY, ACKNOWLEDGE, CNP), QPN, PSN
+    DATA: RETH (16) on the first packet of a WRITE only, [ImmDt (4)] on the last; payload
+    ACK/NAK: AETH (4)
+    CNP: 16 reserved bytes
+    ICRC (4)
+
+so a middle DATA packet carries 64 header bytes (``rc_data_bytes``), an ACK is 68 bytes and a
+CNP 80 (IBA Vol. 1 ch. 9 and Annex A17, RoCEv2). CNPs are RoCEv2's in either case (only RC
+sends them). RC's ACKs and NAKs queue with RC's DATA (``data_class``): a RoCE NIC sends them
+on the QP's traffic class; only CNPs take the high-priority one.
 """
 
 from __future__ import annotations
@@ -55,6 +70,12 @@ FLAG_ECN_ECHO: Final = 0x0010  # ACK/NACK: the acknowledged packet arrived CE-ma
 FLAG_TRIM: Final = 0x0020  # NACK: the packet arrived trimmed (congestion, not loss)
 FLAG_SEQ_ERR: Final = 0x0040  # NACK: RC PSN sequence error (go-back-N rewind)
 FLAG_PROBE_LOSS: Final = 0x0080  # PROBE_REPLY: reserved for loss-probe semantics
+#: DATA/ACK/NACK: RoCEv2 RC framing (one IPv6 header, BTH and the IBA extension headers only,
+#: no MRC headers): what a RoCE RC QP sends. On the wire it is the next header of the first
+#: IPv6 header (UDP, where MRC's is IPv6), not a bit.
+FLAG_ROCE: Final = 0x0100
+#: RoCE DATA: the first packet of its WRITE (RDMA WRITE FIRST or ONLY: it carries the RETH).
+FLAG_FIRST: Final = 0x0200
 
 PSN_BITS: Final = 24
 PSN_MOD: Final = 1 << PSN_BITS
@@ -79,7 +100,14 @@ DATA_HEADER_BYTES: Final = ENVELOPE_BYTES + RETH_BYTES + MRC_DETH_BYTES + ICRC_B
 ACK_BYTES: Final = ENVELOPE_BYTES + AETH_BYTES + MRC_AETH_BYTES + ICRC_BYTES  # 136
 PROBE_BYTES: Final = ENVELOPE_BYTES + MRC_PETH_BYTES + ICRC_BYTES  # 116
 CNP_RESERVED_BYTES: Final = 16
-CNP_BYTES: Final = ENVELOPE_BYTES + CNP_RESERVED_BYTES + ICRC_BYTES  # 120
+#: RoCEv2's envelope: one IPv6 header, UDP, BTH (RoCE RC; MRC's has a second IPv6 header).
+ROCE_ENVELOPE_BYTES: Final = IPV6_BYTES + UDP_BYTES + BTH_BYTES  # 60
+#: RoCE RC DATA header bytes of a middle (or last) packet of a WRITE: envelope + ICRC.
+RC_DATA_HEADER_BYTES: Final = ROCE_ENVELOPE_BYTES + ICRC_BYTES  # 64
+#: RoCE RC ACK or NAK: envelope + AETH + ICRC.
+RC_ACK_BYTES: Final = ROCE_ENVELOPE_BYTES + AETH_BYTES + ICRC_BYTES  # 68
+#: RoCEv2 CNP (BTH opcode 0x81): envelope + 16 reserved bytes + ICRC.
+CNP_BYTES: Final = ROCE_ENVELOPE_BYTES + CNP_RESERVED_BYTES + ICRC_BYTES  # 80
 #: A PFC frame is a minimum Ethernet frame (64 bytes with MAC header and FCS); counted like
 #: an IPv6 packet's size, the ports' Ethernet overhead (38) then gives its 84 wire bytes.
 PAUSE_BYTES: Final = 46
@@ -103,6 +131,27 @@ DEFAULT_HOP_LIMIT: Final = 64
 def data_bytes(length: cython.longlong, imm: cython.bint = False) -> cython.longlong:
     """IPv6 bytes of a DATA packet with ``length`` payload bytes."""
     return DATA_HEADER_BYTES + length + (IMMDT_BYTES if imm else 0)
+
+
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(-1, check=True)
+def rc_data_bytes(length: cython.longlong, first: cython.bint,
+                  imm: cython.bint = False) -> cython.longlong:
+    """IPv6 bytes of a RoCE RC WRITE packet with ``length`` payload bytes: RETH on the first
+    packet of the WRITE only, ImmDt on the last of a WRITE with immediate."""
+    return (RC_DATA_HEADER_BYTES + length + (RETH_BYTES if first else 0)
+            + (IMMDT_BYTES if imm else 0))
+
+
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.exceptval(check=False)
+def data_class(kind: cython.longlong, flags: cython.longlong) -> cython.bint:
+    """Whether a switch queues a packet of this kind with the data (the rest ride the
+    strict-priority header queue): DATA, and RoCE RC's ACKs and NAKs, which a RoCE NIC sends
+    on its QP's traffic class (its CNPs keep the high-priority one)."""
+    return kind == DATA or ((flags & FLAG_ROCE) != 0 and (kind == ACK or kind == NACK))
 
 
 # (the PSN constants are written out in these two: C arithmetic in the compiled build)
@@ -321,9 +370,12 @@ def natural_size(kind: cython.longlong, length: cython.longlong = 0,
                  flags: cython.longlong = 0) -> cython.longlong:
     """Untrimmed IPv6 packet bytes for a packet of this kind."""
     if kind == DATA:
+        if flags & FLAG_ROCE:
+            return rc_data_bytes(length, bool(flags & FLAG_FIRST),
+                                 bool(flags & FLAG_IMM and flags & FLAG_LAST))
         return data_bytes(length, bool(flags & FLAG_IMM))
     if kind in (ACK, NACK):
-        return ACK_BYTES
+        return RC_ACK_BYTES if flags & FLAG_ROCE else ACK_BYTES
     if kind == CNP:
         return CNP_BYTES
     if kind == PAUSE:

@@ -11,7 +11,7 @@ from mrc.packet import CNP, DATA, ECN_CE, Packet
 from mrc.stack.rc_connection import rc_qp_pair
 from mrc.stack.stack import SimStack
 from mrc.transport.rc.config import RcConfig
-from mrc.transport.rc.dcqcn import DcqcnConfig, DcqcnRp
+from mrc.transport.rc.dcqcn import DCQCN_PROFILES, DcqcnConfig, DcqcnRp
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec, preset
 
@@ -93,7 +93,9 @@ def test_cut_floors_and_first_cnp_rate() -> None:
 
 def test_notification_point_sends_one_cnp_per_interval_per_qp() -> None:
     spec = preset("lab-small")
-    req, resp = rc_qp_pair(spec, 0, 5, 7, 1, RcConfig(window_pkts=512))
+    # the paper's profile: one CNP per 50 us (NVIDIA's firmware default is 4 us)
+    req, resp = rc_qp_pair(spec, 0, 5, 7, 1, RcConfig(window_pkts=512,
+                                                     dcqcn=DCQCN_PROFILES["paper"]))
     assert req.config.dcqcn.min_time_between_cnps == 50.0
     req.post_write(0, 1, 200 * 4096)
     cnps = []
@@ -127,13 +129,14 @@ def test_pacing_spaces_packets_at_the_dcqcn_rate() -> None:
 
 
 # ====================================================================== convergence
-def _two_flows(join_us: int, end_us: int) -> tuple[list[list[int]], SimStack]:
+def _two_flows(join_us: int, end_us: int, profile: str = "nvidia"
+               ) -> tuple[list[list[int]], SimStack]:
     """Flow A (h2 -> h0) from 0, flow B (h3 -> h0) from ``join_us``, both RC with the
     defaults, on one plane: they share the T0 -> T1 uplink of h2 and h3's T0, one 100 Gb/s
     port. Returns each flow's bytes placed, sampled every microsecond."""
     spec = FabricSpec(planes=1, hosts=4, hosts_per_t0=2, t1_per_plane=2, name="dcqcn")
     stack = SimStack(spec, seed=1, transport_name="rc")
-    a, b = (stack.open("rc", s, 0, {}) for s in (2, 3))
+    a, b = (stack.open("rc", s, 0, {"dcqcn_profile": profile}) for s in (2, 3))
     sim = stack.net.sim
     a.write(0, 1 << 30)
     sim.at(join_us * US, lambda _: b.write(sim.now, 1 << 30))
@@ -144,14 +147,18 @@ def _two_flows(join_us: int, end_us: int) -> tuple[list[list[int]], SimStack]:
     return samples, stack
 
 
-def test_two_rc_flows_into_one_100g_port_converge_to_50_gbps_each() -> None:
+@pytest.mark.parametrize("profile,settle_us,pauses", [("paper", 0, False), ("nvidia", 320, True)])
+def test_two_rc_flows_into_one_100g_port_converge_to_50_gbps_each(profile: str, settle_us: int,
+                                                                  pauses: bool) -> None:
     """DCQCN's convergence, measured: flow A runs alone, flow B joins at 1 ms at line rate.
-    From 1.0 ms on (0 us after the join: the first cuts already halve both), every 500-us
-    window has each flow within 10% of half the port (47.9 Gb/s of payload = 50 Gb/s on the
-    wire), and no PAUSE frame is sent: DCQCN, not PFC, shares the port. (In 100-us windows
-    its sawtooth leaves the band now and then: one cut takes a flow down by alpha / 2.)"""
+    From ``settle_us`` after the join, every 500-us window has each flow within 10% of half
+    the port (47.9 Gb/s of payload). The paper's profile: 0 us (the first cuts already halve
+    both, one cut per 50 us) and no PAUSE frame: DCQCN, not PFC, shares the port. NVIDIA's
+    (4 us between cuts, 1 us alpha period, fast recovery at once): 320 us (measured, issue
+    36), PFC pausing the join's burst (66 PAUSE frames) before the rates settle. (In 100-us
+    windows the sawtooth leaves the band now and then.)"""
     join, end, window = 1_000, 3_000, 500
-    samples, stack = _two_flows(join, end)
+    samples, stack = _two_flows(join, end, profile)
     spec = stack.spec
     half = spec.link_gbps * spec.goodput_ceiling_fraction() / 2
     assert math.isclose(half / spec.goodput_ceiling_fraction(), 50.0)
@@ -164,6 +171,6 @@ def test_two_rc_flows_into_one_100g_port_converge_to_50_gbps_each() -> None:
     converged = next(t for t in range(join, end - window, 10)
                      if all(abs(gbps(i, u, u + window) - half) <= 0.1 * half
                             for u in range(t, end - window + 1, 50) for i in (0, 1)))
-    assert converged - join == 0
-    assert stack.totals()["pause_frames_sent"] == 0
+    assert converged - join == settle_us
+    assert (stack.totals()["pause_frames_sent"] > 0) == pauses
     assert stack.totals()["cnps_received"] > 0

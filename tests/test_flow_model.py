@@ -221,11 +221,14 @@ def test_stall_without_pfc_fails_rc_after_its_retries() -> None:
 
 def test_dcqcn_climbs_back_as_dcqcn_does_after_a_degrade() -> None:
     """RC as deployed: after the degrade ends RC stays near its degraded share (DCQCN's
-    additive increase: 5 Mb/s per 55 us), as the packet model shows; with fast DCQCN timing
-    (a 1 us timer and no clamp) it is back at the line within the window."""
+    additive increase), as the packet model shows; with fast DCQCN timing (the paper's
+    profile with a 1 us timer, 5 Gb/s steps and no fast-recovery stages) it is back at the
+    line within the window. (Issue 36: NVIDIA's profile is the default now; on it the same
+    overrides recover to 1273 of 1524 Gb/s in the window, so the fast case names the paper's.)"""
     slow = t(run_flow_lab("degraded-link"), "rc")["goodput_gbps"]
     assert slow["after"] == pytest.approx(slow["during"], rel=0.02)
     fast = t(run_flow_lab("degraded-link", overrides={
+        "transport.rc.dcqcn_profile": "paper",
         "transport.rc.rpg_time_reset": 1.0, "transport.rc.rpg_ai_rate": 5000.0,
         "transport.rc.rpg_threshold": 1}), "rc")["goodput_gbps"]
     assert fast["after"] == pytest.approx(fast["before"], rel=0.05)

@@ -80,8 +80,10 @@ def test_a_stuck_host_pauses_rc_and_only_drops_mrc() -> None:
                                & (result.timeseries["metric"] == "paused_ports")]
     # two writers share h0 (a 2-to-1 incast under DCQCN: some pauses before the stall are
     # normal); the stuck host keeps its ports paused (its XOFF is refreshed, never released)
+    # once its receive buffer is full: with NVIDIA's DCQCN profile (issue 36) ~100 us after
+    # the stall (the paper's fills it by 130 us)
     before = paused[paused["time_us"] < 90]["value"]
-    after = paused[paused["time_us"] >= 130]["value"]
+    after = paused[paused["time_us"] >= 200]["value"]
     assert (after > 0).mean() > 0.8 and (after > 0).mean() > (before > 0).mean()
 
 

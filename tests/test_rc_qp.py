@@ -28,10 +28,12 @@ from mrc.packet import (
     FLAG_ECN_ECHO,
     FLAG_LAST,
     FLAG_RETX,
+    FLAG_ROCE,
     FLAG_SEQ_ERR,
     NACK,
     PSN_MASK,
     Packet,
+    data_class,
 )
 from mrc.stack.rc_connection import (
     DCQCN_WINDOW_PKTS,
@@ -52,7 +54,7 @@ from mrc.transport.base import (
     TransportEvent,
 )
 from mrc.transport.memory import expected_checksum, message_key
-from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig
+from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig, retry_schedule
 from mrc.transport.rc.qp import RcQp
 from mrc.transport.rc.striping import stripe
 from topology.paths import address_for
@@ -231,7 +233,7 @@ def expected(qpn: int, msg_id: int, length: int, mtu: int, src: int = SRC) -> in
     return expected_checksum(message_key(src, qpn, msg_id, 0), length, mtu)
 
 
-CFG = RcConfig(mtu=4096, window_pkts=24, timeout_exp=4, retry_cnt=7)
+CFG = RcConfig(retransmission="fixed", mtu=4096, window_pkts=24, timeout_exp=4, retry_cnt=7)
 
 
 # ====================================================================== QP behaviour
@@ -311,7 +313,7 @@ def test_trimmed_packet_is_handled_like_a_loss() -> None:
     assert resp.stats.dropped_trimmed == 1
     assert resp.stats.naks_sent == 1  # from the next packet, not from the trimmed one
     (nak,) = [p for _, p in lp.sent if p.kind == NACK]
-    assert nak.psn == 5 and not nak.flags & ~(FLAG_SEQ_ERR)
+    assert nak.psn == 5 and not nak.flags & ~(FLAG_SEQ_ERR | FLAG_ROCE)
     assert req.stats.timeouts == 0
     (done,) = lp.events(EVENT_MESSAGE_COMPLETED, DST)
     assert done.checksum == expected(req.qpn, 1, 40 * 4096, 4096)
@@ -352,7 +354,7 @@ def test_duplicates_are_reacked_after_a_lost_ack() -> None:
 @pytest.mark.parametrize("retry_cnt,timeout_exp", [(7, 2), (3, 1), (0, 5)])
 def test_dead_path_errors_at_exactly_the_predicted_time(retry_cnt: int,
                                                         timeout_exp: int) -> None:
-    cfg = RcConfig(window_pkts=16, timeout_exp=timeout_exp, retry_cnt=retry_cnt)
+    cfg = RcConfig(retransmission="fixed", window_pkts=16, timeout_exp=timeout_exp, retry_cnt=retry_cnt)
     timeout = LOCAL_ACK_UNIT_PS << timeout_exp
     assert cfg.timeout_ps == timeout and cfg.error_after_ps == (retry_cnt + 1) * timeout
     req, resp = pair(cfg)
@@ -377,7 +379,7 @@ def test_dead_path_errors_at_exactly_the_predicted_time(retry_cnt: int,
 
 def test_path_dies_mid_transfer_error_counts_from_last_progress() -> None:
     kill = 30 * US
-    cfg = RcConfig(window_pkts=24, timeout_exp=3, retry_cnt=7)
+    cfg = RcConfig(retransmission="fixed", window_pkts=24, timeout_exp=3, retry_cnt=7)
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=lambda p, now: "drop" if now >= kill else None)
     lp.post(SRC, req, 1, 10_000 * 4096)
@@ -392,7 +394,7 @@ def test_path_dies_mid_transfer_error_counts_from_last_progress() -> None:
 
 
 def test_psn_wraps_at_24_bits() -> None:
-    cfg = RcConfig(window_pkts=24, timeout_exp=4, initial_psn=PSN_MASK - 20)
+    cfg = RcConfig(retransmission="fixed", window_pkts=24, timeout_exp=4, initial_psn=PSN_MASK - 20)
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=drop_psn_times(3))  # a loss just after the wrap
     lp.post(SRC, req, 1, 100 * 4096)
@@ -408,7 +410,7 @@ def test_psn_wraps_at_24_bits() -> None:
 
 
 def test_healthy_qp_runs_at_line_rate() -> None:
-    req, resp = pair(RcConfig(window_pkts=24, ack_every=8))
+    req, resp = pair(RcConfig(retransmission="fixed", window_pkts=24, ack_every=8))
     lp = loop_with(req, resp)
     length = 2000 * 4096
     lp.post(SRC, req, 1, length)
@@ -429,7 +431,7 @@ def test_go_back_n_cost_is_about_p_times_window(ack_every: int, low: float,
     def fate(pkt: Packet, now: int) -> str | None:
         return "drop" if pkt.kind == DATA and rng.random() < p else None
 
-    cfg = RcConfig(window_pkts=window, timeout_exp=6, ack_every=ack_every)
+    cfg = RcConfig(retransmission="fixed", window_pkts=window, timeout_exp=6, ack_every=ack_every)
     req, resp = pair(cfg)
     lp = loop_with(req, resp, delay_ps=20 * US, fate=fate)
     lp.post(SRC, req, 1, 12_000 * 4096)
@@ -456,7 +458,7 @@ def test_random_faults_never_corrupt_or_duplicate(seed: int) -> None:
             return "ce"
         return None
 
-    cfg = RcConfig(window_pkts=20, timeout_exp=5, initial_psn=PSN_MASK - rng.randrange(300))
+    cfg = RcConfig(retransmission="fixed", window_pkts=20, timeout_exp=5, initial_psn=PSN_MASK - rng.randrange(300))
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=fate)
     sizes = [rng.randrange(1, 300_000) for _ in range(8)]
@@ -481,7 +483,7 @@ def test_ecn_echo_cuts_the_window_at_most_once_per_window() -> None:
             return "ce"
         return None
 
-    cfg = RcConfig(window_pkts=32, min_window_pkts=2, timeout_exp=4, cc="window")
+    cfg = RcConfig(retransmission="fixed", window_pkts=32, min_window_pkts=2, timeout_exp=4, cc="window")
     req, resp = pair(cfg)
     lp = loop_with(req, resp, fate=fate)
     lp.post(SRC, req, 1, 600 * 4096)
@@ -495,7 +497,7 @@ def test_ecn_echo_cuts_the_window_at_most_once_per_window() -> None:
 
 def test_ecn_cut_guard_direct() -> None:
     """Driven by hand: a cut, no second cut until data sent after it is acknowledged."""
-    req, _ = pair(RcConfig(window_pkts=32, min_window_pkts=2, cc="window"))
+    req, _ = pair(RcConfig(retransmission="fixed", window_pkts=32, min_window_pkts=2, cc="window"))
     req.post_write(0, 1, 100 * 4096)
     sent = [req.poll(0, 1) for _ in range(40)]
     assert sum(p is not None for p in sent) == 32  # window-limited
@@ -514,7 +516,7 @@ def test_ecn_cut_guard_direct() -> None:
 
 
 def test_reroute_model_moves_to_the_next_t1_and_recovers() -> None:
-    cfg = RcConfig(window_pkts=16, timeout_exp=2, reroute_after_us=30.0)
+    cfg = RcConfig(retransmission="fixed", window_pkts=16, timeout_exp=2, reroute_after_us=30.0)
     req, resp = pair(cfg)
     dead = req.t1
     lp = loop_with(req, resp, fate=lambda p, now: "drop" if ev_t1(p.ev) == dead else None)
@@ -533,7 +535,7 @@ def test_reroute_model_moves_to_the_next_t1_and_recovers() -> None:
 
 
 def test_reroute_is_off_by_default_so_a_dead_t1_errors() -> None:
-    req, resp = pair(RcConfig(window_pkts=16, timeout_exp=2))
+    req, resp = pair(RcConfig(retransmission="fixed", window_pkts=16, timeout_exp=2))
     dead = req.t1
     lp = loop_with(req, resp, fate=lambda p, now: "drop" if ev_t1(p.ev) == dead else None)
     lp.post(SRC, req, 1, 64 * 4096)
@@ -554,12 +556,12 @@ def test_poll_only_serves_its_own_plane_and_cheaply_when_idle() -> None:
 
 def test_config_validation_and_infinite_timeout() -> None:
     with pytest.raises(ValueError):
-        RcConfig(retry_cnt=8)
+        RcConfig(retransmission="fixed", retry_cnt=8)
     with pytest.raises(ValueError):
-        RcConfig(timeout_exp=32)
+        RcConfig(retransmission="fixed", timeout_exp=32)
     with pytest.raises(ValueError):
-        RcConfig(window_pkts=4, min_window_pkts=8)
-    req, _ = pair(RcConfig(timeout_exp=0))  # verbs: 0 = wait forever
+        RcConfig(retransmission="fixed", window_pkts=4, min_window_pkts=8)
+    req, _ = pair(RcConfig(retransmission="fixed", timeout_exp=0))  # verbs: 0 = wait forever
     req.post_write(0, 1, 100)
     assert req.poll(0, 1) is not None and req.next_timer() is None
     with pytest.raises(ValueError):
@@ -619,7 +621,7 @@ def test_one_qp_error_fails_the_whole_connection() -> None:
     lp.kick()
     lp.run()
     (failure,) = [e for e in conn.events if e.kind == EVENT_CONNECTION_FAILED]
-    assert failure.time_ps == 8 * cfg.timeout_ps  # type: ignore[operator]
+    assert failure.time_ps == cfg.error_after_ps == 7 * cfg.timeout_ps  # type: ignore[operator]
     assert failure.qpn == 202 and failure.failed_messages == [1]
     assert failure.aborted_qpns == [200, 201, 203]
     assert conn.failed and conn.failed_messages == [1] and 1 not in conn.completed
@@ -695,14 +697,14 @@ def test_window_cut_below_the_ack_batch_is_acknowledged_by_the_timer() -> None:
     coalescing timer the requester waits for its local ACK timeout although every packet
     arrived; with it (the default) the transfer never times out."""
     base = dict(window_pkts=21, ack_every=2, timeout_exp=10, min_window_pkts=1, cc="window")
-    stalled_req, stalled_resp = pair(RcConfig(**base, ack_timer_us=None))
+    stalled_req, stalled_resp = pair(RcConfig(retransmission="fixed", **base, ack_timer_us=None))
     lp = loop_with(stalled_req, stalled_resp, fate=_ce_fate(15 * 7, 0.261))
     lp.post(SRC, stalled_req, 1, 300 * 4096)
     lp.run()
     assert stalled_req.stats.timeouts >= 1 and stalled_resp.stats.dropped_oos == 0
     assert stalled_resp.stats.acks_on_timer == 0
 
-    req, resp = pair(RcConfig(**base))
+    req, resp = pair(RcConfig(retransmission="fixed", **base))
     assert req.config.ack_timer_ps == 4 * US
     lp = loop_with(req, resp, fate=_ce_fate(15 * 7, 0.261))
     lp.post(SRC, req, 1, 300 * 4096)
@@ -714,11 +716,11 @@ def test_window_cut_below_the_ack_batch_is_acknowledged_by_the_timer() -> None:
 
 
 def test_small_window_asks_for_an_ack_on_every_packet() -> None:
-    req, _ = pair(RcConfig(window_pkts=6, ack_every=8, min_window_pkts=1))
+    req, _ = pair(RcConfig(retransmission="fixed", window_pkts=6, ack_every=8, min_window_pkts=1))
     req.post_write(0, 1, 20 * 4096)
     sent = [req.poll(0, 1) for _ in range(6)]
     assert all(p is not None and p.flags & FLAG_ACK_REQ for p in sent)
-    req, _ = pair(RcConfig(window_pkts=16, ack_every=8))
+    req, _ = pair(RcConfig(retransmission="fixed", window_pkts=16, ack_every=8))
     req.post_write(0, 1, 20 * 4096)
     sent = [req.poll(0, 1) for _ in range(16)]
     asks = [i for i, p in enumerate(sent) if p is not None and p.flags & FLAG_ACK_REQ]
@@ -727,7 +729,7 @@ def test_small_window_asks_for_an_ack_on_every_packet() -> None:
 
 def test_coalescing_timer_fires_once_per_unacknowledged_run() -> None:
     """Driven by hand: one packet, no request: the ACK leaves exactly ack_timer later."""
-    req, resp = pair(RcConfig(window_pkts=16, ack_every=8, ack_timer_us=3.0))
+    req, resp = pair(RcConfig(retransmission="fixed", window_pkts=16, ack_every=8, ack_timer_us=3.0))
     req.post_write(0, 1, 3 * 4096)
     first = req.poll(0, 1)
     assert first is not None and not first.flags & FLAG_ACK_REQ
@@ -756,7 +758,7 @@ def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ac
     """Property: whatever the window, ACK batch, CE marks and message sizes, a QP whose
     packets all arrive never waits for its local ACK timeout: no timeout, no retry, no
     resend, every message placed once."""
-    cfg = RcConfig(window_pkts=window, ack_every=ack_every, min_window_pkts=1,
+    cfg = RcConfig(retransmission="fixed", window_pkts=window, ack_every=ack_every, min_window_pkts=1,
                    timeout_exp=14, cc=cc)
     req, resp = pair(cfg)
     lp = loop_with(req, resp, delay_ps=delay_us * US, fate=_ce_fate(seed, p_mark))
@@ -767,3 +769,108 @@ def test_no_timeout_when_the_fabric_delivers_everything(cc: str, window: int, ac
     assert [e.msg_id for e in lp.events(EVENT_MESSAGE_COMPLETED, DST)] == \
         list(range(len(sizes)))
     assert req.outstanding == 0 and req.pending_messages == 0
+
+
+# ====================================================================== issue 36
+#: a ladder that starts below the lab's 65.5 us timeout (exponent 4): 16.384, 32.768 us
+ADP16 = {"adp_initial_timeout_us": 16.384, "adp_range_low_us": 32.768}
+
+
+def test_adaptive_retransmission_ladder_to_the_picosecond() -> None:
+    """ConnectX's adaptive retransmission (the default): on a dead path the expiries fall at
+    16.384 us (the first timeout, once), then 32.768 us later, then at the QP's own timeout
+    (65.536 us, exponent 4) until the total budget, 3 x 65.536 us after the last progress,
+    where the QP errors: written out, not recomputed from retry_schedule."""
+    cfg = RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3, **ADP16)
+    assert cfg.retransmission == "adaptive" and cfg.error_after_ps == 196_608_000
+    req, resp = pair(cfg)
+    lp = loop_with(req, resp, fate=lambda p, now: "drop")
+    lp.run(until_ps=3 * US)
+    lp.post(SRC, req, 1, 1 << 20)  # the first packet leaves at 3 us: the timer starts there
+    lp.run()
+    retries = lp.events(EVENT_RETRY, SRC)
+    assert [e.time_ps for e in retries] == [3_000_000 + t for t in (
+        16_384_000, 49_152_000, 114_688_000, 180_224_000)]
+    assert [e.timeout_ps for e in retries] == [16_384_000, 32_768_000, 65_536_000,  # type: ignore[attr-defined]
+                                               65_536_000]
+    (err,) = lp.events(EVENT_QP_ERROR, SRC)
+    assert err.time_ps == 3_000_000 + 196_608_000 == req.error_time_ps
+    assert "RETRY_EXC_ERR" in str(err.reason)
+    assert req.stats.retries == 4 and req.stats.timeouts == 5
+
+
+def test_adaptive_schedule_by_starting_level_and_the_fixed_one() -> None:
+    """retry_schedule: per starting level, when each expiry and the error fall (ps)."""
+    ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3, **ADP16))
+    assert ladder == (16_384_000, 32_768_000, 65_536_000)
+    assert offsets == ((16_384_000, 49_152_000, 114_688_000, 180_224_000),
+                       (32_768_000, 98_304_000, 163_840_000),
+                       (65_536_000, 131_072_000))
+    assert err == 196_608_000
+    ladder, offsets, err = retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3,
+                                                   adp_retries_per_step=2, **ADP16))
+    assert ladder == (16_384_000, 32_768_000, 32_768_000, 65_536_000)
+    ladder, offsets, err = retry_schedule(RcConfig(retransmission="fixed", timeout_exp=4,
+                                                   retry_cnt=3))
+    assert ladder == (65_536_000,) and err == 4 * 65_536_000
+    assert offsets == ((65_536_000, 131_072_000, 196_608_000),)
+    # the defaults (exponent 20, 7 retries, NCCL's): 131.072 us, 262.144 us, doubling to
+    # 4.29 s; the error at 7 x 4.29 s; the lab's exponent 4 caps the whole ladder at 65.5 us
+    ladder, offsets, err = retry_schedule(RcConfig())
+    assert ladder[:3] == (131_072_000, 262_144_000, 524_288_000)
+    assert ladder[-1] == LOCAL_ACK_UNIT_PS << 20 and len(ladder) == 16
+    assert err == 7 * (LOCAL_ACK_UNIT_PS << 20)
+    assert retry_schedule(RcConfig(timeout_exp=4, retry_cnt=3))[:2] == (
+        (65_536_000, 65_536_000), ((65_536_000, 131_072_000), (65_536_000, 131_072_000)))
+
+
+def test_progress_lowers_the_next_episode_by_adp_dec_steps() -> None:
+    """Two expiries reach level 2; progress takes adp_dec_steps (1) off: the next episode
+    starts at level 1 (32.768 us); with adp_dec_steps 0 it would start at level 2."""
+    for dec, level in ((1, 1), (0, 2), (5, 0)):
+        req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3,
+                                  adp_dec_steps=dec, **ADP16))
+        sent: list[Packet] = []
+
+        def fate(p: Packet, now: int, sent: list[Packet] = sent) -> str | None:
+            if p.kind == DATA:
+                sent.append(p)
+                return "drop" if len(sent) <= 16 else None
+            return None
+
+        lp = loop_with(req, resp, fate=fate)
+        lp.post(SRC, req, 1, 8 * 4096)  # 8 packets: two rounds dropped, the third lands
+        lp.run()
+        assert req.stats.retries == 2 and not req.failed
+        assert req.requester._lvl == level
+
+
+def test_slow_restart_cuts_the_rate_on_a_timeout() -> None:
+    req, resp = pair(RcConfig(window_pkts=16, timeout_exp=4, retry_cnt=3, slow_restart=True,
+                              **ADP16))
+    rp = req.requester.rp
+    assert rp is not None and not rp.limited
+    lp = loop_with(req, resp, fate=lambda p, now: "drop" if p.kind == DATA
+                   and not p.flags & FLAG_RETX else None)  # every first copy
+    lp.post(SRC, req, 1, 8 * 4096)
+    lp.run(until_ps=16_384_000)  # the first expiry, 16.384 us after the first packet left
+    assert req.stats.retries == 1 and rp.cuts == 0
+    assert rp.limited and rp.rate == rp.target == pytest.approx(rp.max_bps / 2)  # 50 % cut
+    lp.run()
+    assert not req.failed and req.pending_messages == 0
+
+
+def test_rc_packets_are_roce_v2_sized() -> None:
+    """RoCEv2's own packet: RETH on the first packet of a WRITE only, no MRC headers;
+    68-byte ACKs on the QP's priority (the data class)."""
+    req, resp = pair(RcConfig(window_pkts=16, priority=3))
+    lp = loop_with(req, resp)
+    lp.post(SRC, req, 1, 3 * 4096 - 100)
+    lp.run()
+    sizes = [(p.offset, p.length, p.size) for p in lp.data_sent()]
+    assert sizes == [(0, 4096, 60 + 16 + 4 + 4096), (4096, 4096, 64 + 4096),
+                     (8192, 3996, 64 + 3996)]
+    acks = [p for _, p in lp.sent if p.kind == ACK]
+    assert acks and all(a.size == 68 and a.prio == 3 and a.flags & FLAG_ROCE for a in acks)
+    assert all(p.flags & FLAG_ROCE for p in lp.data_sent())
+    assert all(data_class(p.kind, p.flags) for _, p in lp.sent)

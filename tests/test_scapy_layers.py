@@ -21,6 +21,7 @@ from mrc.packet import (
     ECN_CE,
     FLAG_ACK_REQ,
     FLAG_IMM,
+    FLAG_ROCE,
     FLAG_SEQ_ERR,
     FLAG_TRIM,
     NACK,
@@ -45,7 +46,7 @@ ADDRESSES = st.one_of(
 @st.composite
 def packets(draw: st.DrawFn) -> Packet:
     kind = draw(st.sampled_from([DATA, ACK, NACK, PROBE, PROBE_REPLY]))
-    common = dict(ev=draw(U32), flags=draw(st.integers(0, 0xFFFF)), ts=draw(U32),
+    common = dict(ev=draw(U32), flags=draw(st.integers(0, 0xFFFF)) & ~FLAG_ROCE, ts=draw(U32),
                   da=draw(ADDRESSES), ecn=draw(st.integers(0, 3)),
                   trimmed=draw(st.booleans()))  # full length + trim mark: still comparable
     src, dst, qpn, psn = draw(U32), draw(U32), draw(U24), draw(U24)

@@ -101,8 +101,9 @@ def t0_down(kind: str, plane: int = 2, fault_us: float = 100.0, total: int = 40 
     ``settle_us`` after the fault to the last full bin before the transfer ended.
 
     For RC, the requester of the plane-``plane`` QP is watched on the wire: the last ACK/NAK
-    that reached it is its last progress, so the predicted error time is that + (retry_cnt +
-    1) x timeout, independently of what the QP reports."""
+    that reached it is its last progress, so the predicted error time is that + the config's
+    ``error_after_ps`` (retry_cnt x timeout, adaptive; + 1 timeout, fixed), independently of
+    what the QP reports."""
     spec = spec or preset("lab-8plane")
     stack = SimStack(spec, seed=seed, bin_ps=us(10), transport_name=kind)
     conn = stack.open(kind, src, dst, transport_params(kind))

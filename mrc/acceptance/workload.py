@@ -6,8 +6,8 @@ Conventions used throughout :mod:`mrc.acceptance`:
 * Goodput is unique payload bytes placed at receivers (the SimStack recorder), in Gb/s; the
   payload ceiling of the wire format is printed next to it.
 * RC runs with a lab timeout (``RC_LAB``: local ACK timeout 4.096 us x 2^3 = 32.8 us,
-  retry_cnt 7), so a QP on a dead path errors 8 x 32.8 = 262 us after its last progress,
-  within the run. MRC runs with its defaults unless a scenario says otherwise.
+  retry_cnt 7), so a QP on a dead path errors 7 x 32.8 = 229 us after its last progress
+  (adaptive retransmission's budget, ``RcConfig.error_after_ps``), within the run. MRC runs with its defaults unless a scenario says otherwise.
 * Bulk-transfer workloads keep ``STREAM_DEPTH`` 1 MB WRITEs outstanding per connection, like
   ``ib_write_bw`` (perftest keeps 128 in flight by default).
 """

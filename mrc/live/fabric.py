@@ -42,9 +42,11 @@ from mrc import wire
 from mrc.live.udp import MAX_DATAGRAM
 from mrc.packet import (
     ACK,
+    CNP,
     DATA,
     ECN_CE,
     ECN_ECT0,
+    FLAG_ROCE,
     PROBE,
     PROBE_REPLY,
     TRIM_DSCP,
@@ -60,6 +62,7 @@ from mrc.sim.host import Host, NicPort
 from mrc.sim.link import Link
 from mrc.sim.ports import OutPort
 from mrc.sim.switch import Switch
+from mrc.wire import roce
 from topology import usid
 from topology.spec import FabricSpec
 
@@ -76,6 +79,11 @@ _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
 _KIND_OF_OPCODE = {wire.OP_RDMA_WRITE_ONLY: DATA, wire.OP_RDMA_WRITE_ONLY_IMM: DATA,
                    wire.OP_ACKNOWLEDGE: ACK, wire.OP_MRC_PROBE: PROBE,
                    wire.OP_MRC_PROBE_REPLY: PROBE_REPLY}
+#: ...and of a RoCE RC packet's (RoCEv2's own: one IPv6 header, BTH at 48): every RDMA WRITE
+#: opcode is DATA, an ACKNOWLEDGE queues as data too (FLAG_ROCE), a CNP rides the header queue
+_ROCE_KIND_OF_OPCODE = {**{op: DATA for op in roce.WRITE_OPCODES}, wire.OP_ACKNOWLEDGE: ACK,
+                        roce.OP_CNP: CNP}
+_ROCE_OFF_BTH = 48
 #: Why a datagram was refused at the door, before it was a packet in the fabric:
 #: ``malformed``: not an IPv6-in-IPv6 MRC envelope; ``unknown_source``: the datagram came from
 #: an address that is not a registered host; ``spoofed``: the inner source is another host;
@@ -226,17 +234,23 @@ class FabricCore:
         if data[24:27] != _BLOCK_PREFIX or data[27] >= self.spec.planes:
             self._ingress_drop("no_plane")
             return False
-        if data[48:64] != self._src_bytes[src]:
+        rc = wire.is_roce(data)  # RoCE RC's own packet: its one header is the "outer" one
+        if (data[8:24] if rc else data[48:64]) != self._src_bytes[src]:
             self._ingress_drop("spoofed")
             return False
         plane = data[27]
         buf = data if isinstance(data, bytearray) else bytearray(data)
-        kind = _KIND_OF_OPCODE.get(buf[_OFF_BTH], ACK)
+        if rc:
+            kind = _ROCE_KIND_OF_OPCODE.get(buf[_ROCE_OFF_BTH], ACK)
+            flags = FLAG_ROCE if kind != CNP else 0  # (RC's ACKs queue as data)
+        else:
+            kind, flags = _KIND_OF_OPCODE.get(buf[_OFF_BTH], ACK), 0
         size = len(buf)
         da_hi, da_lo = _DA.unpack_from(buf, _OFF_DA)
         # (make_packet: compiled, a C call; Packet's keywords would be parsed per datagram)
-        pkt = make_packet(kind, src, int.from_bytes(buf[76:80], "big"), 0, 0, 0, 0, 0, 0, 0,
-                          0, 0, 0, 0, 0, 0, da_hi, da_lo, size, None, 0, plane)
+        dst = self._carrier_host(da_hi, da_lo) if rc else wire.inner_hosts(buf)[1]
+        pkt = make_packet(kind, src, dst, 0, 0, 0, 0, 0, 0, 0,
+                          flags, 0, 0, 0, 0, 0, da_hi, da_lo, size, None, 0, plane)
         pkt.hop_limit = buf[_OFF_HLIM]
         ecn = (buf[1] >> 4) & 3
         if ecn != ECN_ECT0:
@@ -263,6 +277,15 @@ class FabricCore:
         queued[plane] += size
         port.kick()
         return True
+
+    def _carrier_host(self, da_hi: int, da_lo: int) -> int:
+        """The host a RoCE packet's uSID carrier ends at (its last T0 and that T0's port):
+        the one IPv6 header names no host (:mod:`mrc.wire.roce`)."""
+        usids = usid.carrier((da_hi << 64) | da_lo)
+        t0 = next((u - usid.T0_BASE for u in reversed(usids)
+                   if usid.T0_BASE <= u < usid.T1_BASE), 0)
+        port = usids[-1] - usid.PORT_BASE if usids and usids[-1] >= usid.PORT_BASE else 0
+        return t0 * self.spec.hosts_per_t0 + port
 
     def _ingress_drop(self, reason: str) -> None:
         # Not reported to the observer: these never were the transports' packets.

@@ -469,6 +469,8 @@ class LiveHost(NicDriver):
         # Unwrap the 32-bit timestamp: every ts is a send time on this same clock, at most
         # 2^32 ps (4.3 ms modelled) old while it still matters, so now minus its age is exact.
         pkt.ts = now - ((now - pkt.ts) & _TS_MASK)
+        if pkt.dst != self.index and wire.unnamed_destination(pkt):
+            pkt.dst = self.index  # a RoCE packet on a uSID carrier: the fabric delivered it here
         if pkt.dst != self.index:
             self.counters["rx_misdelivered"] += 1
             return

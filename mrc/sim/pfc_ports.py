@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, PAUSE, Packet
+from mrc.packet import ECN_CE, ECN_NOT_ECT, PAUSE, Packet
 from mrc.sim.fifo import Fifo
 from mrc.sim.host import Host
 from mrc.sim.pfc import PauseFrame, PauseState, PfcIngress
@@ -24,12 +24,16 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
+if cython.compiled:  # the C function, not its Python wrapper
+    from cython.cimports.mrc.packet import data_class  # type: ignore[import-not-found]
+else:
+    from mrc.packet import data_class
+
 if TYPE_CHECKING:
     from mrc.sim.network import Network
     from mrc.sim.switch import Switch
 
 # typed copies (compiled, C integers)
-_DATA = cython.declare(cython.longlong, DATA)
 _ECN_CE = cython.declare(cython.longlong, ECN_CE)
 _ECN_NOT_ECT = cython.declare(cython.longlong, ECN_NOT_ECT)
 _PAUSE = cython.declare(cython.longlong, PAUSE)
@@ -124,7 +128,7 @@ class PfcPort(OutPort, PauseState):
             return
         now: cython.longlong = self.sim.now
         kind: cython.longlong = pkt.kind
-        lossless: cython.bint = kind == _DATA and pkt.prio == self.pfc_prio
+        lossless: cython.bint = data_class(kind, pkt.flags) and pkt.prio == self.pfc_prio  # RC ACKs too
         if self.busy_until <= now:
             if self._hqb or self._qb or self._lqb:
                 self._drain(now)
@@ -148,7 +152,7 @@ class PfcPort(OutPort, PauseState):
             self.lq.append((pkt, src))
             if not self.paused and self._clock_at != self.busy_until:
                 self._arm_clock()
-        elif kind == _DATA and not pkt.trimmed:
+        elif data_class(kind, pkt.flags) and not pkt.trimmed:
             self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)
@@ -337,7 +341,8 @@ class PfcPort(OutPort, PauseState):
         return n
 
     def _stalled_rx(self, pkt: Packet) -> None:
-        if pkt.kind == _DATA and pkt.prio == self.pfc_prio and self.ingress.charge(pkt.size):
+        if (data_class(pkt.kind, pkt.flags) and pkt.prio == self.pfc_prio
+                and self.ingress.charge(pkt.size)):
             self.held.append(pkt)
             return
         self._drop(pkt, "rx_stalled")

@@ -31,7 +31,12 @@ try:
 except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
-from mrc.packet import DATA, ECN_CE, ECN_NOT_ECT, Packet
+from mrc.packet import ECN_CE, ECN_NOT_ECT, Packet
+
+if cython.compiled:  # the C function, not its Python wrapper
+    from cython.cimports.mrc.packet import data_class  # type: ignore[import-not-found]
+else:
+    from mrc.packet import data_class
 from mrc.sim.element import DROP_REASONS, Fabric, Node, Tap
 from mrc.sim.engine import Handler, Simulator
 from mrc.sim.fifo import Fifo
@@ -44,7 +49,6 @@ from topology.spec import ETHERNET_OVERHEAD_BYTES
 _PS_BITS = cython.declare(cython.longlong, 8 * PS_PER_S)
 _ETH = cython.declare(cython.longlong, ETHERNET_OVERHEAD_BYTES)
 # typed copies (compiled, C integers)
-_DATA = cython.declare(cython.longlong, DATA)
 _ECN_CE = cython.declare(cython.longlong, ECN_CE)
 _ECN_NOT_ECT = cython.declare(cython.longlong, ECN_NOT_ECT)
 #: ``hop_epoch`` of a packet that random loss took: no port ever has this epoch.
@@ -56,7 +60,8 @@ class OutPort(Handler):
     """One direction of a link: the sender's output queue plus the wire to the far end.
 
     Two queues: a FIFO data queue limited to ``buffer_bytes`` and a strict-priority header
-    queue (``header_queue_bytes``) for trimmed DATA and for every non-DATA packet. A DATA packet
+    queue (``header_queue_bytes``) for trimmed DATA and for every other packet, except RoCE RC's
+    ACKs and NAKs, which queue as data (``mrc.packet.data_class``). A DATA packet
     that does not fit the data queue within ``trim_threshold_bytes`` is trimmed to
     ``trim_size_bytes`` and sent on the header queue instead (or dropped if trimming is off).
     An ECN-capable DATA packet admitted while the data queue already holds more than
@@ -211,7 +216,7 @@ class OutPort(Handler):
             if self.busy_until <= now:
                 self.busy_until = self._transmit(pkt, now)
                 return
-        if pkt.kind == _DATA and not pkt.trimmed:
+        if data_class(pkt.kind, pkt.flags) and not pkt.trimmed:  # RC's ACKs too
             self._admit(pkt, now)
         else:
             self._enqueue_header(pkt)

@@ -28,7 +28,7 @@ from mrc.knobs import TIME_SCALE, scale_timers
 from mrc.stack.rc_connection import rc_config_for
 from mrc.transport.mrc.config import CcConfig, MrcConfig
 from mrc.transport.rc.config import RcConfig
-from mrc.transport.rc.dcqcn import DcqcnConfig
+from mrc.transport.rc.dcqcn import DEFAULT_DCQCN_PROFILE, DcqcnConfig, dcqcn_profile
 from mrc.units import PS_PER_US
 from topology import evs as fabric_evs
 from topology.spec import FabricSpec
@@ -72,8 +72,10 @@ def _accepted(cls: type) -> dict[str, str]:
 
 MRC_KEYS = {**_accepted(MrcConfig), **{k: k for k in MRC_CONNECTION_KEYS}}
 CC_KEYS = _accepted(CcConfig)
-#: DCQCN's knobs sit flat in the RC table under NVIDIA's names (``rpg_ai_rate``...)
-DCQCN_KEYS = {f.name: f.name for f in dataclasses.fields(DcqcnConfig)}
+#: DCQCN's knobs sit flat in the RC table under NVIDIA's names (``rpg_ai_rate``...), after
+#: ``dcqcn_profile``, the named set they start from (mrc.transport.rc.dcqcn)
+DCQCN_KEYS = {"dcqcn_profile": "dcqcn_profile",
+              **{f.name: f.name for f in dataclasses.fields(DcqcnConfig)}}
 RC_KEYS = {**_accepted(RcConfig), **{k: k for k in RC_CONNECTION_KEYS}, **DCQCN_KEYS}
 
 
@@ -263,9 +265,10 @@ def rc_connection(spec: FabricSpec, params: dict[str, Any], where: str = "transp
         raise ParamError(f"{where}.pfc: the fabric has no lossless class (fabric.pfc = false); "
                          "turn PFC on in [fabric] or run RC lossy (pfc = false)")
     dcqcn = {k: fields.pop(k) for k in list(fields) if k in DCQCN_KEYS}
+    profile = dcqcn.pop("dcqcn_profile", DEFAULT_DCQCN_PROFILE)
     try:
         config = rc_config_for(spec, priority=spec.pfc_priority if pfc else 0,
-                               dcqcn=DcqcnConfig(**dcqcn), **fields)
+                               dcqcn=dcqcn_profile(profile, **dcqcn), **fields)
         return scale_timers(config, factor), qps_per_plane, split
     except (TypeError, ValueError) as exc:
         raise ParamError(f"{where}: {exc}") from None

@@ -59,6 +59,9 @@ One module per concern; this package's namespace is the public API (``wire.encod
 * :mod:`mrc.wire.decoder`: ``decode``/``decode_many`` (full and trimmed packets) and the
   fields a receiver needs to NACK a trimmed packet.
 * :mod:`mrc.wire.outer`: byte-level outer-header edits for the live fabric's switches.
+* :mod:`mrc.wire.roce`: RoCEv2's own framing, for RoCE RC's packets and CNPs (one IPv6
+  header, BTH, RETH on a WRITE's first packet only, AETH, ICRC): ``encode``/``decode``
+  choose it by ``FLAG_ROCE`` / the first header's next header (UDP).
 """
 
 from mrc.wire.decoder import (
@@ -104,6 +107,7 @@ from mrc.wire.outer import (
     cut_lengths,
     hop_limit,
     inner_hosts,
+    is_roce,
     is_trimmed,
     mark_ce,
     outer_dscp,
@@ -116,6 +120,7 @@ from mrc.wire.outer import (
     shift_outer_dst,
     trim,
 )
+from mrc.wire.roce import unnamed_destination
 
 __all__ = [
     "HOP_LIMIT", "NH_IPV6", "NH_UDP", "OFF_ACTIVE_USID", "OFF_BTH", "OFF_EXT", "OFF_INNER",
@@ -124,7 +129,7 @@ __all__ = [
     "SYNDROME_ACK", "SYNDROME_NAK_SEQ", "SYNDROME_NAK_TRIM", "UDP_SPORT_BASE", "WIRE_FIELDS",
     "DecodeError", "TrimmedFields", "active_usid", "cut_lengths", "decode", "decode_many",
     "encode", "encode_many", "ev_from_entropy", "flow_label", "hop_limit", "inner_hosts",
-    "is_trimmed", "mark_ce", "nack_fields_from_trimmed", "outer_dscp", "outer_dst",
+    "is_roce", "is_trimmed", "mark_ce", "nack_fields_from_trimmed", "outer_dscp", "outer_dst",
     "outer_ecn", "outer_ok", "pseudo_payload", "set_hop_limit", "set_outer_dscp",
-    "set_outer_dst", "shift_outer_dst", "trim", "udp_sport",
+    "set_outer_dst", "shift_outer_dst", "trim", "udp_sport", "unnamed_destination",
 ]

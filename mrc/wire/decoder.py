@@ -5,7 +5,8 @@ packet only if its outer DSCP says so; it comes back with every field that survi
 can be verified past the cut; the trimming switch rewrote its length fields to the cut, so
 the original length comes from the RETH DMA length). The EV is read from the outer flow
 label and UDP source port, and must agree with the MRC header's copy where that survived. ``decode_many`` checksums a received burst in one numpy call.
-These decoders are fuzzed (``tests/test_fuzz_decoders.py``, ``fuzz/``): ``DecodeError`` is the
+A datagram with one IPv6 header (next header UDP) is RoCEv2's own: RoCE RC's packets and
+CNPs (:mod:`mrc.wire.roce`). These decoders are fuzzed (``tests/test_fuzz_decoders.py``, ``fuzz/``): ``DecodeError`` is the
 only exception they may raise.
 """
 
@@ -23,7 +24,6 @@ except ImportError:  # pure Python without Cython installed
 
 from mrc.packet import (
     ACK,
-    CNP,
     DATA,
     ENVELOPE_BYTES,
     FLAG_ACK_REQ,
@@ -42,7 +42,6 @@ from mrc.packet import (
 from mrc.wire.checksum import CRC_LRH, CRC_RESIDUE, masked_inner, sum16, sum16_many
 from mrc.wire.layout import (
     ACK_FULL_BYTES,
-    CNP_FULL_BYTES,
     DATA_HDR_BYTES,
     DATA_IMM_HDR_BYTES,
     ENDS_ACK,
@@ -61,7 +60,6 @@ from mrc.wire.layout import (
     NH_UDP,
     OFF_EXT,
     OP_ACKNOWLEDGE,
-    OP_CNP,
     OP_MRC_PROBE,
     OP_MRC_PROBE_REPLY,
     OP_RDMA_WRITE_ONLY,
@@ -71,6 +69,7 @@ from mrc.wire.layout import (
     SYNDROME_NAK_SEQ,
     SYNDROME_NAK_TRIM,
 )
+from mrc.wire.roce import decode_roce
 from topology.usid import BLOCK_BASE
 
 # Helpers bound once: one global lookup each per packet. The struct methods are bound here
@@ -132,6 +131,8 @@ def decode_many(datagrams: Sequence[bytes | bytearray | memoryview]
 
 def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) -> Packet:
     n = len(data)
+    if n > 6 and data[6] == NH_UDP:  # one IPv6 header: RoCEv2's own packet (RC, CNP)
+        return decode_roce(data)
     if n < ENVELOPE_BYTES:
         raise DecodeError(f"{n} bytes is shorter than the {ENVELOPE_BYTES}-byte envelope")
     (vtf, plen, nh, hlim, _os_hi, _os_lo, da_hi, da_lo,
@@ -213,8 +214,8 @@ def _decode_probe_or_cnp(data: bytes | bytearray | memoryview, n: int, opcode: i
                          iplen: int, udp_sum: int | None, abit: int, csum: int, src: int,
                          dst: int, qpn: int, psn: int, da: int, tc: int, trimmed: bool,
                          hlim: int, plane: int, wire_ev: int) -> Packet:
-    """The rare kinds at full length: a probe or its reply, a CNP (``_decode`` for the rest;
-    anything else is not an MRC opcode)."""
+    """The rare kinds at full length: a probe or its reply (``_decode`` for the rest; anything
+    else is not an MRC opcode; CNPs are RoCEv2's, :mod:`mrc.wire.roce`)."""
     if opcode == OP_MRC_PROBE or opcode == OP_MRC_PROBE_REPLY:
         if n != PROBE_FULL_BYTES:
             raise DecodeError("probe of the wrong length")
@@ -228,13 +229,6 @@ def _decode_probe_or_cnp(data: bytes | bytearray | memoryview, n: int, opcode: i
                      plane=plane)
         pkt.hop_limit = hlim
         return pkt
-    if opcode == OP_CNP:
-        if n != CNP_FULL_BYTES:
-            raise DecodeError("CNP of the wrong length")
-        _verify(data, n, iplen, udp_sum)
-        _check_tail(FLAG_ACK_REQ if abit else 0, abit, csum)
-        return Packet(CNP, src, dst, qpn, psn, da=da, ecn=tc & 3, trimmed=trimmed, size=n,
-                      plane=plane)
     raise DecodeError(f"BTH opcode {opcode:#04x} is not an MRC opcode")
 
 

@@ -27,6 +27,7 @@ from mrc.packet import (
     ENVELOPE_BYTES,
     FLAG_ACK_REQ,
     FLAG_IMM,
+    FLAG_ROCE,
     FLAG_SEQ_ERR,
     ICRC_BYTES,
     NACK,
@@ -41,7 +42,6 @@ from mrc.wire.layout import (
     DATA_HDR_BYTES,
     DATA_IMM_HDR_BYTES,
     HDR_ACK,
-    HDR_CNP,
     HDR_DATA,
     HDR_DATA_IMM,
     HDR_PROBE,
@@ -56,7 +56,6 @@ from mrc.wire.layout import (
     OFF_EXT,
     OFF_UDP_CSUM,
     OP_ACKNOWLEDGE,
-    OP_CNP,
     OP_MRC_PROBE,
     OP_MRC_PROBE_REPLY,
     OP_RDMA_WRITE_ONLY,
@@ -68,6 +67,7 @@ from mrc.wire.layout import (
     UDP_SPORT_BASE,
 )
 from mrc.wire.outer import cut_lengths
+from mrc.wire.roce import encode_roce
 
 _U16 = struct.Struct(">H")
 _ICRC = struct.Struct("<I")
@@ -80,7 +80,6 @@ _pack_data: Final = HDR_DATA.pack
 _pack_data_imm: Final = HDR_DATA_IMM.pack
 _pack_ack: Final = HDR_ACK.pack
 _pack_probe: Final = HDR_PROBE.pack
-_pack_cnp: Final = HDR_CNP.pack
 
 
 def flow_label(ev: int) -> int:
@@ -133,12 +132,14 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     """``payload_sum``: ``sum16`` of the DATA payload, if the caller has it (``encode_many``);
     None: sum it here."""
     kind = p.kind
+    flags = p.flags
+    if kind == CNP or (flags & FLAG_ROCE and (kind == DATA or kind == ACK or kind == NACK)):
+        return _roce(p)  # RoCE RC's own packet (mrc.wire.roce)
     qpn = p.qpn
     psn = p.psn
     src = p.src
     dst = p.dst
     ev = p.ev
-    flags = p.flags
     ecn = p.ecn
     hlim = p.hop_limit
     _check_fields(qpn, psn, src, dst, ev, ecn, hlim)
@@ -200,6 +201,16 @@ def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
     return _seal(p, hdr, iplen, n, payload, payload_sum)
 
 
+def _roce(p: Packet) -> bytes:
+    """A RoCE RC packet or CNP, in RoCEv2's framing (simulated payloads as stand-in bytes)."""
+    payload = b""
+    if p.kind == DATA:
+        payload = p.payload if p.payload is not None else pseudo_payload(p.digest, p.length)
+        if len(payload) != p.length:
+            raise ValueError(f"payload has {len(payload)} bytes, length says {p.length}")
+    return encode_roce(p, payload)
+
+
 def _check_fields(qpn: int, psn: int, src: int, dst: int, ev: int, ecn: int,
                   hlim: int) -> int:
     """The packet's fields fit their wire widths (ValueError names the one that does not);
@@ -219,7 +230,7 @@ def _check_fields(qpn: int, psn: int, src: int, dst: int, ev: int, ecn: int,
 
 def _probe_or_cnp_header(p: Packet, vtf_out: int, vtf_in: int, hlim: int, sport: int,
                          bth_psn: int) -> bytes:
-    """The header of the rare kinds: a probe or its reply, a CNP."""
+    """The header of the rare kinds: a probe or its reply (CNPs are RoCEv2's: ``_roce``)."""
     kind = p.kind
     src = p.src
     dst = p.dst
@@ -232,12 +243,6 @@ def _probe_or_cnp_header(p: Packet, vtf_out: int, vtf_in: int, hlim: int, sport:
             sport, ROCE_UDP_PORT, iplen, 0,
             OP_MRC_PROBE if kind == PROBE else OP_MRC_PROBE_REPLY, 0, PKEY_DEFAULT, p.qpn,
             bth_psn, p.ev, p.ts, p.flags, 0)
-    if kind == CNP:
-        iplen = HDR_CNP.size - 80 + ICRC_BYTES
-        return _pack_cnp(
-            vtf_out, iplen + 40, NH_IPV6, HOP_LIMIT, HOST_HI, src, p.da_hi, p.da_lo,
-            vtf_in, iplen, NH_UDP, HOP_LIMIT, HOST_HI, src, HOST_HI, dst,
-            sport, ROCE_UDP_PORT, iplen, 0, OP_CNP, 0, PKEY_DEFAULT, p.qpn, bth_psn)
     raise ValueError(f"unknown packet kind {kind!r}")
 
 

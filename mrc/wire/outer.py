@@ -3,11 +3,14 @@
 They act on a datagram in place without decoding it: read or shift the uSID carrier, mark CE,
 trim and re-mark, count hops down. They assume ``outer_ok(buf)`` held (the fabric checks that once per
 datagram). The inner headers, which the ICRC and UDP checksum cover, are never touched.
+RoCE RC's packets have one IPv6 header (next header UDP, :mod:`mrc.wire.roce`): the fields
+a switch rewrites (destination, traffic class, hop limit) sit at the same offsets, and a
+trim rewrites their own length fields (:func:`cut_lengths`).
 """
 
 from __future__ import annotations
 
-from mrc.packet import ECN_NOT_ECT, ENVELOPE_BYTES, IPV6_BYTES, TRIM_DSCP
+from mrc.packet import ECN_NOT_ECT, ENVELOPE_BYTES, IPV6_BYTES, ROCE_ENVELOPE_BYTES, TRIM_DSCP
 from mrc.wire.checksum import sum16
 from mrc.wire.layout import (
     NH_IPV6,
@@ -19,13 +22,21 @@ from mrc.wire.layout import (
     OFF_UDP_CSUM,
     OFF_UDP_LEN,
 )
+from mrc.wire.roce import cut_lengths as roce_cut_lengths
 
 
 def outer_ok(buf: bytes | bytearray | memoryview) -> bool:
-    """Cheap sanity check: IPv6-in-IPv6 carrying at least the RoCE envelope, consistent length."""
+    """Cheap sanity check: IPv6-in-IPv6 carrying at least MRC's envelope, or RoCEv2's own
+    IPv6/UDP/BTH (RC), of consistent length."""
     n = len(buf)
-    return (n >= ENVELOPE_BYTES and buf[0] >> 4 == 6 and buf[6] == NH_IPV6
+    return (n >= ROCE_ENVELOPE_BYTES and buf[0] >> 4 == 6
+            and ((buf[6] == NH_IPV6 and n >= ENVELOPE_BYTES) or buf[6] == NH_UDP)
             and (buf[4] << 8 | buf[5]) == n - IPV6_BYTES)
+
+
+def is_roce(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether a datagram is RoCEv2's own (one IPv6 header, then UDP): RoCE RC or a CNP."""
+    return buf[6] == NH_UDP
 
 
 def outer_dst(buf: bytes | bytearray | memoryview) -> int:
@@ -96,6 +107,9 @@ def cut_lengths(buf: bytearray) -> None:
     (tshark dissects and verifies it without complaint); the original length survives in the
     RETH DMA length. The ICRC went with the cut: nothing past it can be verified, and the
     receiver never tries."""
+    if buf[6] == NH_UDP:  # RoCEv2's own packet: one IPv6 header
+        roce_cut_lengths(buf)
+        return
     n = len(buf)
     plen = n - IPV6_BYTES
     buf[4] = plen >> 8
@@ -122,5 +136,9 @@ def set_hop_limit(buf: bytearray, value: int) -> None:
 
 
 def inner_hosts(buf: bytes | bytearray | memoryview) -> tuple[int, int]:
-    """(src, dst) host indices from the inner IPv6 addresses (no validation)."""
+    """(src, dst) host indices from the inner IPv6 addresses (no validation); of a RoCE
+    packet, from its one header (the destination's where it is a host address, else 0)."""
+    if buf[6] == NH_UDP:
+        dst = int.from_bytes(buf[36:40], "big") if buf[24:28] == buf[8:12] else 0
+        return int.from_bytes(buf[20:24], "big"), dst
     return (int.from_bytes(buf[60:64], "big"), int.from_bytes(buf[76:80], "big"))

@@ -7,9 +7,8 @@ sets ``probe_interval_ps``) and the fabric filling in what it knows (MTU, line r
 RTT, RC's window). A config field declared as a knob (:mod:`mrc.knobs`) is a lab key with
 everything read from it: type and default from the field, documentation, unit, range and
 the words that refuse a value from its knob, so a new knob needs nothing here (the nested
-``cc`` table, ``CcConfig``'s knobs, lists them in the order the lab checks them). DCQCN's
-keys (``DcqcnConfig``: no knobs yet) still state their documentation and ranges here, with
-their config's wording.
+``cc`` table, ``CcConfig``'s knobs, lists them in the order the lab checks them; DCQCN's keys
+come after ``dcqcn_profile``, which picks the set they default to).
 
 ``env`` takes the NCCL plugin's variables verbatim (:mod:`mrc.labs.schema.nccl_env`): they
 become the keys they set, and the ones that do not apply are kept as
@@ -52,7 +51,7 @@ from mrc.labs.schema.lab import TRANSPORT_KINDS, TransportSpec
 from mrc.stack import transport_params as tparams
 from mrc.transport.mrc.config import CcConfig, MrcConfig
 from mrc.transport.rc.config import RcConfig
-from mrc.transport.rc.dcqcn import DcqcnConfig
+from mrc.transport.rc.dcqcn import DCQCN_PROFILES, DEFAULT_DCQCN_PROFILE, DcqcnConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -135,48 +134,16 @@ def _knob_table(config: type, *, first: tuple[Field | Rule, ...] = (),
     return (*out, *last)
 
 
-def _dcqcn(name: str, unit: str | None, doc: str, problem: str | None = None,
-           **bounds: Any) -> Field:
-    """A DCQCN knob (NVIDIA's name and unit) with DcqcnConfig's own range wording."""
-    rng = Range(f"DcqcnConfig: {problem}", **bounds) if problem else None
-    return _field(DcqcnConfig, name, doc, range=rng, unit=unit)
-
-
-#: DCQCN's knobs in the [transport.NAME] table of an RC transport (cc = "dcqcn")
+#: DCQCN's knobs in the [transport.NAME] table of an RC transport (cc = "dcqcn"): the
+#: profile they start from, then DcqcnConfig's knobs (type, unit, range and wording from the
+#: config), each defaulting to the profile's value.
 DCQCN_FIELDS: tuple[Field, ...] = (
-    _dcqcn("rpg_time_reset", "us", "time between timer-driven rate increases",
-           "rpg_time_reset must be positive", gt=0),
-    _dcqcn("rpg_byte_reset", "bytes", "bytes sent between byte-counter rate increases",
-           "rpg_byte_reset must be at least 1", minimum=1),
-    _dcqcn("rpg_threshold", None, "increase events of a counter spent in fast recovery",
-           "rpg_threshold must be at least 1", minimum=1),
-    _dcqcn("rpg_ai_rate", "Mb/s", "additive increase of the target rate",
-           "rpg_ai_rate must not be negative", minimum=0),
-    _dcqcn("rpg_hai_rate", "Mb/s", "hyper increase of the target rate",
-           "rpg_hai_rate must not be negative", minimum=0),
-    _dcqcn("rpg_gd", None, "rate cut = alpha x 2^(10 - rpg_gd) of the rate (11: alpha/2)",
-           "rpg_gd must be 10 or 11", minimum=10, maximum=11),
-    _dcqcn("rpg_min_dec_fac", "%", "one cut keeps at least this share of the rate",
-           "rpg_min_dec_fac must be in 0..100", minimum=0, maximum=100),
-    _dcqcn("rpg_min_rate", "Mb/s", "the rate never goes below this",
-           "rpg_min_rate must be positive", gt=0),
-    _dcqcn("rpg_max_rate", "Mb/s", "the rate never goes above this; 0: the line rate",
-           "rpg_max_rate must not be negative", minimum=0),
-    _dcqcn("rate_to_set_on_first_cnp", "Mb/s", "both rates on a flow's first CNP; 0: cut "
-           "from the line rate as usual", "rate_to_set_on_first_cnp must not be negative",
-           minimum=0),
-    _dcqcn("rate_reduce_monitor_period", "us", "least time between two rate cuts",
-           "rate_reduce_monitor_period must not be negative", minimum=0),
-    _dcqcn("clamp_tgt_rate", None, "every cut sets the target rate to the current rate"),
-    _dcqcn("clamp_tgt_rate_after_time_inc", None, "a cut sets the target rate to the current "
-           "rate if the timer raised the rate since the last cut"),
-    _dcqcn("dce_tcp_g", "1/1024", "alpha's weight g: alpha = g x alpha (+ 1 - g after a CNP)",
-           "dce_tcp_g must be in 0..1023", minimum=0, maximum=1023),
-    _dcqcn("dce_tcp_rtt", "us", "alpha update period", "dce_tcp_rtt must be positive", gt=0),
-    _dcqcn("initial_alpha_value", "1/1024", "alpha on a flow's first CNP",
-           "initial_alpha_value must be in 0..1023", minimum=0, maximum=1023),
-    _dcqcn("min_time_between_cnps", "us", "notification point: least time between two CNPs "
-           "of one QP", "min_time_between_cnps must not be negative", minimum=0),
+    Field("dcqcn_profile", "string", "the DCQCN parameter set the other DCQCN keys start "
+          "from: nvidia (ConnectX firmware defaults) or paper (Zhu et al. SIGCOMM 2015)",
+          default=DEFAULT_DCQCN_PROFILE, choices=tuple(DCQCN_PROFILES)),
+    *(_knob(DcqcnConfig, name, default=Derived(
+        f"the profile's (nvidia: {getattr(DCQCN_PROFILES['nvidia'], name)!r}, paper: "
+        f"{getattr(DCQCN_PROFILES['paper'], name)!r})")) for name in knobs(DcqcnConfig)),
 )
 
 

@@ -1,7 +1,22 @@
-"""What configures an RC QP (``RcConfig``) and what it counts (``RcStats``)."""
+"""What configures an RC QP (``RcConfig``) and what it counts (``RcStats``), and the
+retransmission ladder its requester walks (:func:`retry_schedule`).
+
+**Retransmission** (``retransmission``). ``fixed``: the IBA local ACK timer, 4.096 us x
+2^timeout_exp, ``retry_cnt`` retries, error one timeout after the last
+(``(retry_cnt + 1) x timeout`` after the last progress). ``adaptive`` (the default): NVIDIA's
+adaptive retransmission (ADP), on by default on ConnectX NICs: the first timeout is short
+(``adp_initial_timeout_us``, tried once), then the timeout runs through one doubling range
+from ``adp_range_low_us``, each value ``adp_retries_per_step`` times, capped by the QP's own
+timeout (4.096 us x 2^timeout_exp, as the firmware caps it); progress lowers the next
+episode's first timeout by ``adp_dec_steps`` doublings. The QP errors
+(IBV_WC_RETRY_EXC_ERR) when no progress came within the total budget, the QP's timeout x
+retry_cnt (the firmware's ``qp_total_timeout`` mode). Sources and which values are
+mrc-lab's own: docs/transport-notes.md, "RC retransmission".
+"""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from mrc.knobs import check_knobs, knob, scaled_ps
@@ -13,6 +28,8 @@ LOCAL_ACK_UNIT_PS = 4_096_000
 #: Congestion controls: ``dcqcn`` (a rate limiter driven by CNPs, as deployed) or ``window``
 #: (AIMD of the outstanding window on ECN echoes, the lab's earlier model).
 CC_KINDS = ("dcqcn", "window")
+#: Retransmission timers: NVIDIA's adaptive ladder (as shipped) or the fixed IBA timer.
+RETRANSMISSIONS = ("adaptive", "fixed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +58,23 @@ class RcConfig:
     timeout_exp: int = knob(20, "local ACK timeout 4.096 us x 2^n (NCCL_IB_TIMEOUT); 0: never",
                             minimum=0, maximum=31, real_timer=True,
                             problem="timeout_exp is a 5-bit verbs field (0..31)")
+    retransmission: str = knob("adaptive", "local ACK timer: adaptive (ConnectX adaptive "
+                               "retransmission, on by default) or fixed (the IBA timer)",
+                               choices=RETRANSMISSIONS)
+    adp_initial_timeout_us: float = knob(131.072, "adaptive: the first timeout of an episode "
+                                         "without progress (tried once); own choice: 4.096 "
+                                         "us x 2^5, the least with no spurious resend in a "
+                                         "lossless incast", gt=0, maximum=1e9)
+    adp_range_low_us: float = knob(262.144, "adaptive: where the doubling range starts after "
+                                   "the first timeout; own choice: 4.096 us x 2^6", gt=0,
+                                   maximum=1e9)
+    adp_retries_per_step: int = knob(1, "adaptive: timeouts at each value before it doubles",
+                                     minimum=1, maximum=16)
+    adp_dec_steps: int = knob(1, "adaptive: doublings progress takes off the next first "
+                              "timeout (0: none; large: back to the initial one)", minimum=0,
+                              maximum=64)
+    slow_restart: bool = knob(False, "after a timeout, restart slowly: DCQCN's rate cut by "
+                              "rpg_min_dec_fac (its largest cut), or the window to its minimum")
     retry_cnt: int = knob(7, "timeouts before the QP errors (NCCL_IB_RETRY_CNT)", minimum=0,
                           maximum=7, problem="retry_cnt is a 3-bit verbs field (0..7)")
     reroute_after_us: float | None = knob(
@@ -85,9 +119,8 @@ class RcConfig:
 
     @property
     def error_after_ps(self) -> int | None:
-        """Time from the last progress to the error state on a dead path."""
-        t = self.timeout_ps
-        return None if t is None else (self.retry_cnt + 1) * t
+        """Time from the last progress to the error state on a dead path (either timer)."""
+        return None if self.timeout_ps is None else retry_schedule(self)[2]
 
     @property
     def reroute_after_ps(self) -> int | None:
@@ -103,6 +136,47 @@ class RcConfig:
     @property
     def cnp_interval_ps(self) -> int:
         return int(round(self.cnp_interval_us * 1_000_000))
+
+
+def _us_ps(value: float) -> int:
+    return max(1, int(round(value * 1_000_000)))
+
+
+@functools.lru_cache(maxsize=64)
+def retry_schedule(cfg: RcConfig) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int]:
+    """``(ladder, offsets, error_after)`` of a config with a timeout (picoseconds).
+
+    ``ladder[i]``: the timeout at level i (the last level repeats). ``offsets[l][k]``: when
+    the k-th expiry of an episode that starts at level l falls, after the episode's last
+    progress (each expiry one more level up); ``error_after``: when the QP errors instead.
+    ``fixed``: one level, ``retry_cnt`` expiries at multiples of the timeout, the error one
+    timeout later. ``adaptive``: the ladder of the module doc; expiries until the budget,
+    the error at the budget (timeout x retry_cnt, at least one timeout)."""
+    cap = cfg.timeout_ps
+    if cap is None:
+        raise ValueError("RcConfig: timeout_exp 0 waits forever: no retry schedule")
+    if cfg.retransmission == "fixed":
+        offsets = tuple((k + 1) * cap for k in range(cfg.retry_cnt))
+        return (cap,), (offsets,), (cfg.retry_cnt + 1) * cap
+    ladder = [min(_us_ps(cfg.adp_initial_timeout_us), cap)]
+    step = _us_ps(cfg.adp_range_low_us)
+    while step < cap:
+        ladder += [step] * cfg.adp_retries_per_step
+        step *= 2
+    ladder.append(cap)
+    budget = cap * max(1, cfg.retry_cnt)
+    top = len(ladder) - 1
+    table = []
+    for start in range(len(ladder)):
+        at, k, out = 0, 0, []
+        while True:
+            at += ladder[min(start + k, top)]
+            if at >= budget:
+                break
+            out.append(at)
+            k += 1
+        table.append(tuple(out))
+    return tuple(ladder), tuple(table), budget
 
 
 @dataclass(slots=True)

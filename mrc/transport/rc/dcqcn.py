@@ -27,78 +27,112 @@ requester asks; the notification point is a few lines in the responder (:mod:`.r
     increase*, target += ``rpg_hai_rate`` first. Never above ``rpg_max_rate`` (0: the line).
 
 Names and units are those of the MLNX_OFED sysfs/NVConfig tables (rates in Mb/s, times in us,
-alpha and g in 1/1024); the defaults (:class:`DcqcnConfig`) say where they come from. The sender paces DATA at the current rate (the requester: wire bytes x 8 / rate
-between packet starts), so a rate cut empties queues even where PFC keeps everything.
+alpha and g in 1/1024). The sender paces DATA at the current rate (the requester: wire bytes
+x 8 / rate between packet starts), so a rate cut empties queues even where PFC keeps
+everything.
+
+**Profiles** (:data:`DCQCN_PROFILES`), each a complete, coherent set; a lab picks one by
+name (``dcqcn_profile``) and may still set any key:
+
+* ``nvidia`` (the default, :class:`DcqcnConfig`'s own defaults): the ConnectX firmware
+  defaults of every parameter, as NVIDIA's DCQCN parameter table lists them (DOCA "DCQCN CC
+  Parameters", https://networking-docs.nvidia.com/doca/archive/3-4-0/dcqcn-cc-parameters;
+  the same values in MLNX_OFED's ECN pages and the older community "DCQCN Parameters" post).
+* ``paper``: the DCQCN paper's set (Zhu et al., "Congestion Control for Large-Scale RDMA
+  Deployments", SIGCOMM 2015): g = 1/256, K = 55 us alpha period, N = 50 us between CNPs
+  (so at most one cut per 50 us), T = 55 us timer, B = 10 MB byte counter, F = 5, the target
+  clamped on every cut (rate = R_C, R_T = R_C), R_AI = 40 Mb/s. Its hyper-increase step is
+  mrc-lab's reading: R_HAI = 10 x R_AI = 400 Mb/s (the ratio of QCN's and NVIDIA's 5 and
+  50 Mb/s); the paper's cut is alpha/2 with no further floor (``rpg_min_dec_fac`` 50 is the
+  same: alpha <= 1) and no rate on a first CNP.
+
+The mixed set mrc-lab ran before issue 36 (the paper's timers with NVIDIA's 5/50 Mb/s steps)
+is neither: docs/transport-notes.md has its numbers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from mrc.knobs import check_knobs, knob
 
 _PS_PER_US = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
 class DcqcnConfig:
-    """DCQCN knobs under NVIDIA's names and units.
+    """DCQCN knobs under NVIDIA's names and units; the defaults are NVIDIA's firmware
+    defaults (the ``nvidia`` profile; the module doc says where each comes from)."""
 
-    Defaults: the rate steps, cut shape and floors are NVIDIA's firmware defaults; the timing
-    of feedback and recovery is the DCQCN paper's (Zhu et al. 2015: N = 50 us between CNPs,
-    K = 55 us alpha period, g = 1/256, T = 55 us timer, B = 10 MB byte counter, F = 5, and
-    the target clamped on every cut), because with NVIDIA's timing (4 us between CNPs and
-    cuts, 1 us alpha period, a 32 KB byte counter recovering toward an unclamped target) the
-    rate climbs back within microseconds of each cut and, on the lab's shallow fabrics, PFC
-    rather than DCQCN ends up holding the queue. NVIDIA's value is given per field; a lab
-    sets them all to run the firmware's defaults.
-    """
+    #: how this config's messages start (:func:`mrc.knobs.knob_problem`)
+    KNOB_PREFIX = "DcqcnConfig: "
 
     # reaction point (the sender)
-    rpg_time_reset: float = 55.0  # us between timer-driven rate increases (NVIDIA: 300)
-    rpg_byte_reset: int = 10 << 20  # bytes between byte-counter increases (NVIDIA: 32767)
-    rpg_threshold: int = 5  # increase events of a counter spent in fast recovery (NVIDIA: 1)
-    rpg_ai_rate: float = 5.0  # Mb/s, additive increase of the target rate (NVIDIA: 5)
-    rpg_hai_rate: float = 50.0  # Mb/s, hyper increase of the target rate (NVIDIA: 50)
-    rpg_gd: int = 11  # rate cut = alpha x 2^(10 - rpg_gd): 11 is alpha / 2 (NVIDIA: 11)
-    rpg_min_dec_fac: int = 50  # %: one cut keeps at least this share of the rate (NVIDIA: 50)
-    rpg_min_rate: float = 1.0  # Mb/s, the rate never goes below (NVIDIA: 1)
-    rpg_max_rate: float = 0.0  # Mb/s, the rate never goes above; 0: the line (NVIDIA: 0)
-    rate_to_set_on_first_cnp: float = 0.0  # Mb/s, both rates on a first CNP; 0: cut (NVIDIA: 0)
-    rate_reduce_monitor_period: float = 50.0  # us, least time between two cuts (NVIDIA: 4)
-    clamp_tgt_rate: bool = True  # every cut sets the target to the current rate (NVIDIA: off)
-    clamp_tgt_rate_after_time_inc: bool = True  # ...or only after a timer increase (NVIDIA: on)
-    dce_tcp_g: int = 1020  # alpha weight g, in 1/1024: 1020 is 1 - 1/256 (NVIDIA: 1019)
-    dce_tcp_rtt: float = 55.0  # us, alpha update period (NVIDIA: 1)
-    initial_alpha_value: int = 1023  # alpha on a flow's first CNP, in 1/1024 (NVIDIA: 1023)
+    rpg_time_reset: float = knob(300.0, "time between timer-driven rate increases", unit="us",
+                                 gt=0, maximum=1e9)
+    rpg_byte_reset: int = knob(32767, "bytes sent between byte-counter rate increases",
+                               unit="bytes", minimum=1, maximum=1 << 40)
+    rpg_threshold: int = knob(1, "increase events of a counter spent in fast recovery",
+                              minimum=1, maximum=1 << 20)
+    rpg_ai_rate: float = knob(5.0, "additive increase of the target rate", unit="Mb/s",
+                              minimum=0, maximum=1e9)
+    rpg_hai_rate: float = knob(50.0, "hyper increase of the target rate", unit="Mb/s",
+                               minimum=0, maximum=1e9)
+    rpg_gd: int = knob(11, "rate cut = alpha x 2^(10 - rpg_gd) of the rate (11: alpha/2)",
+                       minimum=10, maximum=11, problem="rpg_gd must be 10 or 11")
+    rpg_min_dec_fac: int = knob(50, "one cut keeps at least this share of the rate",
+                                unit="%", minimum=0, maximum=100)
+    rpg_min_rate: float = knob(1.0, "the rate never goes below this", unit="Mb/s", gt=0,
+                               maximum=1e9)
+    rpg_max_rate: float = knob(0.0, "the rate never goes above this; 0: the line rate",
+                               unit="Mb/s", minimum=0, maximum=1e9)
+    rate_to_set_on_first_cnp: float = knob(0.0, "both rates on a flow's first CNP; 0: cut "
+                                           "from the line rate as usual", unit="Mb/s",
+                                           minimum=0, maximum=1e9)
+    rate_reduce_monitor_period: float = knob(4.0, "least time between two rate cuts",
+                                             unit="us", minimum=0, maximum=1e9)
+    clamp_tgt_rate: bool = knob(False, "every cut sets the target rate to the current rate")
+    clamp_tgt_rate_after_time_inc: bool = knob(True, "a cut sets the target rate to the "
+                                               "current rate if the timer raised the rate "
+                                               "since the last cut")
+    dce_tcp_g: int = knob(1019, "alpha's weight g: alpha = g x alpha (+ 1 - g after a CNP)",
+                          unit="1/1024", minimum=0, maximum=1023)
+    dce_tcp_rtt: float = knob(1.0, "alpha update period", unit="us", gt=0, maximum=1e9)
+    initial_alpha_value: int = knob(1023, "alpha on a flow's first CNP", unit="1/1024",
+                                    minimum=0, maximum=1023)
     # notification point (the receiver)
-    min_time_between_cnps: float = 50.0  # us, least time between two CNPs of one QP (NVIDIA: 4)
+    min_time_between_cnps: float = knob(4.0, "notification point: least time between two "
+                                        "CNPs of one QP", unit="us", minimum=0, maximum=1e9)
 
     def __post_init__(self) -> None:
-        checks = (
-            (self.rpg_time_reset > 0, "rpg_time_reset must be positive"),
-            (self.rpg_byte_reset >= 1, "rpg_byte_reset must be at least 1"),
-            (self.rpg_threshold >= 1, "rpg_threshold must be at least 1"),
-            (self.rpg_ai_rate >= 0, "rpg_ai_rate must not be negative"),
-            (self.rpg_hai_rate >= 0, "rpg_hai_rate must not be negative"),
-            (10 <= self.rpg_gd <= 11, "rpg_gd must be 10 or 11"),
-            (0 <= self.rpg_min_dec_fac <= 100, "rpg_min_dec_fac must be in 0..100"),
-            (self.rpg_min_rate > 0, "rpg_min_rate must be positive"),
-            (self.rpg_max_rate >= 0, "rpg_max_rate must not be negative"),
-            (self.rate_to_set_on_first_cnp >= 0,
-             "rate_to_set_on_first_cnp must not be negative"),
-            (self.rate_reduce_monitor_period >= 0,
-             "rate_reduce_monitor_period must not be negative"),
-            (0 <= self.dce_tcp_g <= 1023, "dce_tcp_g must be in 0..1023"),
-            (self.dce_tcp_rtt > 0, "dce_tcp_rtt must be positive"),
-            (0 <= self.initial_alpha_value <= 1023, "initial_alpha_value must be in 0..1023"),
-            (self.min_time_between_cnps >= 0, "min_time_between_cnps must not be negative"),
-        )
-        for ok, why in checks:
-            if not ok:
-                raise ValueError(f"DcqcnConfig: {why}")
+        check_knobs(self)  # each knob's range, in field order
 
     @property
     def cnp_interval_ps(self) -> int:
         return int(round(self.min_time_between_cnps * _PS_PER_US))
+
+
+#: The named profiles (module doc): ``nvidia`` is the default.
+DCQCN_PROFILES: dict[str, DcqcnConfig] = {
+    "nvidia": DcqcnConfig(),
+    "paper": DcqcnConfig(rpg_time_reset=55.0, rpg_byte_reset=10 << 20, rpg_threshold=5,
+                         rpg_ai_rate=40.0, rpg_hai_rate=400.0, rpg_gd=11, rpg_min_dec_fac=50,
+                         rpg_min_rate=1.0, rpg_max_rate=0.0, rate_to_set_on_first_cnp=0.0,
+                         rate_reduce_monitor_period=50.0, clamp_tgt_rate=True,
+                         clamp_tgt_rate_after_time_inc=True, dce_tcp_g=1020,
+                         dce_tcp_rtt=55.0, initial_alpha_value=1023,
+                         min_time_between_cnps=50.0),
+}
+DEFAULT_DCQCN_PROFILE = "nvidia"
+
+
+def dcqcn_profile(name: str, **overrides: object) -> DcqcnConfig:
+    """Profile ``name`` with ``overrides`` (DcqcnConfig field -> value) applied."""
+    if name not in DCQCN_PROFILES:
+        raise ValueError(f"DcqcnConfig: unknown profile {name!r}; known: "
+                         f"{', '.join(DCQCN_PROFILES)}")
+    return dataclasses.replace(DCQCN_PROFILES[name], **overrides)  # type: ignore[arg-type]
 
 
 class DcqcnRp:
@@ -196,6 +230,19 @@ class DcqcnRp:
         self.next_increase = now + self._time_reset
         self._update()
         return True
+
+    def restart(self, now: int) -> None:
+        """Slow restart after a retransmission timeout (``RcConfig.slow_restart``): the
+        largest cut one event may make (the rate to ``rpg_min_dec_fac`` % of itself, never
+        below the floor), the target clamped to it, recovery restarted as after a cut."""
+        self._seen = True
+        self.target = self.rate = max(self.rate * self._min_dec, self.min_bps)
+        self._last_cut = now
+        self._t_stage = self._b_stage = 0
+        self._bytes = 0
+        self._timer_inc = False
+        self.next_increase = now + self._time_reset
+        self._update()
 
     def settle(self, now: int, rate_bps: float) -> None:
         """Put the reaction point where DCQCN holds a QP at a lasting bottleneck: rate and

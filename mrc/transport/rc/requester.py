@@ -2,30 +2,23 @@
 
 * **Segmentation, pulled.** A posted WRITE is only a sequence range; ``poll`` cuts the next
   MTU-sized segment when the port asks, so nothing is queued per packet.
-* **ACK requests.** The requester sets the ACK-request bit on the last packet of every message,
-  on the packet that fills the window, and on every packet while the window is smaller than
-  the responder's ACK batch (``ack_every``): a batch that can never fill would otherwise leave
-  the window waiting. A window cut *after* its packets left can still strand a short tail
-  without a request; the responder's coalescing timer (:mod:`.responder`) acknowledges it.
+* **ACK requests** on the last packet of every message, on the packet that fills the window,
+  and on every packet while the window is below the responder's ACK batch (``ack_every``),
+  which could never fill; a tail stranded by a later window cut is acknowledged by the
+  responder's coalescing timer (:mod:`.responder`).
 * **Go-back-N.** A sequence-error NAK acknowledges everything before its PSN and rewinds the
   send point to it: everything from there is resent.
-* **Local ACK timeout** = 4.096 us x 2^timeout_exp (verbs: exponent 0 = wait forever). The
-  timer counts from the last *progress* (oldest unacknowledged PSN advanced, or the first
-  packet sent after idle); each expiry without progress is a retry that resends everything
-  from the oldest unacknowledged PSN (a sequence-error NAK restarts the timer too, as it
-  triggers a resend, but does not reset the retry count). After ``retry_cnt`` retries the next
-  expiry moves the QP to the error state, i.e. exactly at
-  ``last_progress + (retry_cnt + 1) x timeout`` (IBV_WC_RETRY_EXC_ERR). Nothing is sent after
-  that; NCCL aborts the job.
-* **Congestion response.** At most ``window_pkts`` packets are outstanding (about one
-  bandwidth-delay product). ``cc = "dcqcn"`` (the default, as RoCE NICs run): the
-  reaction point of :mod:`.dcqcn` sets a rate and the requester paces its DATA at it (the
-  start of each packet at least wire bytes x 8 / rate after the previous one; at the line
-  rate the port alone paces); CNPs from the responder cut it. ``cc = "window"`` (the lab's
-  earlier model): AIMD of the window on ECN: the responder echoes a CE mark on its next ACK
-  (see :mod:`.responder`); the requester cuts the window by ``ecn_decrease`` at most once
-  per window of data (no new cut until the data sent before the previous cut is
-  acknowledged) and grows it by ``additive_increase_pkts`` per window acknowledged, never
+* **Local ACK timeout**: the QP's is 4.096 us x 2^timeout_exp (0: wait forever). The timer
+  counts from the last *progress* (una advanced, or the first packet after idle); an expiry
+  without progress resends from una (a sequence-error NAK restarts the timer too, keeping the
+  retry count). When expiries and the error (IBV_WC_RETRY_EXC_ERR; NCCL aborts) fall:
+  :func:`~mrc.transport.rc.config.retry_schedule` (``fixed`` or ConnectX's ``adaptive``
+  ladder); ``slow_restart``: a timeout also cuts the rate (DCQCN) or the window.
+* **Congestion response.** At most ``window_pkts`` packets are outstanding. ``cc = "dcqcn"``
+  (the default, as RoCE NICs run): :mod:`.dcqcn`'s reaction point sets a rate, CNPs cut it,
+  and DATA is paced at it (packet starts wire bytes x 8 / rate apart). ``cc = "window"``:
+  AIMD on ECN echoes (:mod:`.responder`): a cut by ``ecn_decrease`` at most once per window
+  of data, growth by ``additive_increase_pkts`` per window acknowledged, never
   above ``window_pkts`` nor below ``min_window_pkts``.
 * **Optional re-convergence model** (``reroute_after_us``, off by default). Static SRv6
   source routing, the post's fabric, never moves a path, so RC stays on a broken one. With a
@@ -48,17 +41,18 @@ from mrc.ev import make_ev
 from mrc.packet import (
     ACK,
     DATA,
-    DATA_HEADER_BYTES,
     FLAG_ACK_REQ,
     FLAG_ECN_ECHO,
+    FLAG_FIRST,
     FLAG_LAST,
     FLAG_RETX,
+    FLAG_ROCE,
     PSN_MASK,
     Packet,
 )
 from mrc.transport.base import Reroute, Retry, SendCompleted
 from mrc.transport.memory import message_key
-from mrc.transport.rc.config import RcConfig, RcStats
+from mrc.transport.rc.config import RcConfig, RcStats, retry_schedule
 from mrc.transport.rc.dcqcn import DcqcnRp
 
 try:
@@ -67,12 +61,15 @@ except ImportError:  # pure Python without Cython installed
     from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 if cython.compiled:  # the C functions, not their Python wrappers
-    from cython.cimports.mrc.packet import psn_diff  # type: ignore[import-not-found]
+    from cython.cimports.mrc.packet import (  # type: ignore[import-not-found]
+        psn_diff,
+        rc_data_bytes,
+    )
     from cython.cimports.mrc.transport.memory import (  # type: ignore[import-not-found]
         segment_digest,
     )
 else:
-    from mrc.packet import psn_diff
+    from mrc.packet import psn_diff, rc_data_bytes
     from mrc.transport.memory import segment_digest
 
 if TYPE_CHECKING:
@@ -81,11 +78,12 @@ if TYPE_CHECKING:
 # typed copies (compiled, C integers)
 _ACK = cython.declare(cython.longlong, ACK)
 _DATA = cython.declare(cython.longlong, DATA)
-_DATA_HEADER_BYTES = cython.declare(cython.longlong, DATA_HEADER_BYTES)
 _FLAG_ACK_REQ = cython.declare(cython.longlong, FLAG_ACK_REQ)
 _FLAG_ECN_ECHO = cython.declare(cython.longlong, FLAG_ECN_ECHO)
 _FLAG_LAST = cython.declare(cython.longlong, FLAG_LAST)
 _FLAG_RETX = cython.declare(cython.longlong, FLAG_RETX)
+_FLAG_ROCE = cython.declare(cython.longlong, FLAG_ROCE)
+_FLAG_FIRST = cython.declare(cython.longlong, FLAG_FIRST)
 _PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
 
 
@@ -161,6 +159,14 @@ class RcRequester:
     _tx_wire: cython.longlong
     _ovh: cython.longlong
     _prio: cython.longlong
+    #: the retransmission ladder (config.retry_schedule): timeouts per level, expiry
+    #: offsets per starting level, the error's offset; the episode's starting level
+    _ladder: tuple
+    _sched: tuple
+    _err_ps: cython.longlong
+    _lvl: cython.longlong
+    _dec: cython.longlong
+    _slow: cython.bint
     if not cython.compiled:  # pure Python: the fields above are the slots
         __slots__ = tuple(__annotations__)
 
@@ -208,6 +214,11 @@ class RcRequester:
         self._tx_wire = 0  # go wire bytes x 8 / rate later, at whatever the rate is by then
         self._ovh = cfg.frame_overhead_bytes
         self._prio = cfg.priority
+        self._ladder, self._sched, self._err_ps = ((0,), ((),), 0) if cfg.timeout_ps is None \
+            else retry_schedule(cfg)
+        self._lvl = 0
+        self._dec = cfg.adp_dec_steps if cfg.retransmission == "adaptive" else 0
+        self._slow = cfg.slow_restart
 
     # ------------------------------------------------------------------ posting and sending
     def post_write(self, now: int, msg_id: int, length: int, payload: bytes | None) -> None:
@@ -246,12 +257,12 @@ class RcRequester:
         length: cython.longlong = m.length - offset
         if length > mtu:
             length = mtu
-        flags: cython.longlong = 0
+        flags: cython.longlong = _FLAG_ROCE | (_FLAG_FIRST if offset == 0 else 0)  # RoCEv2's
         if offset + length == m.length:
-            flags = _FLAG_LAST | _FLAG_ACK_REQ
+            flags |= _FLAG_LAST | _FLAG_ACK_REQ
         elif seq + 1 - self.una >= self._wnd or self._wnd < self._ack_every:
             # this packet fills the window, or the window cannot fill an ACK batch
-            flags = _FLAG_ACK_REQ
+            flags |= _FLAG_ACK_REQ
         stats = self.stats
         if seq < self.max_sent:
             flags |= _FLAG_RETX
@@ -267,7 +278,7 @@ class RcRequester:
         stats.data_sent += 1
         stats.payload_bytes_sent += length
         payload = m.payload
-        size: cython.longlong = _DATA_HEADER_BYTES + length
+        size: cython.longlong = rc_data_bytes(length, offset == 0)  # RETH on the first only
         rp = self.rp
         if rp is not None and rp.limited:
             self._tx_start = self._next_tx if self._next_tx > now else now
@@ -319,6 +330,10 @@ class RcRequester:
     @cython.annotation_typing(True)
     def _progress(self, now: cython.longlong, upto: cython.longlong) -> None:
         m: _SendMsg
+        # adaptive: the episode ends at the level its expiries reached, less the decrement
+        lvl: cython.longlong = self._lvl + self._retries - self._dec
+        top: cython.longlong = len(self._ladder) - 1
+        self._lvl = 0 if lvl < 0 else (top if lvl > top else lvl)
         acked: cython.longlong = upto - self.una
         self.una = upto
         self.anchor = now
@@ -402,20 +417,48 @@ class RcRequester:
         if rr is not None and now >= self._reroute_anchor + rr and len(self.order) > 1:
             self._reroute(now)
         t = self.timeout_ps
-        if t is None or now < self.anchor + (self._retries + 1) * t:
+        if t is None or now < self.anchor + self._expiry():
             return
         self._retries += 1
         self.stats.timeouts += 1
         una_psn = (self._psn0 + self.una) & _PSN_MASK
-        if self._retries > self.config.retry_cnt:
+        if self._retries > len(self._sched[self._lvl]):
             self.qp._error(now, (
-                f"retry count exceeded (IBV_WC_RETRY_EXC_ERR): {self.config.retry_cnt} retries "
-                f"of the {t / 1e6:g} us local ACK timeout without progress"),
+                f"retry count exceeded (IBV_WC_RETRY_EXC_ERR): no progress in "
+                f"{self._err_ps / 1e6:g} us ({self.config.retransmission} retransmission, "
+                f"{self._retries - 1} retries, local ACK timeout {t / 1e6:g} us)"),
                 psn=una_psn, last_progress_ps=self.anchor)
             return
         self.stats.retries += 1
-        self.qp._emit(Retry(now, self.qpn, self._retries, una_psn, t))
+        ladder = self._ladder
+        step: cython.longlong = self._lvl + self._retries - 1
+        self.qp._emit(Retry(now, self.qpn, self._retries, una_psn,
+                            ladder[min(step, len(ladder) - 1)]))
+        if self._slow:
+            self._slow_restart(now)
         self._rewind(self.una)
+
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _expiry(self) -> cython.longlong:
+        """The next expiry's (or the error's) offset from the episode's last progress."""
+        offsets: tuple = self._sched[self._lvl]
+        k: cython.longlong = self._retries
+        return offsets[k] if k < len(offsets) else self._err_ps
+
+    @cython.ccall
+    @cython.annotation_typing(True)
+    def _slow_restart(self, now: cython.longlong) -> None:
+        """``slow_restart``: DCQCN's largest cut (:meth:`DcqcnRp.restart`) or the least window."""
+        rp = self.rp
+        if rp is None:
+            self.cwnd, self._wnd = float(self.config.min_window_pkts), self.config.min_window_pkts
+            return
+        was_limited = rp.limited
+        rp.restart(now)
+        if not was_limited:  # pacing starts now
+            self._tx_start, self._tx_wire = now, 0
+        self._repace()
 
     @cython.ccall
     @cython.annotation_typing(True)
@@ -432,7 +475,7 @@ class RcRequester:
             return deadline
         t = self.timeout_ps
         if t is not None:
-            a = self.anchor + (self._retries + 1) * t
+            a = self.anchor + self._expiry()
             if deadline is None or a < deadline:
                 deadline = a
         rr = self.reroute_ps

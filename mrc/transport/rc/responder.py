@@ -18,7 +18,10 @@
   it may also trigger an immediate ACK, which acts as the CNP, at most one per
   ``cnp_interval_us`` unless an ACK is due anyway.
 * **Replies follow the data.** ACK/NAK go back along the reverse of the path the
-  acknowledged packet took: the T1 named by its EV.
+  acknowledged packet took: the T1 named by its EV. They are RoCEv2's own (``FLAG_ROCE``:
+  68 bytes, BTH + AETH) and ride the QP's own priority, queued with its DATA as a RoCE NIC
+  sends them (``mrc.packet.data_class``); CNPs keep the high-priority class (priority 0 and
+  the switches' header queue).
 """
 
 from __future__ import annotations
@@ -32,9 +35,12 @@ from mrc.packet import (
     ECN_CE,
     FLAG_ACK_REQ,
     FLAG_ECN_ECHO,
+    FLAG_FIRST,
+    FLAG_ROCE,
     FLAG_SEQ_ERR,
     NACK,
     PSN_MASK,
+    RC_ACK_BYTES,
     Packet,
 )
 from mrc.transport.base import MessageCompleted
@@ -61,7 +67,10 @@ _CNP = cython.declare(cython.longlong, CNP)
 _ECN_CE = cython.declare(cython.longlong, ECN_CE)
 _FLAG_ACK_REQ = cython.declare(cython.longlong, FLAG_ACK_REQ)
 _FLAG_ECN_ECHO = cython.declare(cython.longlong, FLAG_ECN_ECHO)
+_FLAG_ROCE = cython.declare(cython.longlong, FLAG_ROCE)
+_FLAG_FIRST = cython.declare(cython.longlong, FLAG_FIRST)
 _FLAG_SEQ_ERR = cython.declare(cython.longlong, FLAG_SEQ_ERR)
+_RC_ACK_BYTES = cython.declare(cython.longlong, RC_ACK_BYTES)
 _NACK = cython.declare(cython.longlong, NACK)
 _PSN_MASK = cython.declare(cython.longlong, PSN_MASK)
 
@@ -99,6 +108,7 @@ class RcResponder:
     _last_ev: cython.longlong
     #: DCQCN notification point: least time between CNPs (None: cc = "window")
     _np_ps: int | None
+    _prio: cython.longlong  # ACKs and NAKs ride the QP's DATA priority
     if not cython.compiled:  # pure Python: the fields above are the slots
         __slots__ = tuple(__annotations__)
 
@@ -127,6 +137,7 @@ class RcResponder:
         self.ack_due = None
         self._last_ev = 0
         self._np_ps = cfg.dcqcn.cnp_interval_ps if cfg.cc == "dcqcn" else None
+        self._prio = cfg.priority
 
     @cython.ccall
     @cython.annotation_typing(True)
@@ -139,19 +150,24 @@ class RcResponder:
                 self._send_cnp(now, pkt.ev)
         d: cython.longlong = psn_diff(pkt.psn, self._epsn)
         if d == 0:
+            # in PSN order, as RC places: the first packet of a WRITE (its RETH) opens the
+            # message, every later one goes where the previous ended (a middle packet does
+            # not carry its message or offset on the wire: mrc.wire.roce)
             rx: ReceiveBuffer | None = self._rx
+            first: cython.bint = (pkt.flags & _FLAG_FIRST) != 0
             if rx is None:
-                if pkt.offset != 0:
+                if not first or pkt.offset != 0:
                     raise ValueError(f"QP {self.qpn}: in-order packet psn={pkt.psn} starts "
                                      f"message {pkt.msg_id} at offset {pkt.offset}")
                 rx = self._rx = ReceiveBuffer(pkt.msg_id, pkt.msg_len, self._mtu,
                                               real_bytes=pkt.payload is not None)
                 self._rx_posted = pkt.ts
-            elif rx.msg_id != pkt.msg_id:
+            elif first:
                 raise ValueError(f"QP {self.qpn}: message {pkt.msg_id} interleaved with "
                                  f"unfinished message {rx.msg_id}")
             qp = self.qp
-            qp.bytes_placed += rx.place(pkt.offset, pkt.length, pkt.digest, pkt.payload)
+            qp.bytes_placed += rx.place(rx.placed if not first else 0, pkt.length, pkt.digest,
+                                        pkt.payload)
             self._epsn = (self._epsn + 1) & _PSN_MASK
             self._in_gap = False
             self._dup_last = None
@@ -213,7 +229,7 @@ class RcResponder:
     @cython.annotation_typing(True)
     def _send_ack(self, now: cython.longlong, kind: cython.longlong, psn: cython.longlong,
                   ev: cython.longlong) -> None:
-        flags: cython.longlong = _FLAG_SEQ_ERR if kind == _NACK else 0
+        flags: cython.longlong = _FLAG_ROCE | (_FLAG_SEQ_ERR if kind == _NACK else 0)
         if self._ce_pending:
             flags |= _FLAG_ECN_ECHO
             self._ce_pending = False
@@ -228,4 +244,5 @@ class RcResponder:
         req: RcRequester = self.requester
         da = req.paths.get(ev_t1(ev), req.addr)
         self.qp._ctrl.append(Packet(kind, self.host, self.peer, self.qpn, psn, ev=ev,
-                                    flags=flags, da=da, plane=self.plane))
+                                    flags=flags, da=da, plane=self.plane, size=_RC_ACK_BYTES,
+                                    prio=self._prio))
