@@ -20,7 +20,7 @@ from mrc.nic.driver import NicDriver
 from mrc.packet import Packet
 from mrc.sim.engine import Handler
 from mrc.sim.ports import OutPort
-from topology import usid
+from topology import routed, usid
 
 if TYPE_CHECKING:
     from mrc.sim.element import Fabric, HostAgent
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 #: its host has consumed every uSID: they are all zero)
 _CARRIER_HI = usid.CARRIER_MASK >> 64
 _CARRIER_LO = usid.CARRIER_MASK & ((1 << 64) - 1)
+#: a routed destination (RC, topology.routed) arrives unchanged: its top bits and host's IID
+_ROUTED_TAG = routed.ROUTED_TAG
+_ROUTED_SHIFT = routed.TAG_SHIFT
+_IID_MARK = usid.HOST_IID_MARK
 
 
 class Host:
@@ -94,7 +98,9 @@ class Host:
             self.net.observer(now, self.name, pkt, "rx_stalled")
 
     def receive(self, pkt: Packet) -> None:
-        if pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO or pkt.dst != self.index:
+        if ((pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO)
+                and not (pkt.da_hi >> _ROUTED_SHIFT == _ROUTED_TAG
+                         and pkt.da_lo == _IID_MARK | self.index)) or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
             if self.net.observer is not None:
                 self.net.observer(self.net.sim.now, self.name, pkt, "misdelivered")

@@ -29,7 +29,7 @@ through the network on the per-packet path):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mrc.sim.element import DROP_REASONS, Observer, PauseHook, Tap
 from mrc.sim.link import Link
@@ -71,6 +71,9 @@ class Network:
         #: Told when a port's lossless egress is paused or resumed (PFC fabrics only).
         self.pause_hook: PauseHook | None = None
         self._tap: Tap | None = None
+        #: RC's routing control plane (``mrc.sim.routing.Routing``): ECMP groups and their
+        #: repair; ``build_network`` installs it.
+        self.routing: Any = None
 
     # ------------------------------------------------------------------ hooks
     @property

@@ -49,7 +49,8 @@ FIRST_QPN = 2
 _UNLOGGED = (MessageCompleted, SendCompleted)
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled")
+                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled",
+                "blackhole")
 #: Per-connection goodput series are kept for jobs of at most this many connections.
 MAX_FLOW_SERIES = 16
 
