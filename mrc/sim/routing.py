@@ -98,8 +98,8 @@ class RoutingConfig:
 class Routing:
     """The control plane of one simulated network (``net.routing``): views, groups, drains.
 
-    ``changes`` logs every group installed after the start: (time ps, T0 name, destination
-    T0, the member T1s in order; for resilient groups the distinct members)."""
+    ``changes`` logs every change of a group's members after the start: (time ps, T0 name,
+    destination T0, the member T1s in order)."""
 
     def __init__(self, net: Network, config: RoutingConfig | None = None) -> None:
         self.net = net
@@ -123,6 +123,7 @@ class Routing:
         self._table: list[list[list[list[int]]]] = [
             [[[] for _ in range(self.t0n)] for _ in range(self.t0n)] for _ in range(self.planes)]
         self.changes: list[tuple[int, str, int, tuple[int, ...]]] = []
+        self._last: dict[tuple[int, int, int], list[int]] = {}
         for plane in range(self.planes):
             for s in range(self.t0n):
                 sw = net.t0[plane][s]
@@ -202,8 +203,10 @@ class Routing:
             self._table[plane][s][d] = table = rebalance(table, members, self.buckets)
             chosen = table if members else []
         sw.set_group(d, [sw.uplinks[k] for k in chosen])
-        if log:
+        key = (plane, s, d)
+        if log and self._last.get(key) != members:
             self.changes.append((self.net.sim.now, sw.name, d, tuple(members)))
+        self._last[key] = members
 
     def table(self, plane: int, s: int, d: int) -> list[int]:
         """The member T1 of each bucket of a resilient group (tests, tools)."""
