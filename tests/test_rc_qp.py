@@ -51,9 +51,9 @@ from mrc.transport.base import (
 )
 from mrc.transport.memory import expected_checksum, message_key
 from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig
+from mrc.transport.rc.entropy import ROCE_SPORT_MIN, udp_source_port
 from mrc.transport.rc.qp import RcQp
 from mrc.transport.rc.striping import stripe
-from mrc.transport.rc.entropy import ROCE_SPORT_MIN, udp_source_port
 from topology.routed import host_address
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec, preset
 

@@ -156,9 +156,10 @@ class Network:
                 out[f"drop_{reason}"] += count
         for drops in [*(sw.drops for sw in self.switches.values()),
                       *(host.drops for host in self.hosts)]:
-            for reason, count in drops.items():
-                out[f"drop_{reason}"] += count
-        out["drops"] = sum(out[f"drop_{reason}"] for reason in DROP_REASONS)
+            for reason, count in drops.items():  # (a black hole's only when it struck)
+                out[f"drop_{reason}"] = out.get(f"drop_{reason}", 0) + count
+        out["drops"] = sum(out[f"drop_{reason}"] for reason in DROP_REASONS) + out.get(
+            "drop_blackhole", 0)
         if self.spec.pfc:
             out.update(pfc_totals(self.ports.values()))
         return out

@@ -23,8 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from mrc.stack.recorder import DROP_SERIES, Recorder
 from mrc.sim.routing import RoutingConfig
+from mrc.stack.recorder import DROP_SERIES, Recorder
 from mrc.stack.stack import Connection, SimStack
 from mrc.transport.base import QueuePair, TransportEvent
 from mrc.units import PS_PER_US
