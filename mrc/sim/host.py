@@ -30,9 +30,8 @@ if TYPE_CHECKING:
 #: its host has consumed every uSID: they are all zero)
 _CARRIER_HI = usid.CARRIER_MASK >> 64
 _CARRIER_LO = usid.CARRIER_MASK & ((1 << 64) - 1)
-#: a routed destination (RC, topology.routed) arrives unchanged: its top bits and host's IID
-_ROUTED_TAG = routed.ROUTED_TAG
-_ROUTED_SHIFT = routed.TAG_SHIFT
+#: a routed destination (RC, topology.routed) arrives unchanged: its top 24 bits and the IID
+_ROUTED_TOP = routed.ROUTED_BASE >> 8
 _IID_MARK = usid.HOST_IID_MARK
 
 
@@ -99,7 +98,7 @@ class Host:
 
     def receive(self, pkt: Packet) -> None:
         if ((pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO)
-                and not (pkt.da_hi >> _ROUTED_SHIFT == _ROUTED_TAG
+                and not (pkt.da_hi >> 40 == _ROUTED_TOP
                          and pkt.da_lo == _IID_MARK | self.index)) or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
             if self.net.observer is not None:

@@ -112,7 +112,7 @@ class Switch:
     uplinks: list[Egress]
     downlinks: list[Egress]
     drops: dict[str, int]
-    #: routed forwarding: the plane's routed tag (``da_hi >> 16``), the ECMP seed, the
+    #: routed forwarding: the plane's routed block (``da_hi >> 32``), the ECMP seed, the
     #: groups by destination T0 (T0 only: live members, or a bucket table of them), and
     #: what names a source address (hosts per T0) and this T0's first host
     _rtag: cython.ulonglong
@@ -145,7 +145,7 @@ class Switch:
         self.downlinks = []
         self.up = True  # a dead switch also holds all its links down (mrc.sim.faults)
         self.drops = {}
-        self._rtag = routed.plane_tag(plane)
+        self._rtag = routed.block(plane)
         self.seed = switch_seed(plane, tier, index)
         self._groups = []
         self._hpt0 = net.spec.hosts_per_t0
@@ -210,7 +210,7 @@ class Switch:
         port with its ingress)."""
         top: cython.ulonglong = pkt.da_hi  # the block and the first two uSIDs
         if top >> 32 != self._block:
-            if top >> 16 == self._rtag:
+            if top >> 32 == self._rtag:
                 return self._route_ip(pkt, top)
             self._no_route(pkt)
             return None
@@ -260,7 +260,7 @@ class Switch:
     @cython.annotation_typing(True)
     def _route_ip(self, pkt: Packet, top: cython.ulonglong) -> Any:  # Egress | None
         """Routed forwarding of a plain IPv6 destination (see the module docstring)."""
-        t0: cython.Py_ssize_t = top & 0xFFFF
+        t0: cython.Py_ssize_t = (top >> 16) & 0xFFFF
         i: cython.Py_ssize_t
         n: cython.Py_ssize_t
         port = None
@@ -289,12 +289,12 @@ class Switch:
     @cython.exceptval(-1, check=True)
     def _ecmp(self, pkt: Packet, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
         """The member of an ``n``-entry group ``pkt`` hashes to at this switch. The source
-        address is the routed plan's (``topology.routed.host_address``: the plane's tag,
+        address is the routed plan's (``topology.routed.host_address``: the plane's block,
         the source's T0, its interface ID); the source port is the packet's entropy field
         (RC: its QP's UDP source port, ``mrc.transport.rc.entropy``)."""
         src: cython.ulonglong = pkt.src
-        sa_hi: cython.ulonglong = (self._rtag << 16) | (src // cython.cast(cython.ulonglong,
-                                                                         self._hpt0))
+        sa_hi: cython.ulonglong = (self._rtag << 32) | (
+            (src // cython.cast(cython.ulonglong, self._hpt0)) << 16)
         h: cython.ulonglong = ecmp_hash(self.seed, sa_hi, _IID_MARK | src, pkt.da_hi,
                                         pkt.da_lo, cython.cast(cython.ulonglong, pkt.ev))
         return cython.cast(cython.Py_ssize_t, h % cython.cast(cython.ulonglong, n))
