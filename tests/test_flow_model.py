@@ -283,7 +283,9 @@ def test_a_slow_switch_is_slow_not_down() -> None:
     healthy = t(run_flow_lab("degraded-t1s", overrides={"fault": []}), "mrc")["flows"]
     slow = run_flow_lab("degraded-t1s")
     mrc, rc = t(slow, "mrc"), t(slow, "rc")
-    assert mrc["outcome"] == "completed" and rc["outcome"] == "completed"
+    # (RC's QPs through the slow T1 may not finish inside the run: "running", never failed;
+    # which QPs cross it is the routed fabric's hash, issue 36)
+    assert mrc["outcome"] == "completed" and rc["outcome"] in ("completed", "running")
     assert mrc["flows"]["max_fct_us"] == pytest.approx(
         healthy["max_fct_us"] * 8 / 7.25, rel=2e-3)
     t0 = run_flow_lab("degraded-t1s", overrides={"fault": [

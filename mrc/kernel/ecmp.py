@@ -12,14 +12,24 @@ delays: the simulator's :mod:`mrc.sim.routing` models those.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from mrc.kernel import netns, rtnl
 from topology import routed
 from topology import seg6 as plan
+from topology.spec import FabricSpec
 
-if TYPE_CHECKING:
-    from mrc.kernel.fabric import KernelFabric, Port
+
+class KernelFabric(Protocol):
+    """What this module reads of ``mrc.kernel.fabric.KernelFabric`` (named here, not
+    imported: the fabric imports this module)."""
+
+    spec: FabricSpec
+    switches: list[str]
+    links_of: dict[str, list[Any]]
+    admin_down: set[tuple[str, str]]
+    ifindex: dict[tuple[str, str], int]
+    sockets: dict[str, Any]
 
 
 def configure() -> None:
@@ -51,7 +61,7 @@ def routed_requests(fabric: KernelFabric, switch: str) -> list[rtnl.Request]:
     return requests
 
 
-def refresh(fabric: KernelFabric, port: Port) -> None:
+def refresh(fabric: KernelFabric, port: Any) -> None:
     """After ``port`` went down or up, the switches at both ends of its link re-install
     their routed plan."""
     for link in fabric.links_of[port.element]:
