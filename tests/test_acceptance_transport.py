@@ -61,11 +61,13 @@ def test_t1_fail_restore_mrc_dips_less_than_10_percent_and_reintegrates() -> Non
     assert r.returned_good == r.affected_evs
 
 
-def test_t1_fail_restore_rc_qps_hashed_onto_it_error() -> None:
+def test_t1_fail_restore_rc_qps_routed_through_it_recover() -> None:
+    """Issue 36: RC rides a routed fabric. Its QPs through the dead T1 lose what was in
+    flight; the T0s drop the T1 after detection and the QPs go on over other T1s (before, on
+    static SRv6 paths, every one of them errored after its retries)."""
     r = acc.t1_fail_restore("rc")
     assert r.rc_qps_on_t1, "the chosen T1 carries no RC QP"
-    assert sorted(r.rc_qps_errored) == sorted(r.rc_qps_on_t1)
-    assert r.rc_connections_failed == len(r.rc_qps_on_t1)
+    assert r.rc_qps_errored == [] and r.rc_connections_failed == 0
 
 
 # ---------------------------------------------------------------------- 4. random loss

@@ -204,6 +204,28 @@ BAD: list[tuple[str, str | bytes, str]] = [
                              "duration_us = 50\n",
                              'kind = "drain"\ntarget = "p0.t1.0"\nat_us = 20\n'),
      "fault.1: drain start of p0.t1.0 at 20 us contradicts the schedule: it is already drained"),
+    # routed RC (issue 36): bad routing times, black holes on hosts, drains of dead elements
+    ("routing-convergence-below-detection",
+     BASE + "[routing]\nlink_down_detect_us = 50\nrouting_convergence_us = 10\n",
+     "routing.routing_convergence_us: 10 us is below link_down_detect_us (50 us)"),
+    ("routing-ecmp-unknown", BASE + '[routing]\necmp = "random"\n', "routing.ecmp"),
+    ("routing-unknown-key", BASE + "[routing]\nreroute_after_us = 5\n", "routing.reroute_after_us"),
+    ("rc-reroute-is-gone", rc("reroute_after_us = 20"), "transport.rc.reroute_after_us"),
+    ("blackhole-on-a-host", faults('kind = "blackhole"\ntarget = "h3"\nat_us = 10\n'),
+     "fault.0.target: blackhole needs a link"),
+    ("blackhole-on-a-host-link", faults('kind = "blackhole"\ntarget = "h0.p0.uplink"\n'
+                                        "at_us = 10\n"),
+     "fault.0.target: 'h0.p0--p0.t0.0' is a host link"),
+    ("blackhole-fraction-above-one", faults('kind = "blackhole"\ntarget = "p0.t1.0"\n'
+                                            "at_us = 10\nfraction = 1.5\n"),
+     "fault.0.fraction: must be at most 1"),
+    ("drain-of-a-dead-t1", faults('kind = "switch_down"\ntarget = "p0.t1.0"\nat_us = 10\n',
+                                  'kind = "drain"\ntarget = "p0.t1.0"\nat_us = 20\n'),
+     "fault.1: drain of p0.t1.0 at 20 us: p0.t1.0 is down then"),
+    ("drain-of-a-link-under-a-dead-t1", faults(
+        'kind = "switch_down"\ntarget = "p0.t1.0"\nat_us = 10\n',
+        f'kind = "drain"\ntarget = "{LINK}"\nat_us = 20\n'),
+     "fault.1: drain of p0.t0.0--p0.t1.0 at 20 us: p0.t1.0 is down then"),
     ("port-down-twice", faults('kind = "port_down"\ntarget = "h0.p0"\nat_us = 10\n',
                                'kind = "port_down"\ntarget = "h0.p0"\nat_us = 20\n'),
      "fault.1: port down of h0.p0 at 20 us contradicts the schedule: it is already down"),

@@ -211,6 +211,7 @@ def test_the_seed_draws_the_qpns_and_so_rcs_ecmp_pinning() -> None:
     RC's ECMP pinning hashes the QPN: another seed pins RC's QPs to other T1s (t1-fail-restore
     at seed 7 is no longer byte-identical to seed 1)."""
     from mrc.stack.qpn import QPN_LIMIT, first_qpn
+    from mrc.stack.rc_connection import ecmp_t1
     from mrc.stack.stack import RcConnectionAdapter, SimStack
 
     spec = preset("lab-8plane")
@@ -220,7 +221,7 @@ def test_the_seed_draws_the_qpns_and_so_rcs_ecmp_pinning() -> None:
         conn = stack.open("rc", 0, 4, {})
         assert isinstance(conn, RcConnectionAdapter)
         assert conn.conn.requesters[0].qpn == first_qpn(seed)
-        return [qp.t1 for qp in conn.conn.requesters]
+        return [ecmp_t1(spec, 0, 4, qp.qpn, qp.plane) for qp in conn.conn.requesters]
 
     assert pinning(1) == pinning(1)
     assert pinning(1) != pinning(7)

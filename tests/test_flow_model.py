@@ -70,21 +70,41 @@ def test_plane_split_follows_the_dead_plane() -> None:
 
 @pytest.mark.parametrize("target", ["p0.t1.0", "p0.t1.1", "p0.t1.2", "p0.t1.3"])
 def test_rc_fails_exactly_when_a_pinned_qp_crosses_the_rebooting_t1(target: str) -> None:
-    """The RC pins are the packet model's (ecmp_t1 over SimStack's seeded QPNs): write_bw
-    h0<->h4 opens h0->h4 (QPNs q..q+7, q = first_qpn(seed)) then h4->h0 (q+8..q+15), QP i
-    on plane i mod 8; the lab's target moves to plane 0 here."""
+    """The RC pins are the packet model's (ecmp_t1: the routed fabric's healthy choice over
+    SimStack's seeded QPNs): write_bw h0<->h4 opens h0->h4 (QPNs q..q+7, q =
+    first_qpn(seed)) then h4->h0 (q+8..q+15), QP i on plane i mod 8; the lab's target moves
+    to plane 0 here. (The flow model does not re-route RC yet: a later part of issue 36.)"""
     spec = preset("lab-8plane")
     q = first_qpn(1)
-    plane0 = {ecmp_t1(spec, 0, 4, q), ecmp_t1(spec, 4, 0, q + 8)}
+    plane0 = {ecmp_t1(spec, 0, 4, q, 0), ecmp_t1(spec, 4, 0, q + 8, 0)}
     flow = run_flow_lab("t1-reboot", overrides={"fault.0.target": target, "run.seed": 1})
     failed = t(flow, "rc")["outcome"] == "failed"
     assert failed == (int(target.rsplit(".", 1)[1]) in plane0)
 
 
+def _rc_t1(seed: int, src: int, plane: int = 1) -> int:
+    """The T1 write_bw h0<->h4's plane-``plane`` QP from ``src`` (0 or 4) is pinned to:
+    h0->h4 opens first (QPNs q..q+7), then h4->h0 (q+8..q+15), QP i on plane i mod 8."""
+    q = first_qpn(seed) + (0 if src == 0 else 8) + plane
+    return ecmp_t1(preset("lab-8plane"), src, 4 - src, q, plane)
+
+
+def _shared_link(seed: int) -> str:
+    """A T0 0 - T1 link both directions' QPs of one plane are pinned across at ``seed``
+    (h0->h4 going up it, h4->h0 coming down it)."""
+    plane = next(p for p in range(8) if _rc_t1(seed, 0, p) == _rc_t1(seed, 4, p))
+    return f"p{plane}.t0.0--p{plane}.t1.{_rc_t1(seed, 0, plane)}"
+
+
+#: The flap and degrade labs' link, moved to one both directions' QPs cross at seed 1 under
+#: the routed fabric's hash (issue 36: the bundled target was chosen for the old hash)
+_H0_LINK = {"fault.0.target": _shared_link(1)}
+
+
 def test_flap_costs_rc_its_retry_time_and_mrc_nothing() -> None:
     # one message posted at a time: the other QPs' backlog (Backlog) is spent on the first
     # flap, before the level is measured
-    flow = run_flow_lab("t0-t1-link-flap", overrides={"workload.tx_depth": 1})
+    flow = run_flow_lab("t0-t1-link-flap", overrides={"workload.tx_depth": 1, **_H0_LINK})
     mrc, rc = t(flow, "mrc"), t(flow, "rc")
     # MRC loses what it sprays on the link's EVs (1 of 32 per direction): with REPS for one
     # round of the plane's 16 EVs (a dead EV takes one packet and is not reused), with round
@@ -94,7 +114,8 @@ def test_flap_costs_rc_its_retry_time_and_mrc_nothing() -> None:
     assert mrc["goodput_gbps"]["during"] == pytest.approx(
         mrc["goodput_gbps"]["before"] * (1 - 5 * cycle_us / 32 / window_us), rel=1e-3)
     rr = t(run_flow_lab("t0-t1-link-flap", transports="mrc",
-                        overrides={"transport.mrc.spray": "round_robin"}), "mrc")["goodput_gbps"]
+                        overrides={"transport.mrc.spray": "round_robin", **_H0_LINK}),
+           "mrc")["goodput_gbps"]
     assert rr["during"] == pytest.approx(rr["before"] * (1 - 5 * 20 / 32 / window_us), rel=1e-3)
     assert rc["outcome"] == "completed"
     # RC as deployed: DCQCN's window (1024 packets) is far from full after 20 us, so the QP
@@ -106,7 +127,7 @@ def test_flap_costs_rc_its_retry_time_and_mrc_nothing() -> None:
     assert ratio == pytest.approx((100 - stall) / 100, abs=0.03)
     assert ratio > (100 - 65.536) / 100 + 0.2
     window = run_flow_lab("t0-t1-link-flap", overrides={"transport.rc.cc": "window",
-                                                         "workload.tx_depth": 1})
+                                                         "workload.tx_depth": 1, **_H0_LINK})
     old = t(window, "rc")["goodput_gbps"]
     assert old["during"] / old["before"] == pytest.approx((100 - 65.536) / 100, abs=0.08)
 
@@ -170,6 +191,7 @@ def test_cli_model_flow(tmp_path: Path) -> None:
     bad = runner.invoke(main, ["run", "t1-reboot", "--model", "flow", "--runtime", "live"])
     assert bad.exit_code == 2
     assert bad.output.strip().splitlines()[-1].startswith("mrc-lab: error: --model:")
+    # the re-convergence shorthand is gone (routing repairs RC's paths): an unknown key
     reroute = runner.invoke(main, ["run", "t1-reboot", "--model", "flow", "--set",
                                    "transport.rc.reroute_after_us=100"])
     assert reroute.exit_code == 2
@@ -225,21 +247,23 @@ def test_dcqcn_climbs_back_as_dcqcn_does_after_a_degrade() -> None:
     profile with a 1 us timer, 5 Gb/s steps and no fast-recovery stages) it is back at the
     line within the window. (Issue 36: NVIDIA's profile is the default now; on it the same
     overrides recover to 1273 of 1524 Gb/s in the window, so the fast case names the paper's.)"""
-    slow = t(run_flow_lab("degraded-link"), "rc")["goodput_gbps"]
+    slow = t(run_flow_lab("degraded-link", overrides=_H0_LINK), "rc")["goodput_gbps"]
     assert slow["after"] == pytest.approx(slow["during"], rel=0.02)
     fast = t(run_flow_lab("degraded-link", overrides={
         "transport.rc.dcqcn_profile": "paper",
         "transport.rc.rpg_time_reset": 1.0, "transport.rc.rpg_ai_rate": 5000.0,
-        "transport.rc.rpg_threshold": 1}), "rc")["goodput_gbps"]
+        "transport.rc.rpg_threshold": 1, **_H0_LINK}), "rc")["goodput_gbps"]
     assert fast["after"] == pytest.approx(fast["before"], rel=0.05)
     assert fast["after"] > 3 * slow["after"]
 
 
 def test_gray_loss_slows_only_the_connection_whose_qp_crosses_the_link() -> None:
-    """Seed 5: only h4->h0's plane-1 QP hashes onto the lossy link; h0->h4's ACKs cross it
-    too but ride the control queue, so h0->h4 keeps its rate (the packet model: 763 and
-    534 Gb/s)."""
-    rc = t(run_flow_lab("gray-link-loss", seed=5), "rc")["goodput_gbps"]
+    """Seed 5: the lossy link is the one down to h0's T0 from the T1 h4->h0's plane-1 QP is
+    pinned to, which h0->h4's plane-1 QP does not take: only h4->h0 slows."""
+    t1 = _rc_t1(5, 4)
+    assert t1 != _rc_t1(5, 0)
+    rc = t(run_flow_lab("gray-link-loss", seed=5,
+                        overrides={"fault.0.target": f"p1.t0.0--p1.t1.{t1}"}), "rc")["goodput_gbps"]
     half = rc["before"] / 2
     assert rc["during"] - half == pytest.approx(0.64 * half, rel=0.05)
 
@@ -262,7 +286,9 @@ def test_a_slow_switch_is_slow_not_down() -> None:
     healthy = t(run_flow_lab("degraded-t1s", overrides={"fault": []}), "mrc")["flows"]
     slow = run_flow_lab("degraded-t1s")
     mrc, rc = t(slow, "mrc"), t(slow, "rc")
-    assert mrc["outcome"] == "completed" and rc["outcome"] == "completed"
+    # (RC's QPs through the slow T1 may not finish inside the run: "running", never failed;
+    # which QPs cross it is the routed fabric's hash, issue 36)
+    assert mrc["outcome"] == "completed" and rc["outcome"] in ("completed", "running")
     assert mrc["flows"]["max_fct_us"] == pytest.approx(
         healthy["max_fct_us"] * 8 / 7.25, rel=2e-3)
     t0 = run_flow_lab("degraded-t1s", overrides={"fault": [

@@ -7,6 +7,7 @@ socket. Every test checks that it left no namespace behind. Skipped without root
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ from mrc.kernel.host import ETH_P_IPV6, wires_of
 from mrc.kernel.shaping import Shaping
 from mrc.packet import DATA, Packet
 from topology import names, paths, seg6, tables, usid
+from topology.routed import kernel_routes
 from topology.spec import FabricSpec, preset
 
 pytestmark = [needs_kernel, pytest.mark.usefixtures("no_leftovers")]
@@ -122,7 +124,18 @@ def test_routes_are_what_ip_route_shows(fabric: KernelFabric) -> None:
         shown = subprocess.run(["ip", "-n", fabric.ns(switch), "-6", "route", "show"],
                                capture_output=True, text=True, check=True).stdout
         planned = seg6.routes_text(SMALL, switch, ua_program=fabric.ua_program is not None)
-        assert shown.strip().splitlines() == planned.splitlines()
+        lines = shown.strip().splitlines()
+        usid_lines = [line for line in lines
+                      if not line.startswith("fd52:") and not line[:1].isspace()]
+        assert usid_lines == planned.splitlines()
+        # RC's routed plan beside it (topology.routed): one route per prefix, the T0s'
+        # remote prefixes over every uplink (ECMP: one nexthop line per member)
+        routed_plan = kernel_routes(SMALL, switch)
+        assert [ipaddress.IPv6Network(line.split()[0]) for line in lines
+                if line.startswith("fd52:")] == sorted(
+            ipaddress.IPv6Network(prefix) for prefix, _ in routed_plan)  # (ip omits /128)
+        nexthops = [line.split() for line in lines if line.strip().startswith("nexthop")]
+        assert len(nexthops) == sum(len(devs) for _, devs in routed_plan if len(devs) > 1)
 
 
 def test_kernel_routes_command_prints_them() -> None:
@@ -251,7 +264,9 @@ def test_switch_down_and_up_restores_the_plan(fabric: KernelFabric) -> None:
         for switch in ("p1.t0.0", "p1.t1.0"):
             shown = subprocess.run(["ip", "-n", fabric.ns(switch), "-6", "route"],
                                    capture_output=True, text=True, check=True).stdout
-            assert len(shown.strip().splitlines()) == len(seg6.switch_routes(SMALL, switch))
+            routed_plan = kernel_routes(SMALL, switch)  # RC's, back with every member
+            assert len(shown.strip().splitlines()) == len(seg6.switch_routes(SMALL, switch)) + (
+                len(routed_plan) + sum(len(devs) for _, devs in routed_plan if len(devs) > 1))
     with pytest.raises(Unsupported, match="not a link"):
         faults.apply("set_loss", "p1.t0.0", p=0.1)
     faults.apply("degrade", "h0.p1.uplink", fraction=0.5)

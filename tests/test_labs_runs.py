@@ -104,7 +104,9 @@ def test_t1_fail_restore_reintegrates() -> None:
     assert mrc["evs_marked_bad"] > 0
     assert mrc["evs_reintegrated"] == mrc["evs_marked_bad"]
     assert mrc["goodput_gbps"]["after"] == pytest.approx(mrc["goodput_gbps"]["before"], rel=0.05)
-    assert rc["outcome"] == "failed"
+    # issue 36: RC rides the routed fabric; its T0s drop the dead T1 after detection and the
+    # QP through it (h4->h0's plane-1 data at seed 1) goes on over another T1
+    assert rc["outcome"] == "completed" and rc["dropped_packets"]["data"] > 0
     bad = r.timeseries[(r.timeseries["transport"] == "mrc")
                        & (r.timeseries["metric"] == "assumed_bad_evs")]
     assert bad["value"].max() > 0 and bad["value"].iloc[-1] == 0  # all back to GOOD
@@ -150,7 +152,10 @@ def test_gray_loss_mrc_keeps_ninety_percent_rc_near_go_back_n() -> None:
     r = run_small("gray-link-loss")
     mrc, rc = t(r, "mrc"), t(r, "rc")
     assert mrc["goodput_gbps"]["during"] >= 0.9 * mrc["goodput_gbps"]["before"]
-    model = 1 / (1 + 0.02 * bdp_packets(preset("lab-8plane")))
+    # go-back-N's cost on the connection whose QP crosses the lossy link: under the routed
+    # fabric's hash only h4->h0's plane-1 data does at seed 1 (issue 36), so the pair's sum
+    # keeps half its rate plus half of the model's share
+    model = (1 + 1 / (1 + 0.02 * bdp_packets(preset("lab-8plane")))) / 2
     ratio = rc["goodput_gbps"]["during"] / rc["goodput_gbps"]["before"]
     assert ratio == pytest.approx(model, rel=0.2)
     assert rc["outcome"] == "completed" and rc["retransmitted_packets"] > mrc[
@@ -167,9 +172,12 @@ def test_drain_loses_nothing_on_mrc() -> None:
                           & (r.timeseries["metric"] == "denied_evs")]
     assert denied["value"].max() > 0  # the drained EVs are counted (and drawn)
     assert mrc["detect_us"] is None  # DENIED is the operator's, not a detection
-    assert rc["outcome"] == "failed"
+    # issue 36: the drain withdraws the T1 through routing before the power-off, so RC loses
+    # nothing either (it crossed p1.t1.3 at seed 1: h4->h0's plane-1 data)
+    assert rc["outcome"] == "completed"
+    assert rc["dropped_packets"] == {"data": 0, "control": 0, "probe": 0}
     kinds = set(r.events["kind"])
-    assert {"drain_start", "drain_end", "switch_down", "switch_up", "job_failed"} <= kinds
+    assert {"drain_start", "drain_end", "switch_down", "switch_up"} <= kinds
 
 
 # ---------------------------------------------------------------------- other workloads

@@ -42,24 +42,22 @@ from mrc.stack.rc_connection import (
     ecmp_t1,
     rc_config_for,
     rc_qp_pair,
-    t1_ranking,
 )
 from mrc.transport.base import (
     EVENT_CONNECTION_FAILED,
     EVENT_MESSAGE_COMPLETED,
     EVENT_QP_ERROR,
-    EVENT_REROUTE,
     EVENT_RETRY,
     EVENT_SEND_COMPLETED,
     TransportEvent,
 )
 from mrc.transport.memory import expected_checksum, message_key
 from mrc.transport.rc.config import LOCAL_ACK_UNIT_PS, RcConfig, retry_schedule
+from mrc.transport.rc.entropy import ROCE_SPORT_MIN, udp_source_port
 from mrc.transport.rc.qp import RcQp
 from mrc.transport.rc.striping import stripe
-from topology.paths import address_for
+from topology.routed import host_address
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec, preset
-from topology.usid import ev_plane, ev_t1, make_ev
 
 US = 1_000_000
 SPEC = preset("lab-small")  # 4 planes, 8 hosts, 2 per T0, 4 T1 per plane
@@ -204,9 +202,8 @@ class Loop:
         return [p for _, p in self.sent if p.kind == DATA and (qpn is None or p.qpn == qpn)]
 
 
-def pair(config: RcConfig, *, qpn: int = 7, plane: int = 1,
-         t1: int | None = None) -> tuple[RcQp, RcQp]:
-    return rc_qp_pair(SPEC, SRC, DST, qpn, plane, config, t1=t1)
+def pair(config: RcConfig, *, qpn: int = 7, plane: int = 1) -> tuple[RcQp, RcQp]:
+    return rc_qp_pair(SPEC, SRC, DST, qpn, plane, config)
 
 
 def loop_with(req: RcQp, resp: RcQp, **kw: object) -> Loop:
@@ -263,13 +260,12 @@ def test_in_order_delivery_byte_exact_and_acks_coalesced() -> None:
     assert [p.psn for p in data] == list(range(npkts))
     assert all(p.flags & FLAG_LAST and p.flags & FLAG_ACK_REQ
                for p in data if p.offset + p.length == p.msg_len)
-    # one path for life: plane, T1, address and EV never change; ACKs take the reverse
-    t1 = ecmp_t1(SPEC, SRC, DST, req.qpn)
-    assert {(p.plane, p.da, p.ev) for p in data} == {
-        (1, address_for(SPEC, SRC, DST, 1, t1), make_ev(1, t1))}
+    # one destination: the peer's routed address on the plane, and the QP's UDP source port
+    # as its entropy (the fabric's ECMP chooses the path); ACKs go to the requester's
+    sport = udp_source_port(req.qpn, req.qpn)
+    assert {(p.plane, p.da, p.ev) for p in data} == {(1, host_address(SPEC, DST, 1), sport)}
     acks = [p for _, p in lp.sent if p.kind == ACK]
-    assert {(p.plane, p.da, p.ev) for p in acks} == {
-        (1, address_for(SPEC, DST, SRC, 1, t1), make_ev(1, t1))}
+    assert {(p.plane, p.da, p.ev) for p in acks} == {(1, host_address(SPEC, SRC, 1), sport)}
     assert req.outstanding == 0 and req.next_timer() is None and req.pending_messages == 0
 
 
@@ -515,41 +511,13 @@ def test_ecn_cut_guard_direct() -> None:
     assert req.outstanding == 0
 
 
-def test_reroute_model_moves_to_the_next_t1_and_recovers() -> None:
-    cfg = RcConfig(retransmission="fixed", window_pkts=16, timeout_exp=2, reroute_after_us=30.0)
-    req, resp = pair(cfg)
-    dead = req.t1
-    lp = loop_with(req, resp, fate=lambda p, now: "drop" if ev_t1(p.ev) == dead else None)
-    lp.post(SRC, req, 1, 64 * 4096)
-    lp.run()
-    (rr,) = lp.events(EVENT_REROUTE, SRC)
-    new = t1_ranking(SPEC, SRC, DST, req.qpn)[1]
-    assert rr.time_ps == 30 * US
-    assert rr.old_t1 == dead and rr.new_t1 == new
-    assert rr.new_da == address_for(SPEC, SRC, DST, 1, new)
-    assert not req.failed and lp.events(EVENT_MESSAGE_COMPLETED, DST)
-    # recovery waited for the next retry after the re-convergence (2 x 16.384 us)
-    assert len(lp.events(EVENT_RETRY, SRC)) == 2
-    acks = [p for _, p in lp.sent if p.kind == ACK]
-    assert acks and all(ev_t1(p.ev) == new for p in acks)  # ACKs follow the data's T1
-
-
-def test_reroute_is_off_by_default_so_a_dead_t1_errors() -> None:
-    req, resp = pair(RcConfig(retransmission="fixed", window_pkts=16, timeout_exp=2))
-    dead = req.t1
-    lp = loop_with(req, resp, fate=lambda p, now: "drop" if ev_t1(p.ev) == dead else None)
-    lp.post(SRC, req, 1, 64 * 4096)
-    lp.run()
-    assert req.failed and not lp.events(EVENT_REROUTE)
-
-
 def test_poll_only_serves_its_own_plane_and_cheaply_when_idle() -> None:
     req, resp = pair(CFG, plane=2)
     assert req.poll(0, 2) is None  # nothing posted
     req.post_write(0, 1, 10_000)
     assert req.poll(0, 0) is None and req.poll(0, 3) is None
     pkt = req.poll(0, 2)
-    assert pkt is not None and pkt.plane == 2 and ev_plane(pkt.ev) == 2
+    assert pkt is not None and pkt.plane == 2 and pkt.da == host_address(SPEC, DST, 2)
     assert resp.poll(0, 2) is None  # a pure responder never has data
     assert req.next_timer() == CFG.timeout_ps  # timer started by the first send
 
@@ -638,37 +606,37 @@ def test_one_qp_error_fails_the_whole_connection() -> None:
 # ====================================================================== ECMP hashing
 def test_ecmp_t1_is_deterministic_and_in_range() -> None:
     spec = FabricSpec(planes=2, hosts=64, hosts_per_t0=16, t1_per_plane=16)
-    values = [ecmp_t1(spec, s, d, q) for s, d, q in [(0, 40, 1), (3, 60, 9), (17, 2, 1000)]]
-    assert values == [ecmp_t1(spec, s, d, q) for s, d, q in [(0, 40, 1), (3, 60, 9),
-                                                              (17, 2, 1000)]]
+    cases = [(0, 40, 1, 0), (3, 60, 9, 1), (17, 2, 1000, 1)]
+    values = [ecmp_t1(spec, *c) for c in cases]
+    assert values == [ecmp_t1(spec, *c) for c in cases]
     assert all(0 <= v < 16 for v in values)
-    ranking = t1_ranking(spec, 3, 60, 9)
-    assert sorted(ranking) == list(range(16)) and ranking[0] == values[1]
     code = ("from topology.spec import FabricSpec; "
             "from mrc.stack.rc_connection import ecmp_t1; "
             "s = FabricSpec(planes=2, hosts=64, hosts_per_t0=16, t1_per_plane=16); "
-            "print([ecmp_t1(s, a, b, q) for a, b, q in [(0, 40, 1), (3, 60, 9), (17, 2, 1000)]])")
+            f"print([ecmp_t1(s, *c) for c in {cases!r}])")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.stdout.strip() == str(values)
 
 
-def test_ecmp_t1_spreads_evenly() -> None:
-    spec = FabricSpec(planes=2, hosts=64, hosts_per_t0=16, t1_per_plane=16)
-    counts = [0] * 16
-    for s in range(16):
-        for d in range(48, 64):
-            for q in range(16):
-                counts[ecmp_t1(spec, s, d, q)] += 1
-    mean = 4096 / 16
-    assert all(0.75 * mean <= c <= 1.25 * mean for c in counts), counts
+def test_udp_source_port_from_the_qpns() -> None:
+    """Linux's recipe (rdma_calc_flow_label, rdma_flow_label_to_udp_sport), checked on
+    values worked by hand: the product folded to 20 bits, then to 14 bits over 0xC000."""
+    # 7 x 7 = 49: no high bits to fold; label 49 -> port 0xC000 | 49
+    assert udp_source_port(7, 7) == ROCE_SPORT_MIN | 49
+    # 0x1000 x 0x1000 = 2^24: label = (2^24 ^ 2^4) & 0xFFFFF = 0x10; port 0xC010
+    assert udp_source_port(0x1000, 0x1000) == 0xC010
+    # label 0xFC000 (top six bits): folds onto the low bits as 0x3F
+    assert udp_source_port(0xFC000, 1) == ROCE_SPORT_MIN | 0x3F
+    ports = {udp_source_port(q, q) for q in range(2, 4098)}
+    assert all(ROCE_SPORT_MIN <= port <= 0xFFFF for port in ports) and len(ports) > 3000
 
 
 def test_pair_under_one_t0_and_config_for_fabric() -> None:
     req, resp = rc_qp_pair(SPEC, 0, 1, 5, 3)  # hosts 0 and 1 share T0 0
-    assert req.t1 == 0 and req.address == address_for(SPEC, 0, 1, 3, 0)
-    assert resp.address == address_for(SPEC, 1, 0, 3, 0)
+    assert req.address == host_address(SPEC, 1, 3) and resp.address == host_address(SPEC, 0, 3)
+    assert ecmp_t1(SPEC, 0, 1, 5, 3) == 0  # no T1 between them
     cfg = rc_config_for(SPEC, cc="window")
     assert cfg.mtu == SPEC.mtu_bytes
     assert 15 < bdp_packets(SPEC) < 40

@@ -42,6 +42,21 @@ lab = "tiny.toml"
 """
 
 
+def _crossed() -> set[tuple[str, int]]:
+    """(target, seed) of the grid whose T1 one of h0<->h2's plane-0 QPs crosses."""
+    from mrc.stack.qpn import first_qpn
+    from mrc.stack.rc_connection import ecmp_t1
+    from topology.spec import preset
+
+    spec = preset("lab-small")
+    out = set()
+    for seed in (1, 2):
+        q = first_qpn(seed)  # h0->h2 opens first (q..q+3), then h2->h0 (q+4..q+7)
+        t1s = {ecmp_t1(spec, a, b, qpn, 0) for qpn in (q, q + 4) for a, b in ((0, 2), (2, 0))}
+        out |= {(f"p0.t1.{k}", seed) for k in t1s & {0, 1}}
+    return out
+
+
 def comparable(table: pd.DataFrame) -> pd.DataFrame:
     """Everything but wall-clock times, which no two runs share."""
     return table[[c for c in table.columns if not c.endswith("wall_s")]]
@@ -78,9 +93,12 @@ def test_local_processes_and_dask_cluster_give_identical_tables(sweep_file: Path
     rc = local[local["transport"] == "rc"]
     assert set(mrc["outcome"]) == {"completed"} and mrc["recovery_us"].notna().all()
     failed = rc[rc["outcome"] == "failed"]
-    # QPNs start at 2 (0 and 1 are InfiniBand's): the default pair's plane-0 RC QPs hash onto
-    # p0.t1.0 and p0.t1.3, not p0.t1.1
-    assert set(failed["fault.0.target"]) == {"p0.t1.1"} and len(failed) == 2  # RC pins, seed 1
+    # RC fails exactly where the rebooting T1 carries a plane-0 packet of the default pair
+    # h0<->h2 (data or ACKs, either direction: the routed fabric's hash, ecmp_t1): the lab
+    # keeps routing's real-world timers, so detection (1 ms) comes after RC's retries (49 us)
+    assert {(t, int(seed)) for t, seed in zip(failed["fault.0.target"], failed["run.seed"],
+                                               strict=True)} == _crossed()
+
     assert failed["recovery_us"].isna().all() and failed["failed_at_us"].notna().all()
     # each run's own lab outputs
     for rid in local["run_id"].unique():

@@ -9,6 +9,7 @@ from typing import Any
 
 from mrc.acceptance.workload import (
     MB,
+    ROUTING_LAB,
     STREAM_DEPTH,
     Writes,
     engine,
@@ -22,6 +23,7 @@ from mrc.acceptance.workload import (
 from mrc.packet import ACK, NACK
 from mrc.sim import faults
 from mrc.sim.engine import PS_PER_US, us
+from mrc.stack.rc_connection import ecmp_t1
 from mrc.stack.stack import Connection, MrcConnection, RcConnectionAdapter, SimStack
 from mrc.transport.base import ASSUMED_BAD, GOOD
 from topology import preset
@@ -188,13 +190,15 @@ def t1_fail_restore(kind: str, plane: int = 0, t1: int | None = None, fault_us: 
                     spec: FabricSpec | None = None, depth: int = STREAM_DEPTH,
                     seed: int = 1) -> T1FailRestore:
     """Streams on every pair; T1 ``t1`` of ``plane`` (default: the one most of the pairs' RC
-    QPs hash onto) fails at ``fault_us`` and comes back at ``restore_us``."""
+    QPs are routed through) fails at ``fault_us`` and comes back at ``restore_us``. RC's
+    fabric routes (``ROUTING_LAB``): its T0s drop the dead T1 from their groups after
+    detection, and the QPs that crossed it go on over another T1."""
     spec = spec or preset("lab-small")
     if t1 is None:
         hashed = rc_t1s(spec, pairs, plane, seed)
         t1 = max(range(spec.t1), key=lambda k: (hashed.count(k), -k))
     target = f"p{plane}.t1.{t1}"
-    stack = SimStack(spec, seed=seed, bin_ps=us(10), transport_name=kind)
+    stack = SimStack(spec, seed=seed, bin_ps=us(10), transport_name=kind, routing=ROUTING_LAB)
     conns = [stack.open(kind, s, d, transport_params(kind)) for s, d in pairs]
     for conn in conns:
         Writes(stack, conn).stream(MB, depth)
@@ -220,7 +224,7 @@ def t1_fail_restore(kind: str, plane: int = 0, t1: int | None = None, fault_us: 
             assert isinstance(conn, RcConnectionAdapter)
             for qp in conn.conn.requesters:
                 name = f"h{qp.host}.qp{qp.qpn}"
-                if qp.plane == plane and qp.t1 == t1:
+                if qp.plane == plane and ecmp_t1(spec, qp.host, qp.peer, qp.qpn, plane) == t1:
                     result.rc_qps_on_t1.append(name)
                 if name in errored:
                     result.rc_qps_errored.append(name)

@@ -7,7 +7,9 @@ Conventions used throughout :mod:`mrc.acceptance`:
   payload ceiling of the wire format is printed next to it.
 * RC runs with a lab timeout (``RC_LAB``: local ACK timeout 4.096 us x 2^3 = 32.8 us,
   retry_cnt 7), so a QP on a dead path errors 7 x 32.8 = 229 us after its last progress
-  (adaptive retransmission's budget, ``RcConfig.error_after_ps``), within the run. MRC runs with its defaults unless a scenario says otherwise.
+  (adaptive retransmission's budget, ``RcConfig.error_after_ps``), within the run, and RC's
+  routed fabric runs on the same time scale (``ROUTING_LAB``). MRC runs with its defaults
+  unless a scenario says otherwise.
 * Bulk-transfer workloads keep ``STREAM_DEPTH`` 1 MB WRITEs outstanding per connection, like
   ``ib_write_bw`` (perftest keeps 128 in flight by default).
 """
@@ -22,12 +24,19 @@ from typing import Any
 import pandas as pd
 
 from mrc.sim.engine import Simulator
+from mrc.sim.routing import RoutingConfig
+from mrc.stack.rc_connection import ecmp_t1
 from mrc.stack.stack import Connection, RcConnectionAdapter, SimStack
 from topology.spec import FabricSpec
 
 MB = 1 << 20
 #: RC lab parameters: 32.8 us local ACK timeout, 7 retries (error 262 us after last progress).
 RC_LAB: dict[str, Any] = {"timeout_exp": 3}
+#: RC's routed fabric on the same time scale as ``RC_LAB``'s timeout (2^-17: NCCL_IB_TIMEOUT
+#: 20 -> 3): the real-world 1 ms member removal and 1 s BGP convergence (mrc.sim.routing)
+#: become 7.6 ns and 7.63 us.
+ROUTING_LAB = RoutingConfig(link_down_detect_us=1_000 / 2**17,
+                            routing_convergence_us=1_000_000 / 2**17)
 #: 1 MB WRITEs kept outstanding per connection by the bulk-transfer workloads.
 STREAM_DEPTH = 32
 
@@ -158,7 +167,8 @@ def ev_state_rows(stack: SimStack) -> pd.DataFrame:
 
 def rc_t1s(spec: FabricSpec, pairs: Sequence[tuple[int, int]], plane: int,
            seed: int = 1) -> list[int]:
-    """The T1 that each pair's RC QP on ``plane`` hashes onto, opening the connections in
+    """The T1 that each pair's RC QP on ``plane`` is routed through while the fabric is
+    healthy (its source T0's ECMP hash, ``ecmp_t1``), opening the connections in
     this order on a fresh stack of ``seed`` (the seed draws the QPNs, and the order of
     opening numbers them, so both decide the hashes)."""
     stack = SimStack(spec, seed=seed, transport_name="rc")
@@ -166,7 +176,8 @@ def rc_t1s(spec: FabricSpec, pairs: Sequence[tuple[int, int]], plane: int,
     for src, dst in pairs:
         conn = stack.open("rc", src, dst, transport_params("rc"))
         assert isinstance(conn, RcConnectionAdapter)
-        out.append(next(qp.t1 for qp in conn.conn.requesters if qp.plane == plane))
+        qpn = next(qp.qpn for qp in conn.conn.requesters if qp.plane == plane)
+        out.append(ecmp_t1(spec, src, dst, qpn, plane))
     return out
 
 

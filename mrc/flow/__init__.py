@@ -11,7 +11,8 @@ What is modelled
       (:mod:`mrc.flow.solver`, progressive filling on a sparse load matrix), with each
       transport's path usage from the packet model's own definitions (:mod:`mrc.flow.paths`):
       MRC's EV set (``evset.build_ev_set``) sprayed round robin over GOOD EVs plane by plane,
-      each plane pulled by its own NIC port; RC's QPs pinned by ``rc_connection.ecmp_t1`` and
+      each plane pulled by its own NIC port; RC's QPs pinned by ``rc_connection.ecmp_t1``
+      (the routed fabric's healthy choice) and
       striped, so a connection moves at its slowest QP's pace (:mod:`mrc.flow.rates`).
     * Faults change the fabric at their instants; MRC uses a restored path again after its
       probes (``probes_to_reintegrate x probe_interval``); operator drains deny EVs at once
@@ -48,7 +49,7 @@ What is not
     MRC's loss recovery beyond its detection waves (congestion control's cuts after the
     losses, overdue strikes between a ring's chains: allreduce-t1-reboot's hit iteration
     takes 207-322 us in the packet model depending on when the T1 dies, 265 in the flow
-    model); RC re-convergence (``reroute_after_us``), mixed runs,
+    model); RC's routing repair after a fault (its QPs keep their first path), mixed runs,
     htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
     (``split_data_on_qps = false``): each refused with one line naming its key. Counters
     that only packets have (retransmissions, trims, drops, probes) are 0 in the summary,

@@ -77,9 +77,6 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
         raise ValueError(f"transport.{name}.split_data_on_qps: whole messages taking turns "
                          "over a plane's QPs are not modelled at flow level (the default, "
                          "split = true, is)")
-    if rc.reroute_after_us is not None:
-        raise ValueError(f"transport.{name}.reroute_after_us: RC re-convergence is not "
-                         "modelled at flow level (static SRv6 paths only)")
     # RC as deployed (issue 15): DATA on the lossless class when the fabric runs PFC, paced
     # by DCQCN; what the flow model needs of it (mrc.flow.engine, mrc.flow.rates.gbn_cost)
     wire_bits = (spec.packet_bytes(spec.mtu_bytes) + ETHERNET_OVERHEAD_BYTES) * 8

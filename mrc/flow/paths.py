@@ -17,7 +17,8 @@ Both come from the packet model's own definitions, imported, never re-derived:
   some uplinks 50% above the mean). It is also the only affordable spread for an
   aggregated all-to-all.
 * RC: :func:`mrc.stack.rc_connection.ecmp_t1` pins QP i of a connection to plane
-  i mod P (``RcConnection``) and to the T1 its rendezvous hash of (src, dst, qpn) picks;
+  i mod P (``RcConnection``) and to the T1 the healthy routed fabric's ECMP picks for it
+  (the source T0's hash of the QP's 5-tuple; the flow model does not yet re-route);
   QPNs are numbered as ``SimStack.allocate_qpn`` hands them out (from the seed's
   ``mrc.stack.qpn.first_qpn``, a block of
   ``qps_per_plane x planes`` per connection in the order the workload opens them), so the
@@ -177,9 +178,9 @@ def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: 
     if pinning == "exact":
         # SimStack.allocate_qpn: from the seed's first QPN (mrc.stack.qpn), a block each
         base = first_qpn(seed) + groups.opened[g] * qps
-        pins = np.array([ecmp_t1(spec, int(s), int(d), int(q)) for s, d, q in zip(
+        pins = np.array([ecmp_t1(spec, int(s), int(d), int(q), int(pl)) for s, d, q, pl in zip(
             groups.src_host[g].tolist(), groups.dst_host[g].tolist(), (base + qp).tolist(),
-            strict=True)], dtype=np.int64)
+            qp_plane.tolist(), strict=True)], dtype=np.int64)
     elif pinning == "sampled":
         pins = rng.integers(0, spec.t1, size=len(g))
     else:

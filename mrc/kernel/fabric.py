@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mrc.kernel import bpf, netns, rtnl
+from mrc.kernel import bpf, ecmp, netns, rtnl
 from mrc.kernel.shaping import Shaping
 from topology import names
 from topology import seg6 as plan
@@ -202,6 +202,7 @@ class KernelFabric:
         for switch in self.switches:  # after the links exist: see _configure_ipv6
             with netns.enter(self.ns(switch)):
                 netns.sysctl("net.ipv6.conf.all.forwarding", 1)
+                ecmp.configure()
         ups = [rtnl.link_state(self.ifindex[(s, plan.SID_DEVICE)], True, plan.SID_DEVICE)
                for s in self.switches]
         self._run_per_element([(s, [r]) for s, r in zip(self.switches, ups, strict=True)])
@@ -257,6 +258,8 @@ class KernelFabric:
                 requests.append(rtnl.route_via(route.prefix, plan.GATEWAY,
                                                self.ifindex[(switch, route.dev)], route.dev,
                                                xmit_bpf=program))
+        if only is None:
+            requests.extend(ecmp.routed_requests(self, switch))
         return requests
 
     # ------------------------------------------------------------------ links at run time
@@ -274,6 +277,7 @@ class KernelFabric:
         sock.run([self._state(port, up)])
         if up and port.element in self._switch_set:
             sock.run(self._switch_requests(port.element, {port.ifname}))
+        ecmp.refresh(self, port)  # RC's ECMP members at both ends of its link
         return True
 
     def wait_running(self, timeout_s: float = 10.0) -> None:

@@ -58,6 +58,7 @@ _STATS64 = struct.Struct("=8Q")  # rx/tx packets, rx/tx bytes, rx/tx errors, rx/
 _RTMSG = struct.Struct("=BBBBBBBBI")
 RT_TABLE_MAIN, RTPROT_STATIC, RT_SCOPE_UNIVERSE, RTN_UNICAST = 254, 4, 0, 1
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_ENCAP_TYPE, RTA_ENCAP = 1, 4, 5, 6, 21, 22
+RTA_MULTIPATH = 9
 LWTUNNEL_ENCAP_BPF, LWTUNNEL_ENCAP_SEG6_LOCAL = 6, 7
 LWT_BPF_XMIT, LWT_BPF_PROG_FD, LWT_BPF_PROG_NAME = 3, 1, 2
 SEG6_LOCAL_ACTION, SEG6_LOCAL_FLAVORS = 1, 11
@@ -208,6 +209,20 @@ def route_via(prefix: str, gateway: str, oif: int, dev: str = "",
                  + nest(RTA_ENCAP, nest(LWT_BPF_XMIT, u32(LWT_BPF_PROG_FD, fd),
                                         text(LWT_BPF_PROG_NAME, name))))
     return Request(RTM_NEWROUTE, F_CREATE | F_REPLACE, body, f"route {prefix} via {dev or oif}")
+
+
+def route_multipath(prefix: str, gateway: str, nexthops: Sequence[tuple[int, str]]) -> Request:
+    """``ip -6 route replace PREFIX nexthop via GATEWAY dev A nexthop via GATEWAY dev B ...
+    proto static``: one ECMP route (``nexthops``: (ifindex, name) each; struct rtnexthop:
+    length, flags, hops, ifindex, then its RTA_GATEWAY)."""
+    net = ipaddress.IPv6Network(prefix)
+    hops = b""
+    for oif, _ in nexthops:
+        gw = attr(RTA_GATEWAY, ip6(gateway))
+        hops += struct.pack("=HBBi", 8 + len(gw), 0, 0, oif) + gw
+    body = _route_head(net) + attr(RTA_MULTIPATH, hops)
+    names = ",".join(name for _, name in nexthops)
+    return Request(RTM_NEWROUTE, F_CREATE | F_REPLACE, body, f"route {prefix} via {names}")
 
 
 def route_end_next_csid(prefix: str, oif: int, block_bits: int, node_bits: int,

@@ -63,7 +63,7 @@ from mrc.sim.link import Link
 from mrc.sim.ports import OutPort
 from mrc.sim.switch import Switch
 from mrc.wire import roce
-from topology import usid
+from topology import routed, usid
 from topology.spec import FabricSpec
 
 __all__ = ["DROP_REASONS", "REJECT_REASONS", "FabricCore", "write_outer"]
@@ -74,6 +74,8 @@ _OFF_DA = wire.OFF_OUTER_DST
 _DA = struct.Struct(">QQ")
 _OFF_HLIM = 7  # outer IPv6 hop limit
 _BLOCK_PREFIX = (usid.BLOCK_BASE >> 8).to_bytes(3, "big")  # fc bb 00
+#: the outer destination's first 3 bytes: the uSID block (MRC) or the routed one (RC, fd 52 00)
+_PREFIXES = (_BLOCK_PREFIX, (routed.ROUTED_BASE >> 8).to_bytes(3, "big"))
 #: What a switch makes of a BTH opcode: DATA queues as data, everything else rides the
 #: header queue (unknown opcodes too: a switch does not parse them, it only classifies).
 _KIND_OF_OPCODE = {wire.OP_RDMA_WRITE_ONLY: DATA, wire.OP_RDMA_WRITE_ONLY_IMM: DATA,
@@ -231,7 +233,7 @@ class FabricCore:
         if len(data) > MAX_DATAGRAM or not wire.outer_ok(data):
             self._ingress_drop("malformed")
             return False
-        if data[24:27] != _BLOCK_PREFIX or data[27] >= self.spec.planes:
+        if data[24:27] not in _PREFIXES or data[27] >= self.spec.planes:
             self._ingress_drop("no_plane")
             return False
         rc = wire.is_roce(data)  # RoCE RC's own packet: its one header is the "outer" one

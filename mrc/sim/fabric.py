@@ -18,6 +18,7 @@ from mrc.sim.pfc import wire_pfc
 from mrc.sim.pfc_nic import PfcNicPort
 from mrc.sim.pfc_ports import PfcPort
 from mrc.sim.ports import OutPort
+from mrc.sim.routing import Routing, RoutingConfig
 from mrc.sim.switch import Switch
 from topology import names, tables
 from topology.spec import FabricError, FabricSpec
@@ -37,9 +38,10 @@ def link_count(spec: FabricSpec) -> int:
     return spec.planes * (spec.hosts + spec.t0_per_plane * spec.t1)
 
 
-def build_network(sim: Simulator, spec: FabricSpec, *,
-                  max_links: int = MAX_SIM_LINKS) -> Network:
-    """Create every host, switch, link and port of ``spec``, with static uSID tables.
+def build_network(sim: Simulator, spec: FabricSpec, *, max_links: int = MAX_SIM_LINKS,
+                  routing: RoutingConfig | None = None) -> Network:
+    """Create every host, switch, link and port of ``spec``, with static uSID tables (MRC)
+    and the routing control plane's ECMP groups (RC, ``routing``: defaults if None).
 
     Refuses (``FabricTooLargeError``) fabrics above ``max_links`` links with the reason:
     the Fairwater preset (131,072 hosts x 8 planes, 2,097,152 links) is a fabric to describe
@@ -91,6 +93,7 @@ def build_network(sim: Simulator, spec: FabricSpec, *,
             sw.build_tables(tables.switch_table(spec, plane, sw.tier, sw.index).rules)
     if spec.pfc:
         wire_pfc(net)
+    net.routing = Routing(net, routing)
     return net
 
 

@@ -21,6 +21,10 @@ Semantics, chosen to match what hardware does:
 * ``degrade``: later packets serialize at ``fraction`` of the nominal rate (on a link, or on
   every link of a switch).
 * ``restore``: undo every fault on the element (up, no loss, full rate).
+* ``blackhole``: a switch or T0-T1 link drops a fraction of what it forwards with its links
+  up and its routes advertised (routing never repairs it; MRC's evidence maps it out).
+* Every primitive that takes a link or switch down or up tells RC's routing control plane
+  (``net.routing``, :mod:`mrc.sim.routing`), which repairs the ECMP groups on its own clock.
 * ``nic_stall`` / ``nic_resume``: a stuck host: its NIC stops draining its receive queue (and
   starts again). On a PFC fabric the NIC holds what arrives on the lossless class and keeps
   its T0 paused (``mrc.sim.pfc``), and drops everything else; without PFC it drops all.
@@ -69,6 +73,13 @@ def _record(net: Network, action: str, target: str, params: dict[str, Any] | Non
     record = FaultRecord(net.sim.now, action, target, params or {}, effect)
     net.fault_log.append(record)
     return record
+
+
+def _routing_changed(net: Network) -> None:
+    """Tell RC's routing control plane (``mrc.sim.routing``) that links may have changed:
+    it schedules the withdrawals and advertisements that follow."""
+    if net.routing is not None:
+        net.routing.changed()
 
 
 # ------------------------------------------------------------------ resolution
@@ -133,6 +144,7 @@ def link_down(net: Network, link: Target) -> FaultRecord:
     """Take a link down (both directions); its queued and on-wire packets are lost."""
     obj = _as_link(net, link)
     lost = obj.hold_down(CAUSE_LINK)
+    _routing_changed(net)
     return _record(net, "link_down", obj.name, lost_queued=lost, up=obj.is_up)
 
 
@@ -141,6 +153,7 @@ def link_up(net: Network, link: Target) -> FaultRecord:
     port still holds it down (``effect['held_by']`` says which)."""
     obj = _as_link(net, link)
     obj.release(CAUSE_LINK)
+    _routing_changed(net)
     return _record(net, "link_up", obj.name, up=obj.is_up, held_by=sorted(obj.causes))
 
 
@@ -157,6 +170,7 @@ def switch_down(net: Network, switch: Target) -> FaultRecord:
         lost += link.hold_down(sw.name)
         if was_up:
             affected.append(link.name)
+    _routing_changed(net)
     return _record(net, "switch_down", sw.name, lost_queued=lost, links_down=len(affected))
 
 
@@ -169,6 +183,7 @@ def switch_up(net: Network, switch: Target) -> FaultRecord:
         link = port.link
         assert link is not None
         revived += link.release(sw.name)
+    _routing_changed(net)
     return _record(net, "switch_up", sw.name, links_up=revived)
 
 
@@ -254,6 +269,7 @@ def restore(net: Network, target: Target) -> FaultRecord:
     a dead switch still holds it) with no loss and full rate."""
     found = _resolve(net, target)
     if isinstance(found, Switch):
+        found.set_blackhole(0.0)
         inner = switch_up(net, found)
         net.fault_log.pop()
         return _record(net, "restore", found.name, **inner.effect)
@@ -264,6 +280,7 @@ def restore(net: Network, target: Target) -> FaultRecord:
                        ports_up=sum(port.up for port in found.ports))
     link = _as_link(net, found)  # type: ignore[arg-type]
     _restore_link(link)
+    _routing_changed(net)
     return _record(net, "restore", link.name, up=link.is_up, held_by=sorted(link.causes))
 
 
@@ -273,6 +290,8 @@ def _restore_link(link: Link[OutPort]) -> None:
     for port in link.ports:
         port.set_loss(0.0)
         port.set_rate_fraction(1.0)
+        if isinstance(port.src, Switch):
+            port.src.set_blackhole(0.0, port)
 
 
 def restore_all(net: Network) -> FaultRecord:
@@ -283,7 +302,31 @@ def restore_all(net: Network) -> FaultRecord:
             net.fault_log.pop()
     for link in net.links.values():
         _restore_link(link)
+    for sw in net.switches.values():
+        sw.set_blackhole(0.0)
+    _routing_changed(net)
     return _record(net, "restore_all", "*")
+
+
+def blackhole(net: Network, target: Target, fraction: float = 1.0) -> FaultRecord:
+    """A black hole: a switch (everything it forwards) or a T0-T1 link (both directions)
+    drops ``fraction`` of the packets (0 ends it) while its links stay up and routing keeps
+    advertising it: the control-plane/data-plane split no routing repairs. Per packet, from
+    the simulator's seeded generator (fraction 1 draws nothing)."""
+    found = _resolve(net, target)
+    if isinstance(found, Switch):
+        found.set_blackhole(fraction)
+        return _record(net, "blackhole", found.name, {"fraction": fraction})
+    link = _as_link(net, found)  # type: ignore[arg-type]
+    ports = []
+    for port in link.ports:
+        owner = port.src
+        if not isinstance(owner, Switch) or not isinstance(port.dst, Switch):
+            raise TypeError(f"{link.name}: a black hole acts on a switch or a T0-T1 link, not "
+                            "a host link")
+        owner.set_blackhole(fraction, port)
+        ports.append(port.name)
+    return _record(net, "blackhole", link.name, {"fraction": fraction}, ports=ports)
 
 
 # ------------------------------------------------------------------ faults as data
@@ -299,6 +342,7 @@ FAULTS: dict[str, Callable[..., FaultRecord]] = {
     "restore": restore,
     "nic_stall": nic_stall,
     "nic_resume": nic_resume,
+    "blackhole": blackhole,
 }
 
 
@@ -314,6 +358,7 @@ ACTION_STATES: dict[str, tuple[str, bool]] = {
     "drain_start": ("drain", True), "drain_end": ("drain", False),
     "ev_deny_start": ("ev_deny", True), "ev_deny_end": ("ev_deny", False),
     "stall_start": ("stall", True), "stall_end": ("stall", False),
+    "blackhole_start": ("blackhole", True), "blackhole_end": ("blackhole", False),
 }
 
 #: A fault schedule's actions (a lab's ``[[fault]]`` entries expand to them, and the live
@@ -332,6 +377,8 @@ SCHEDULE_ACTIONS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]
     "degrade_end": ("degrade", lambda p: {"fraction": 1.0}),
     "stall_start": ("nic_stall", lambda p: {}),
     "stall_end": ("nic_resume", lambda p: {}),
+    "blackhole_start": ("blackhole", lambda p: {"fraction": p["fraction"]}),
+    "blackhole_end": ("blackhole", lambda p: {"fraction": 0.0}),
 }
 
 

@@ -20,7 +20,7 @@ from mrc.nic.driver import NicDriver
 from mrc.packet import Packet
 from mrc.sim.engine import Handler, Simulator
 from mrc.sim.ports import OutPort
-from topology import usid
+from topology import routed, usid
 
 if TYPE_CHECKING:
     from mrc.sim.element import Fabric, HostAgent
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 #: its host has consumed every uSID: they are all zero)
 _CARRIER_HI = cython.declare(cython.ulonglong, usid.CARRIER_MASK >> 64)
 _CARRIER_LO = cython.declare(cython.ulonglong, usid.CARRIER_MASK & ((1 << 64) - 1))
+#: a routed destination (RC, topology.routed) arrives unchanged: its top 24 bits and the IID
+_ROUTED_TOP = cython.declare(cython.ulonglong, routed.ROUTED_BASE >> 8)
+_IID_MARK = cython.declare(cython.ulonglong, usid.HOST_IID_MARK)
 
 
 @cython.cclass
@@ -114,7 +117,9 @@ class Host:
     @cython.ccall
     @cython.annotation_typing(True)
     def receive(self, pkt: Packet) -> None:
-        if pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO or pkt.dst != self.index:
+        if ((pkt.da_hi & _CARRIER_HI or pkt.da_lo & _CARRIER_LO)
+                and not (pkt.da_hi >> 40 == _ROUTED_TOP
+                         and pkt.da_lo == _IID_MARK | self.index)) or pkt.dst != self.index:
             self.drops["misdelivered"] = self.drops.get("misdelivered", 0) + 1
             if self.net.observer is not None:
                 self.net.observer(self.net.sim.now, self.name, pkt, "misdelivered")

@@ -29,7 +29,7 @@ through the network on the per-packet path):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mrc.sim.element import DROP_REASONS, Observer, PauseHook, Tap
 from mrc.sim.link import Link
@@ -71,6 +71,9 @@ class Network:
         #: Told when a port's lossless egress is paused or resumed (PFC fabrics only).
         self.pause_hook: PauseHook | None = None
         self._tap: Tap | None = None
+        #: RC's routing control plane (``mrc.sim.routing.Routing``): ECMP groups and their
+        #: repair; ``build_network`` installs it.
+        self.routing: Any = None
 
     # ------------------------------------------------------------------ hooks
     @property
@@ -153,9 +156,10 @@ class Network:
                 out[f"drop_{reason}"] += count
         for drops in [*(sw.drops for sw in self.switches.values()),
                       *(host.drops for host in self.hosts)]:
-            for reason, count in drops.items():
-                out[f"drop_{reason}"] += count
-        out["drops"] = sum(out[f"drop_{reason}"] for reason in DROP_REASONS)
+            for reason, count in drops.items():  # (a black hole's only when it struck)
+                out[f"drop_{reason}"] = out.get(f"drop_{reason}", 0) + count
+        out["drops"] = sum(out[f"drop_{reason}"] for reason in DROP_REASONS) + out.get(
+            "drop_blackhole", 0)
         if self.spec.pfc:
             out.update(pfc_totals(self.ports.values()))
         return out

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from mrc.sim.routing import RoutingConfig
 from mrc.stack.recorder import DROP_SERIES, Recorder
 from mrc.stack.stack import Connection, SimStack
 from mrc.transport.base import QueuePair, TransportEvent
@@ -33,8 +34,9 @@ from topology.spec import FabricSpec
 class MixedStack(SimStack):
     """One fabric, several transports at once; ``view(name)`` is one transport's share."""
 
-    def __init__(self, spec: FabricSpec, seed: int, bin_ps: int, names: list[str]) -> None:
-        super().__init__(spec, seed, bin_ps, "mixed")
+    def __init__(self, spec: FabricSpec, seed: int, bin_ps: int, names: list[str], *,
+                 routing: RoutingConfig | None = None) -> None:
+        super().__init__(spec, seed, bin_ps, "mixed", routing=routing)
         self.names = list(names)
         self.recorders = {name: Recorder(spec.planes, bin_ps) for name in names}
         for rec in self.recorders.values():

@@ -3,8 +3,8 @@
 A real NIC hands out QPNs from its 24-bit space (0 and 1 are the management QPs), and which
 numbers a job gets depends on everything else that ran on the NIC before it: to the job, the
 first QPN is arbitrary. That matters beyond bookkeeping, because a RoCE flow's UDP source
-port derives from its QPN and ECMP switches hash it (:func:`mrc.stack.rc_connection.ecmp_t1`):
-the QPN decides which T1 an RC QP is pinned to. So a stack draws its first QPN from the seed
+port derives from its QPN (:mod:`mrc.transport.rc.entropy`) and ECMP switches hash it
+(:func:`mrc.stack.rc_connection.ecmp_t1`): the QPN decides which T1 an RC QP's flow takes. So a stack draws its first QPN from the seed
 and numbers its QPs upward from there; another seed pins RC's QPs to other T1s, as another
 job start would.
 

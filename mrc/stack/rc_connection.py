@@ -1,15 +1,14 @@
-"""RC QPs built over a fabric, NCCL-style: QPs pinned to ECMP-hashed paths, messages striped.
+"""RC QPs built over a fabric, NCCL-style: QPs on the routed fabric, messages striped.
 
 The transport (:mod:`mrc.transport.rc`) never sees the fabric; this module, which does,
-gives each QP its paths and sizes its config:
+gives each QP its destination and sizes its config:
 
-* ``ecmp_t1`` / ``t1_ranking``: which T1 a QP's single path crosses. A stable hash of
-  (src, dst, qpn), as an ECMP switch hashes a RoCE flow (whose UDP source port derives from
-  the QPN). Rendezvous (highest-random-weight) hashing over blake2b: as uniform as
-  ``hash % n``, reproducible across processes (never Python's salted ``hash()``), and the
-  ranking doubles as the re-convergence order of ``RcConfig.reroute_after_us``: when a T1
-  goes away only the flows on it move, each to its own next choice.
-* ``rc_qp_pair``: both ends of one QP, with the addresses toward each other.
+* ``rc_qp_pair``: both ends of one QP, each sending to the other's routed address on the
+  QP's plane (:mod:`topology.routed`): a plain IPv6 destination, no source route. The
+  switches' ECMP chooses the path (:mod:`mrc.sim.switch`, :mod:`mrc.sim.routing`).
+* ``ecmp_t1``: the T1 the routed fabric sends a QP's packets through while it is healthy
+  (the source T0's hash of the QP's 5-tuple, its own seed, every T1 a member): what the
+  flow and fleet models pin a QP to, so their pins equal the packet model's.
 * ``rc_config_for`` / ``bdp_packets``: the config for a fabric: under ``cc = "window"`` a
   window of one bandwidth-delay product; under DCQCN (the default) the rate limits, and the
   window is only a cap on packets in flight (``DCQCN_WINDOW_PKTS``), as a RoCE NIC's.
@@ -18,64 +17,49 @@ gives each QP its paths and sizes its config:
 
 from __future__ import annotations
 
-import hashlib
 import math
-import struct
 from collections.abc import Sequence
 from typing import Any
 
 from mrc.packet import data_bytes
+from mrc.sim.switch import ecmp_hash, switch_seed
 from mrc.transport.rc.config import RcConfig
+from mrc.transport.rc.entropy import udp_source_port
 from mrc.transport.rc.qp import RcQp
 from mrc.transport.rc.striping import StripedConnection
-from topology.paths import addresses_for
+from topology.routed import host_address
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
+
+_LOW64 = (1 << 64) - 1
 
 
 # ---------------------------------------------------------------------- path hashing
-def _weight(src: int, dst: int, qpn: int, t1: int) -> int:
-    digest = hashlib.blake2b(struct.pack("<QQQQ", src, dst, qpn, t1), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
-
-
-def t1_ranking(spec: FabricSpec, src: int, dst: int, qpn: int) -> list[int]:
-    """All T1s of a plane, most preferred first, for the flow (src, dst, qpn)."""
-    return sorted(range(spec.t1), key=lambda t1: (-_weight(src, dst, qpn, t1), t1))
-
-
-def ecmp_t1(spec: FabricSpec, src: int, dst: int, qpn: int) -> int:
-    """The T1 an RC QP's path crosses: stable, deterministic, spread evenly over the T1s."""
-    return max(range(spec.t1), key=lambda t1: (_weight(src, dst, qpn, t1), -t1))
+def ecmp_t1(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int) -> int:
+    """The T1 a healthy routed fabric sends QP ``qpn``'s packets from ``src`` to ``dst``
+    through on ``plane``: the source T0's ECMP hash (``mrc.sim.switch.ecmp_hash`` with that
+    switch's seed) of the 5-tuple, modulo the T1 count. Plain and resilient groups agree
+    while every T1 is a member (``mrc.sim.routing``). Hosts under one T0 cross no T1 (0)."""
+    if spec.t0_of(src) == spec.t0_of(dst):
+        return 0
+    sa = host_address(spec, src, plane)
+    da = host_address(spec, dst, plane)
+    h = ecmp_hash(switch_seed(plane, 0, spec.t0_of(src)), sa >> 64, sa & _LOW64, da >> 64,
+                  da & _LOW64, udp_source_port(qpn, qpn))
+    return int(h % spec.t1)
 
 
 # ---------------------------------------------------------------------- building QPs
 def rc_qp_pair(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int,
-               config: RcConfig | None = None, *, t1: int | None = None) -> tuple[RcQp, RcQp]:
-    """Both endpoints of one RC QP from ``src`` to ``dst`` pinned to ``plane``.
-
-    The T1 is ``ecmp_t1`` unless ``t1`` is given; each end gets the addresses towards the
-    other for every T1 of the plane, in ``t1_ranking`` order (the re-convergence order), so
-    ACKs return over the same plane and T1 as the data. Hosts under one T0 have a single path
-    per plane (no T1): its EV uses T1 0, as in ``topology.paths``.
-    """
+               config: RcConfig | None = None) -> tuple[RcQp, RcQp]:
+    """Both endpoints of one RC QP from ``src`` to ``dst`` on ``plane``, each addressed to
+    the other's routed address there (ACKs return on the same plane; the fabric hashes
+    them as it hashes the data)."""
     if src == dst:
         raise ValueError("an RC QP needs two different hosts")
     if not 0 <= plane < spec.planes:
         raise ValueError(f"plane {plane} outside 0..{spec.planes - 1}")
-    if spec.t0_of(src) == spec.t0_of(dst):
-        order = [0]
-        t1 = 0
-    else:
-        order = t1_ranking(spec, src, dst, qpn)
-        if t1 is not None:
-            if not 0 <= t1 < spec.t1:
-                raise ValueError(f"t1 {t1} outside 0..{spec.t1 - 1}")
-            order.remove(t1)
-            order.insert(0, t1)
-    fwd = dict(zip(order, addresses_for(spec, src, dst, plane, order), strict=True))
-    rev = dict(zip(order, addresses_for(spec, dst, src, plane, order), strict=True))
-    return (RcQp(qpn, src, dst, plane, fwd, config=config),
-            RcQp(qpn, dst, src, plane, rev, config=config))
+    return (RcQp(qpn, src, dst, plane, {0: host_address(spec, dst, plane)}, config=config),
+            RcQp(qpn, dst, src, plane, {0: host_address(spec, src, plane)}, config=config))
 
 
 def bdp_packets(spec: FabricSpec) -> float:
@@ -112,7 +96,7 @@ class RcConnection(StripedConnection):
     """One direction (``src`` -> ``dst``) of an NCCL-style RC connection over ``spec``.
 
     QPs are numbered ``qpn_base`` + i, ordered round by round over ``planes`` (default: all):
-    QP i sits on plane ``planes[i % len(planes)]`` on its ECMP path (``rc_qp_pair``); both
+    QP i sits on plane ``planes[i % len(planes)]``, routed by the fabric (``rc_qp_pair``); both
     ends of a QP use its number, so the two directions of a host pair need disjoint QPN
     ranges. The config defaults to ``rc_config_for(spec)``. Everything else is
     ``StripedConnection``'s.

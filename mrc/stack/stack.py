@@ -22,6 +22,7 @@ from mrc.sim.engine import Simulator
 from mrc.sim.fabric import build_network
 from mrc.sim.network import Network
 from mrc.sim.nic import Nic
+from mrc.sim.routing import RoutingConfig
 from mrc.stack.connections import Completion, Connection, MrcConnection, RcConnectionAdapter
 from mrc.stack.qpn import first_qpn
 from mrc.stack.recorder import DROP_SERIES, Recorder
@@ -50,7 +51,8 @@ FIRST_QPN = 2
 _UNLOGGED = (MessageCompleted, SendCompleted)
 #: Drop reasons that mean "the fabric lost it" (not a receiver's own discard).
 _DROP_EVENTS = ("buffer", "header_queue", "down", "link_down", "loss", "no_route",
-                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled")
+                "misdelivered", "lossless_overflow", "pfc_watchdog", "rx_stalled",
+                "blackhole")
 #: Per-connection goodput series are kept for jobs of at most this many connections.
 MAX_FLOW_SERIES = 16
 
@@ -144,12 +146,16 @@ class Stack:
                 conn.abort(now, reason)
 
     # ----------------------------------------------------------------- operator
-    def deny(self, now: int, plane: int | None = None, t1: int | None = None) -> int:
-        """Drain: mark DENIED every MRC EV on (plane, t1) (None = any); returns EVs changed."""
-        return self._drain(now, plane, t1, deny=True)
+    def deny(self, now: int, plane: int | None = None, t1: int | None = None, *,
+             t0: int | None = None) -> int:
+        """Drain: mark DENIED every MRC EV on (plane, t1) (None = any), or with ``t0`` only
+        those of connections with an end under that T0 (a drained T0-T1 link); returns EVs
+        changed."""
+        return self._drain(now, plane, t1, deny=True, t0=t0)
 
-    def allow(self, now: int, plane: int | None = None, t1: int | None = None) -> int:
-        return self._drain(now, plane, t1, deny=False)
+    def allow(self, now: int, plane: int | None = None, t1: int | None = None, *,
+              t0: int | None = None) -> int:
+        return self._drain(now, plane, t1, deny=False, t0=t0)
 
     def deny_by_mask(self, now: int, mask: int, value: int, *,
                      pair: tuple[int, int] | None = None, allow: bool = False) -> int:
@@ -168,13 +174,17 @@ class Stack:
                     self.nics[qp.host].poke(qp)
         return changed
 
-    def _drain(self, now: int, plane: int | None, t1: int | None, deny: bool) -> int:
+    def _drain(self, now: int, plane: int | None, t1: int | None, deny: bool,
+               t0: int | None = None) -> int:
         def match(choice: Any) -> bool:
             return (plane is None or choice.plane == plane) and (
                 t1 is None or choice.t1 is None or choice.t1 == t1)
 
         changed = 0
         for conn in self.connections:
+            if t0 is not None and t0 not in (self.spec.t0_of(conn.src),
+                                             self.spec.t0_of(conn.dst)):
+                continue
             if isinstance(conn, MrcConnection):
                 for qp in conn.qps():
                     done = qp.deny(now, match) if deny else qp.allow(now, match)
@@ -346,10 +356,10 @@ class SimStack(Stack):
     """Simulator + network + NICs + recorder for one transport of one lab run."""
 
     def __init__(self, spec: FabricSpec, seed: int = 0, bin_ps: int = 10 * PS_PER_US,
-                 transport_name: str = "mrc") -> None:
+                 transport_name: str = "mrc", *, routing: RoutingConfig | None = None) -> None:
         use_huge_page_arenas()  # the fabric on huge pages (unless MRC_HUGE_PAGES=0)
         sim = Simulator(seed)
-        net = build_network(sim, spec)
+        net = build_network(sim, spec, routing=routing)
         super().__init__(spec, seed, transport_name, sim=sim, net=net,
                          recorder=Recorder(spec.planes, bin_ps))
         self.net: Network = net

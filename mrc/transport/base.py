@@ -47,7 +47,6 @@ EVENT_SEND_COMPLETED = "send_completed"
 EVENT_EV_STATE = "ev_state"
 EVENT_QP_ERROR = "qp_error"
 EVENT_RETRY = "retry"
-EVENT_REROUTE = "reroute"
 EVENT_CONNECTION_FAILED = "connection_failed"
 
 
@@ -150,18 +149,6 @@ class Retry(TransportEvent):
     retry: int
     psn: int
     timeout_ps: int
-
-
-@dataclass(slots=True)
-class Reroute(TransportEvent):
-    """RC dynamic routing: the QP's path on ``plane`` moved to another T1 (and address)."""
-
-    kind: ClassVar[str] = EVENT_REROUTE
-    plane: int
-    old_t1: int | None
-    new_t1: int | None
-    old_da: int
-    new_da: int
 
 
 @dataclass(slots=True)

@@ -70,6 +70,7 @@ from mrc.wire.layout import (
     SYNDROME_NAK_TRIM,
 )
 from mrc.wire.roce import decode_roce
+from topology.routed import ROUTED_BASE
 from topology.usid import BLOCK_BASE
 
 # Helpers bound once: one global lookup each per packet. The struct methods are bound here
@@ -150,7 +151,7 @@ def _decode(data: bytes | bytearray | memoryview, udp_sum: int | None = None) ->
     full = iplen + 2 * IPV6_BYTES
     abit = psn_w >> 31
     top = da_hi >> 32
-    plane = top & 0xFF if top & 0xFFFFFF00 == BLOCK_BASE else 0
+    plane = top & 0xFF if top & 0xFFFFFF00 in (BLOCK_BASE, ROUTED_BASE) else 0
     if n != full:
         raise DecodeError(f"{n} bytes where the inner header says {full}")
     if trimmed and _cut(data, n, opcode):

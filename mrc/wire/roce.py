@@ -21,8 +21,9 @@ RoCE RC sends what a RoCE NIC sends (IBA Vol. 1 ch. 9, Annex A17), not MRC's pac
 What a middle or last packet does not carry (message id, offset, message length), the
 responder knows from the first (it places in PSN order, :mod:`mrc.transport.rc.responder`):
 decoded, those fields are 0. Simulation-only fields (``ts``, ``digest``, ``FLAG_RETX``) are
-not on the wire. A packet whose ``da`` is not a host address (RC on a static uSID carrier)
-does not name its destination host: decoded, ``dst`` is 0. Anything malformed raises
+not on the wire. RC on the routed fabric carries its destination host's routed address
+(:mod:`topology.routed`), which names the host; a packet whose ``da`` is not a host address
+(a uSID carrier) does not: decoded, ``dst`` is 0. Anything malformed raises
 ``DecodeError`` (the decoder's callers drop and count it).
 """
 
@@ -68,6 +69,7 @@ from mrc.wire.layout import (
     SYNDROME_NAK_SEQ,
     UDP_SPORT_BASE,
 )
+from topology.routed import ROUTED_BASE
 from topology.usid import BLOCK_BASE, BLOCK_MASK
 
 OP_RDMA_WRITE_FIRST: Final = 0x06
@@ -123,7 +125,14 @@ def unnamed_destination(pkt: Packet) -> bool:
     """Whether a decoded RoCE packet could not name its destination host: its IPv6
     destination is a uSID carrier, not a host address (its ``dst`` reads 0); a host that the
     fabric delivered it to takes it as its own."""
-    return is_roce(pkt) and (pkt.da_hi != HOST_HI or pkt.da_lo >> 32 != HOST_LO >> 32)
+    return is_roce(pkt) and not _names_host(pkt.da_hi, pkt.da_lo)
+
+
+def _names_host(d_hi: int, d_lo: int) -> bool:
+    """Whether an IPv6 destination (two 64-bit halves) is a host's address: an inner host
+    address, or a routed one (:mod:`topology.routed`: RC on the routed fabric), whose
+    interface IDs are the same."""
+    return (d_hi == HOST_HI or d_hi >> 40 == ROUTED_BASE >> 8) and d_lo >> 32 == HOST_LO >> 32
 
 
 def final_destination(buf: bytes | bytearray) -> int:
@@ -238,13 +247,14 @@ def decode_roce(data: bytes | bytearray | memoryview) -> Packet:
     if kind in (ACK, NACK) and qpn_w & BECN:
         flags |= FLAG_ECN_ECHO
     msg_id, offset, length, msg_len, imm, payload = fields[1:]
-    dst = d_lo & 0xFFFFFFFF if d_hi == HOST_HI and d_lo >> 32 == HOST_LO >> 32 else 0
-    top = d_hi >> 32  # a uSID carrier names its plane (as mrc.wire.decode reads MRC's)
+    dst = d_lo & 0xFFFFFFFF if _names_host(d_hi, d_lo) else 0
+    top = d_hi >> 32  # a routed address or a uSID carrier names its plane (as MRC's)
     pkt = Packet(kind, s_lo & 0xFFFFFFFF, dst, qpn_w & M24, psn_w & M24,
                  ev=((sport & 0xFFF) << 20) | (vtf & 0xFFFFF), msg_id=msg_id, offset=offset,
                  length=length, msg_len=msg_len, flags=flags, imm=imm,
                  da=(d_hi << 64) | d_lo, ecn=tc & 3, trimmed=trimmed, size=n,
-                 payload=payload, plane=top & 0xFF if top & 0xFFFFFF00 == BLOCK_BASE else 0)
+                 payload=payload,
+                 plane=top & 0xFF if top & 0xFFFFFF00 in (BLOCK_BASE, ROUTED_BASE) else 0)
     pkt.hop_limit = hlim
     return pkt
 

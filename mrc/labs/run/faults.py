@@ -42,6 +42,25 @@ def _fire(arg: tuple[Any, Lab, FaultAction]) -> None:
     apply(stack, lab, action)
 
 
+def _drain(stack: Any, lab: Lab, action: FaultAction, now: int, detail: dict[str, Any]) -> None:
+    """One fault kind, both transports: MRC's operator denies the EVs crossing the T1 (for a
+    link drain: the EVs of the connections under the link's T0 that cross its T1), and the
+    fabric withdraws the element through routing (RC's traffic shifts away after
+    ``routing_convergence_us``)."""
+    element = names.resolve(lab.fabric, action.target)
+    on = action.action == "drain_start"
+    t0 = element.t0 if element.kind == names.LINK else None
+    if on:
+        changed = stack.deny(now, element.plane, element.t1, t0=t0)
+    else:
+        changed = stack.allow(now, element.plane, element.t1, t0=t0)
+    if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
+        detail["evs_changed"] = changed
+    net = getattr(stack, "net", None)
+    if net is not None and net.routing is not None:
+        net.routing.drain(element.name, on)
+
+
 def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
     """Run one primitive now and log it (kind = the primitive, detail = what it did)."""
     now = stack.sim.now
@@ -49,13 +68,7 @@ def apply(stack: Any, lab: Lab, action: FaultAction) -> None:
     if 0 <= action.fault < len(lab.faults) and lab.faults[action.fault].drawn_from:
         detail["drawn_from"] = lab.faults[action.fault].drawn_from  # (schema/targets.py)
     if action.action in DRAIN_ACTIONS:
-        element = names.resolve(lab.fabric, action.target)
-        if action.action == "drain_start":
-            changed = stack.deny(now, element.plane, element.t1)
-        else:
-            changed = stack.allow(now, element.plane, element.t1)
-        if isinstance(changed, int):  # RC has no EVs: a drain changes nothing there
-            detail["evs_changed"] = changed
+        _drain(stack, lab, action, now, detail)
     elif action.action in EV_DENY_ACTIONS:
         pair = None
         if action.target != "all":

@@ -13,6 +13,7 @@ same runner.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ from mrc.labs.schema.lab_file import load_lab, validate
 from mrc.labs.schema.run import check_bin
 from mrc.pcap import CaptureOptions, capture_for
 from mrc.sim.collector import collection_paused
+from mrc.sim.routing import RoutingConfig
 from mrc.units import PS_PER_US
 from topology.spec import FabricSpec
 
@@ -56,10 +58,11 @@ class RuntimeSession(Protocol):
                  totals: Mapping[str, Mapping[str, Any]]) -> None: ...
 
 
-def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: str) -> Any:
+def sim_stack_factory(spec: FabricSpec, seed: int, bin_ps: int, transport_name: str, *,
+                      routing: RoutingConfig | None = None) -> Any:
     from mrc.stack.stack import SimStack
 
-    return SimStack(spec, seed, bin_ps, transport_name)
+    return SimStack(spec, seed, bin_ps, transport_name, routing=routing)
 
 
 def _capturing(factory: StackFactory, options: CaptureOptions, out: list[Any]) -> StackFactory:
@@ -217,7 +220,7 @@ def _run(path_or_spec: str | Path | Mapping[str, Any] | Lab, *, seed: int | None
     if lab.run.mixed:
         runs = run_mixed(lab, specs, progress=progress)
         return assemble(lab, runs, wall_s=time.perf_counter() - wall0)
-    factory = stack_factory or sim_stack_factory
+    factory = stack_factory or functools.partial(sim_stack_factory, routing=lab.routing)
     runs = []
     for spec in specs:
         captures: list[Any] = []
@@ -294,7 +297,8 @@ def run_mixed(lab: Lab, specs: Sequence[TransportSpec], *,
     bin_ps = int(round(lab.run.bin_us * PS_PER_US))
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
     with collection_paused(building=True):  # the fabric and the jobs (collector.py says why)
-        stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs])
+        stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs],
+                           routing=lab.routing)
         stack.enable_series()
         views = [stack.view(spec.name) for spec in specs]
         jobs = [make_job(view, lab.workload, spec.kind, dict(spec.params), lab.run.seed)

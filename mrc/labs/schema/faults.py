@@ -21,7 +21,8 @@ from topology import names
 from topology.spec import FabricSpec
 
 FAULT_KINDS = ("link_down", "link_up", "link_flap", "switch_down", "switch_up", "switch_reboot",
-               "port_down", "port_up", "loss", "degrade", "drain", "ev_deny", "nic_stall")
+               "port_down", "port_up", "loss", "degrade", "drain", "ev_deny", "nic_stall",
+               "blackhole")
 KIND = Field("kind", "string", "what happens", choices=FAULT_KINDS)
 TARGET = Field("target", "string", "the element it happens to: a name or a selector "
                "(topology.names), or a class drawn from run.seed (t0, t1, t0-t1-link, "
@@ -68,6 +69,9 @@ FIELDS: dict[str, tuple[Field, ...]] = {
               limit=_IN_RUN),
     ),
     "nic_stall": (*_COMMON, _WINDOW),
+    "blackhole": (*_COMMON, Field("fraction", "number", "share of what the element forwards "
+                                  "that it drops (its links and routes stay up)", gt=0,
+                                  maximum=1, default=1.0), _WINDOW),
 }
 #: kind -> the keys it takes beyond kind, target and at_us.
 FAULT_KEYS: dict[str, tuple[str, ...]] = {
@@ -81,17 +85,24 @@ FAULT_TARGETS: dict[str, tuple[str, ...]] = {
     "switch_reboot": (names.T0, names.T1),
     "port_down": (names.NIC_PORT,), "port_up": (names.NIC_PORT,),
     "loss": (names.LINK,), "degrade": (names.LINK, names.T0, names.T1),
-    "drain": (names.T1,),
+    "drain": (names.T1, names.LINK),
     "ev_deny": (),  # "all" or a connection "hA->hB": not a fabric element
     "nic_stall": (names.HOST,),
+    "blackhole": (names.LINK, names.T0, names.T1),
 }
+#: Kinds whose link target must be a T0-T1 link (a host link is a NIC's: use loss there).
+_FABRIC_LINK_ONLY = {"drain": "a drain withdraws a T1 or a T0-T1 link through routing",
+                     "blackhole": "a black hole is a switch that forwards nothing with its "
+                     "links and routes up: a switch or a T0-T1 link (a host link that drops "
+                     "packets is a loss fault)"}
 _KIND_WORDS = {names.HOST: "host", names.NIC_PORT: "NIC port", names.T0: "T0 switch",
                names.T1: "T1 switch", names.LINK: "link"}
 _TARGET_WORDS = {
     (names.LINK,): "a link (h3.p0--p0.t0.1 or p0.t0.1--p0.t1.2; selector h3.p0.uplink)",
     (names.T0, names.T1): "a switch (p0.t0.1, p0.t1.2; selector h3.p0.t0)",
     (names.NIC_PORT,): "a NIC port (h3.p0)",
-    (names.T1,): "a T1 switch (p0.t1.2): a drain denies the EVs that cross it",
+    (names.T1, names.LINK): "a T1 switch (p0.t1.2) or a T0-T1 link (p0.t0.1--p0.t1.2): a "
+    "drain withdraws it through routing (RC) and denies the EVs that cross its T1 (MRC)",
     (names.HOST,): "a host (h3): its NIC stops draining what it receives",
     (names.LINK, names.T0, names.T1): "a link (p0.t0.1--p0.t1.2) or a switch (p0.t1.2: every "
     "link of it)",
@@ -128,6 +139,9 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
     if element.kind not in allowed:
         raise LabError(f"{kind} needs {_TARGET_WORDS[allowed]}; {element.name!r} is a "
                        f"{_KIND_WORDS[element.kind]}", f"{prefix}.target")
+    if kind in _FABRIC_LINK_ONLY and element.kind == names.LINK and element.t1 is None:
+        raise LabError(f"{element.name!r} is a host link; {_FABRIC_LINK_ONLY[kind]}",
+                       f"{prefix}.target")
     at = AT.read(body, prefix)
     if at >= run.duration_us:
         raise LabError(f"{at:g} us is not inside the run (duration_us = {run.duration_us:g})",
@@ -144,7 +158,7 @@ def _fault(i: int, body: Any, spec: FabricSpec, run: RunSpec) -> FaultSpec:
         params = {"period_us": period, "down_us": down, "count": count}
         until = at + (count - 1) * period + down
     elif "duration_us" in fields:  # a window: switch_reboot, loss, degrade, drain, nic_stall
-        for k in ("probability", "rate_fraction"):
+        for k in ("probability", "rate_fraction", "fraction"):
             if k in fields:
                 params[k] = fields[k].read(body, prefix)
         window = fields["duration_us"]

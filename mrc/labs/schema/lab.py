@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mrc.sim.routing import RoutingConfig
 from topology import names
 from topology.spec import FabricSpec
 
@@ -171,6 +172,8 @@ class Lab:
     base_dir: Path | None = None
     #: ``(dotted.key, value)`` overrides applied on top of the file (``--set``, sweeps)
     overrides: tuple[tuple[str, Any], ...] = ()
+    #: ``[routing]``: RC's routed fabric (ECMP mode, detection and convergence times)
+    routing: RoutingConfig = RoutingConfig()
 
     def to_dict(self) -> dict[str, Any]:
         """Every key with its resolved value (defaults filled in, targets canonical)."""
@@ -200,6 +203,9 @@ class Lab:
             "transport": {n: {"kind": t.kind, **t.params} for n, t in self.transports.items()},
             "fault": faults,
             "run": dataclasses.asdict(self.run),
+            "routing": {"ecmp": self.routing.ecmp,
+                        "link_down_detect_us": self.routing.link_down_detect_us,
+                        "routing_convergence_us": self.routing.routing_convergence_us},
         }
 
 

@@ -54,6 +54,7 @@ from typing import Any
 from mrc.labs.errors import LabError
 from mrc.labs.schema import fabric as fabric_section
 from mrc.labs.schema import faults as fault_section
+from mrc.labs.schema import routing as routing_section
 from mrc.labs.schema import run as run_section
 from mrc.labs.schema import transport as transport_section
 from mrc.labs.schema import workload as workload_section
@@ -73,6 +74,8 @@ FIELDS = (
           default=Derived("mrc and rc with their defaults")),
     Field("fault", "array", "the faults, as [[fault]] entries", default=[]),
     Field("run", "table", "duration, bins and seed", missing=" (a [run] table with duration_us)"),
+    Field("routing", "table", "how RoCE RC's routed fabric repairs itself (ECMP mode, "
+          "detection and convergence times)", default=Derived("real-world defaults")),
 )
 _F = field_map(FIELDS)
 
@@ -86,6 +89,7 @@ def field_tables() -> dict[str, tuple[Field | Rule, ...]]:
     out["transport.NAME(kind=mrc).cc"] = transport_section.CC_FIELDS
     out.update({f"fault.N(kind={k})": t for k, t in fault_section.FIELDS.items()})
     out["run"] = run_section.FIELDS
+    out["routing"] = routing_section.FIELDS
     return out
 
 
@@ -130,9 +134,11 @@ def _validate(raw: dict[str, Any], default_name: str, source: str | None,
     workload_section.check_workload_in_run(workload, run)
     transports = transport_section.transports(raw.get("transport"), spec)
     faults = fault_section.faults(raw.get("fault", []), spec, run)
+    routing = routing_section.routing(raw.get("routing", {}))
     return Lab(name=lab_name, description=description.strip(), fabric=spec,
                fabric_preset=preset_name, workload=workload, transports=transports,
-               faults=faults, run=run, raw=raw, source=source, base_dir=base_dir)
+               faults=faults, run=run, raw=raw, source=source, base_dir=base_dir,
+               routing=routing)
 
 
 def _required(raw: Mapping[str, Any], key: str) -> Any:

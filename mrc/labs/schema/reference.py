@@ -24,6 +24,7 @@ _TITLES = {
     "": "Top level",
     "fabric": "`[fabric]`",
     "run": "`[run]`",
+    "routing": "`[routing]`",
 }
 _TARGET_WORDS = {"link": "link", "host": "host", "nic_port": "NIC port", "t0": "T0 switch",
                  "t1": "T1 switch"}

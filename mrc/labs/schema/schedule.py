@@ -37,7 +37,8 @@ _WINDOW_ACTIONS = {"switch_reboot": ("switch_down", "switch_up"),
                    "degrade": ("degrade_start", "degrade_end"),
                    "drain": ("drain_start", "drain_end"),
                    "ev_deny": ("ev_deny_start", "ev_deny_end"),
-                   "nic_stall": ("stall_start", "stall_end")}
+                   "nic_stall": ("stall_start", "stall_end"),
+                   "blackhole": ("blackhole_start", "blackhole_end")}
 
 
 def expand(fault: FaultSpec) -> Iterator[FaultAction]:
@@ -73,7 +74,9 @@ _STATE_WORDS = {("down", True): "already down", ("down", False): "not down",
                 ("drain", True): "already drained", ("drain", False): "not drained",
                 ("ev_deny", True): "already under an EV deny",
                 ("ev_deny", False): "not under an EV deny",
-                ("stall", True): "already stalled", ("stall", False): "not stalled"}
+                ("stall", True): "already stalled", ("stall", False): "not stalled",
+                ("blackhole", True): "already a black hole",
+                ("blackhole", False): "not a black hole"}
 
 
 def check_fault_consistency(faults: tuple[FaultSpec, ...]) -> None:
@@ -94,7 +97,21 @@ def check_fault_consistency(faults: tuple[FaultSpec, ...]) -> None:
             raise LabError(f"{action.action.replace('_', ' ')} of {action.target} at "
                            f"{action.time_us:g} us happens at the same instant as fault.{by}; "
                            "the order would be ambiguous", f"fault.{action.fault}")
+        if action.action == "drain_start":
+            _check_drain_alive(action, state)
         state[key] = (new, action.fault, action.time_us)
+
+
+def _check_drain_alive(action: FaultAction, state: dict[tuple[str, str], tuple[bool, int, float]]
+                       ) -> None:
+    """A drain shifts traffic away from a live element: draining one that is down (itself,
+    or for a link either end switch) is a contradiction."""
+    for name in (action.target, *action.target.split("--")[:2 if "--" in action.target else 0]):
+        down, by, since = state.get(("down", name), (False, -1, 0.0))
+        if down:
+            raise LabError(f"drain of {action.target} at {action.time_us:g} us: {name} is down "
+                           f"then (since {since:g} us, fault.{by}); a drain shifts traffic away "
+                           "from a live element", f"fault.{action.fault}")
 
 
 def fault_windows(lab: Lab) -> list[dict[str, Any]]:

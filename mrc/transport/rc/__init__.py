@@ -8,9 +8,10 @@ its host's NIC under the QP's number; both ends of a QP use the same ``qpn``
 counters are in :mod:`.config`; :mod:`.striping` spreads one message over several QPs as NCCL
 does.
 
-Faithful to RC, not to MRC: **one path for life**. The plane is fixed and so is the T1 (an
-ECMP-like hash picks it), so every packet follows one FIFO path; ACK/NAK go back over the same
-plane and T1. Delivery is in order with go-back-N recovery, trimmed packets are losses, and a
+Faithful to RC, not to MRC: **one path at a time, chosen by the fabric**. The plane is fixed
+and the QP sends to its peer's routed address; the switches' ECMP hashes its 5-tuple (the UDP
+source port derives from the QPN, :mod:`.entropy`), so every packet follows one FIFO path
+until routing moves the flow (``mrc.sim.routing``); ACK/NAK go back over the same plane. Delivery is in order with go-back-N recovery, trimmed packets are losses, and a
 QP that exhausts its retries moves to the error state (NCCL then aborts the job).
 
 Internally sequence numbers are unbounded integers; the 24-bit wire PSN is derived from them

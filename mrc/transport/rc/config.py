@@ -77,9 +77,6 @@ class RcConfig:
                               "rpg_min_dec_fac (its largest cut), or the window to its minimum")
     retry_cnt: int = knob(7, "timeouts before the QP errors (NCCL_IB_RETRY_CNT)", minimum=0,
                           maximum=7, problem="retry_cnt is a 3-bit verbs field (0..7)")
-    reroute_after_us: float | None = knob(
-        None, "dynamic-routing model: move a stalled QP to another path after this long", gt=0,
-        problem="reroute_after_us must be positive or None", none="never: static SRv6 routing")
     priority: int = 0  # 802.1p priority of the DATA packets (the fabric's lossless one for PFC)
     line_rate_gbps: float = 100.0  # the port's rate: DCQCN's ceiling (the fabric fills it)
     frame_overhead_bytes: int = 38  # wire bytes per packet beyond the IPv6 ones (pacing)
@@ -121,11 +118,6 @@ class RcConfig:
     def error_after_ps(self) -> int | None:
         """Time from the last progress to the error state on a dead path (either timer)."""
         return None if self.timeout_ps is None else retry_schedule(self)[2]
-
-    @property
-    def reroute_after_ps(self) -> int | None:
-        r = self.reroute_after_us
-        return None if r is None else int(round(r * 1_000_000))
 
     @property
     def ack_timer_ps(self) -> int | None:
@@ -193,7 +185,6 @@ class RcStats:
     naks_received: int = 0
     timeouts: int = 0  # local ACK timer expiries without progress (retries + fatal one)
     retries: int = 0
-    reroutes: int = 0
     ecn_cuts: int = 0  # window cuts (cc = "window") or DCQCN rate cuts
     ce_received: int = 0
     cnps_sent: int = 0  # DCQCN notification point

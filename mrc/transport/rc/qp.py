@@ -43,8 +43,9 @@ Listener = Callable[[TransportEvent], None]
 class RcQp(QpBase):
     """One endpoint of a RoCE RC QP (sans-IO; satisfies ``transport.base.QueuePair``).
 
-    ``paths`` maps T1 index -> destination address from ``host`` to ``peer`` in ``plane``,
-    in re-convergence order; the QP starts on ``t1`` (default: the first key). ``listener``,
+    ``paths`` maps a key -> destination address from ``host`` to ``peer`` in ``plane`` (the
+    routed fabric gives one: the peer's routed address); the QP sends to ``t1``'s (default:
+    the first key). ``listener``,
     when set, is called with every event as it is raised (``StripedConnection`` uses it,
     because drivers drain ``events`` themselves).
     """
@@ -119,7 +120,7 @@ class RcQp(QpBase):
     @cython.ccall
     @cython.annotation_typing(True)
     def handle_timer(self, now: cython.longlong) -> None:
-        """Local ACK timer, (optional) re-convergence deadline, ACK coalescing timer."""
+        """Local ACK timer, DCQCN's timers, ACK coalescing timer."""
         if not self.failed:
             self.requester.handle_timer(now)
             if not self.failed:
@@ -171,8 +172,7 @@ class RcQp(QpBase):
         req = self.requester
         if req.rp is not None:
             return 0
-        spans = [t for t in (req.timeout_ps, req.reroute_ps) if t is not None]
-        return min(spans) if spans else 1 << 62
+        return req.timeout_ps if req.timeout_ps is not None else 1 << 62
 
     @property
     def outstanding(self) -> int:
@@ -192,7 +192,7 @@ class RcQp(QpBase):
 
     @property
     def t1(self) -> int:
-        """The T1 of this endpoint's current path (moves only with the re-convergence model)."""
+        """The key of this endpoint's destination address (0 on the routed fabric)."""
         return self.requester.t1
 
     @property

@@ -20,12 +20,11 @@
   AIMD on ECN echoes (:mod:`.responder`): a cut by ``ecn_decrease`` at most once per window
   of data, growth by ``additive_increase_pkts`` per window acknowledged, never
   above ``window_pkts`` nor below ``min_window_pkts``.
-* **Optional re-convergence model** (``reroute_after_us``, off by default). Static SRv6
-  source routing, the post's fabric, never moves a path, so RC stays on a broken one. With a
-  dynamic routing protocol the network would re-hash a flow whose T1 died; the QP models
-  that by moving to the next T1 of its candidate list after that long without progress (an
-  a ``Reroute`` event). It still never sees fabric state: the candidates are given at
-  construction and the order is fixed, and recovery still waits for the next retry.
+* **One routed destination.** The QP sends to its peer's plain IPv6 address on its plane
+  and never chooses a path: the fabric's ECMP hashes the 5-tuple, whose only entropy is the
+  UDP source port the NIC derives from the QPNs (``ev`` carries it,
+  :mod:`.entropy`), and routing repairs the groups (``mrc.sim.routing``). A QP whose path
+  broke recovers on its next retransmission once routing has moved it.
 
 Sequence numbers [una, max_sent) are outstanding and nxt is the next to send; all are
 unbounded integers (the wire PSN is ``initial_psn`` + sequence, modulo 2^24).
@@ -37,7 +36,6 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mrc.ev import make_ev
 from mrc.packet import (
     ACK,
     DATA,
@@ -50,10 +48,11 @@ from mrc.packet import (
     PSN_MASK,
     Packet,
 )
-from mrc.transport.base import Reroute, Retry, SendCompleted
+from mrc.transport.base import Retry, SendCompleted
 from mrc.transport.memory import message_key
 from mrc.transport.rc.config import RcConfig, RcStats, retry_schedule
 from mrc.transport.rc.dcqcn import DcqcnRp
+from mrc.transport.rc.entropy import udp_source_port
 
 try:
     import cython
@@ -116,8 +115,9 @@ class _SendMsg:
 class RcRequester:
     """The send side of one ``RcQp``: its path, its posted WRITEs, window and timers.
 
-    ``paths`` maps T1 index -> destination address toward the peer, in re-convergence order;
-    the requester starts on ``t1`` (default: the first key). The endpoint ``qp`` owns what
+    ``paths`` maps a key -> destination address toward the peer (the routed fabric gives one:
+    the peer's address on the plane); the requester sends to ``t1``'s (default: the first
+    key). The endpoint ``qp`` owns what
     both halves share (stats, events, the error state); the requester reads and raises
     through it, and the endpoint checks ``failed`` before calling in.
     """
@@ -146,9 +146,7 @@ class RcRequester:
     _cut_guard: cython.longlong
     anchor: cython.longlong
     _retries: cython.longlong
-    _reroute_anchor: cython.longlong
     timeout_ps: int | None
-    reroute_ps: int | None
     _mtu: cython.longlong
     _psn0: cython.longlong
     _ack_every: cython.longlong
@@ -185,12 +183,11 @@ class RcRequester:
         if self.t1 not in self.paths:
             raise ValueError(f"t1 {self.t1} is not among the QP's paths {self.order}")
         self.addr = self.paths[self.t1]
-        self.ev = make_ev(self.plane, self.t1)
+        self.ev = udp_source_port(self.qpn, self.qpn)  # both ends use one QPN
         self._mtu = cfg.mtu
         self._psn0 = cfg.initial_psn
         self._ack_every = cfg.ack_every
         self.timeout_ps = cfg.timeout_ps
-        self.reroute_ps = cfg.reroute_after_ps
         self.msgs = deque()
         self._msg_ids = set()
         self._cur = 0  # index in msgs of the message holding _nxt (advanced lazily)
@@ -203,7 +200,6 @@ class RcRequester:
         self._cut_guard = 0
         self.anchor = 0  # when the local ACK timer last restarted
         self._retries = 0
-        self._reroute_anchor = 0
         #: DCQCN's reaction point (None for cc = "window"); DATA starts no earlier than
         #: ``_next_tx`` while its rate is below the line
         self.rp = (DcqcnRp(cfg.dcqcn, cfg.line_rate_gbps * 1e9) if cfg.cc == "dcqcn"
@@ -271,7 +267,6 @@ class RcRequester:
             if self.max_sent <= self.una:
                 # first packet after idle: the local ACK timer starts now
                 self.anchor = now
-                self._reroute_anchor = now
                 self._retries = 0
             self.max_sent = seq + 1
         self._nxt = seq + 1
@@ -321,7 +316,6 @@ class RcRequester:
             # the responder is alive and the rewind resends now: restart the local ACK timer
             # (the retry count only resets on real progress)
             self.anchor = now
-            self._reroute_anchor = now
             self._rewind(upto)
         elif self._nxt < upto:
             self._nxt = upto  # a late ACK covers packets queued for resending
@@ -337,7 +331,6 @@ class RcRequester:
         acked: cython.longlong = upto - self.una
         self.una = upto
         self.anchor = now
-        self._reroute_anchor = now
         self._retries = 0
         cfg = self.config
         if self.cwnd < cfg.window_pkts:
@@ -413,9 +406,6 @@ class RcRequester:
                 self._paced = False  # the limiter opened: the driver polls when its port is free
         if self.max_sent <= self.una:
             return
-        rr = self.reroute_ps
-        if rr is not None and now >= self._reroute_anchor + rr and len(self.order) > 1:
-            self._reroute(now)
         t = self.timeout_ps
         if t is None or now < self.anchor + self._expiry():
             return
@@ -478,22 +468,4 @@ class RcRequester:
             a = self.anchor + self._expiry()
             if deadline is None or a < deadline:
                 deadline = a
-        rr = self.reroute_ps
-        if rr is not None and len(self.order) > 1:
-            r = self._reroute_anchor + rr
-            if deadline is None or r < deadline:
-                deadline = r
         return deadline
-
-    @cython.ccall
-    @cython.annotation_typing(True)
-    def _reroute(self, now: cython.longlong) -> None:
-        order = self.order
-        old_t1, old_da = self.t1, self.addr
-        new_t1 = order[(order.index(old_t1) + 1) % len(order)]
-        self.t1 = new_t1
-        self.addr = self.paths[new_t1]
-        self.ev = make_ev(self.plane, new_t1)
-        self._reroute_anchor = now
-        self.stats.reroutes += 1
-        self.qp._emit(Reroute(now, self.qpn, self.plane, old_t1, new_t1, old_da, self.addr))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mrc.ev import ev_t1
 from mrc.packet import (
     ACK,
     CNP,
@@ -221,7 +220,7 @@ class RcResponder:
         self._last_cnp = now
         self.stats.cnps_sent += 1
         req = self.requester
-        da = req.paths.get(ev_t1(ev), req.addr)
+        da = req.addr  # the peer's routed address: the fabric hashes the way back
         self.qp._ctrl.append(Packet(_CNP, self.host, self.peer, self.qpn, 0, ev=ev, da=da,
                                     plane=self.plane))
 
@@ -242,7 +241,7 @@ class RcResponder:
         self.ack_due = None
         # reply along the reverse of the path the acknowledged packet took
         req: RcRequester = self.requester
-        da = req.paths.get(ev_t1(ev), req.addr)
+        da = req.addr  # the peer's routed address: the fabric hashes the way back
         self.qp._ctrl.append(Packet(kind, self.host, self.peer, self.qpn, psn, ev=ev,
                                     flags=flags, da=da, plane=self.plane, size=_RC_ACK_BYTES,
                                     prio=self._prio))
