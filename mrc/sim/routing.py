@@ -63,7 +63,10 @@ BUCKETS_PER_MEMBER = 16
 @dataclass(frozen=True, slots=True)
 class RoutingConfig:
     """How RC's routed fabric repairs itself (a lab's ``[routing]`` section). The two times
-    are plain fields so that a lab's time scale can multiply them."""
+    are plain fields so that a lab's time scale multiplies them (``REAL_TIMERS``,
+    :func:`mrc.knobs.scale_timers`)."""
+
+    REAL_TIMERS = ("link_down_detect_us", "routing_convergence_us")
 
     ecmp: str = "resilient"
     link_down_detect_us: float = DEFAULT_LINK_DOWN_DETECT_US

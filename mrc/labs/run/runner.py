@@ -27,6 +27,7 @@ from mrc.labs.errors import LabError
 from mrc.labs.output.folder import OutputFolder
 from mrc.labs.run.faults import install
 from mrc.labs.run.results import RUNTIME, LabResult, TransportRun, assemble
+from mrc.labs.run import time_scale
 from mrc.labs.run.time_scale import scaled_specs
 from mrc.labs.run.workloads import Job, WriteBwJob, make_job
 from mrc.labs.schema import faults as fault_section
@@ -220,7 +221,8 @@ def _run(path_or_spec: str | Path | Mapping[str, Any] | Lab, *, seed: int | None
     if lab.run.mixed:
         runs = run_mixed(lab, specs, progress=progress)
         return assemble(lab, runs, wall_s=time.perf_counter() - wall0)
-    factory = stack_factory or functools.partial(sim_stack_factory, routing=lab.routing)
+    factory = stack_factory or functools.partial(sim_stack_factory,
+                                                 routing=time_scale.scaled(lab, lab.routing))
     runs = []
     for spec in specs:
         captures: list[Any] = []
@@ -298,7 +300,7 @@ def run_mixed(lab: Lab, specs: Sequence[TransportSpec], *,
     duration_ps = int(round(lab.run.duration_us * PS_PER_US))
     with collection_paused(building=True):  # the fabric and the jobs (collector.py says why)
         stack = MixedStack(lab.fabric, lab.run.seed, bin_ps, [s.name for s in specs],
-                           routing=lab.routing)
+                           routing=time_scale.scaled(lab, lab.routing))
         stack.enable_series()
         views = [stack.view(spec.name) for spec in specs]
         jobs = [make_job(view, lab.workload, spec.kind, dict(spec.params), lab.run.seed)

@@ -53,9 +53,8 @@ from mrc.stack.transport_params import TIME_SCALE_KEY
 from mrc.units import PS_PER_US
 
 #: Configs of the run beside the transports' whose real-world timers the factor scales:
-#: name -> how to get the lab's config (the routed fabric's joins here: ``"routing": lambda
-#: lab: lab.routing``, built with :func:`scaled`).
-RUN_CONFIGS: dict[str, Callable[[Lab], Any]] = {}
+#: name -> how to get the lab's config (runtimes build with :func:`scaled`).
+RUN_CONFIGS: dict[str, Callable[[Lab], Any]] = {"routing": lambda lab: lab.routing}
 
 
 def scaled_specs(lab: Lab, specs: Sequence[TransportSpec]) -> list[TransportSpec]:

@@ -229,8 +229,9 @@ class MrcConfig:
 
     # ---- published (mrc.h mrc_qp_attr; NCCL plugin defaults)
     timeout: int = knob(20, "published (NCCL_MRC_TIMEOUT): local ACK timeout 1.024 us x "
-                        "2^timeout, the retry clock", minimum=0, maximum=MAX_TIMEOUT,
-                        real_timer=True)
+                        "2^timeout, the retry clock", minimum=0, maximum=MAX_TIMEOUT)
+    # (not a lab's time-scaled timer: MRC reacts on its own microsecond evidence, so this
+    # watchdog, 1.07 s at full scale, must stay far above it, as it is at full scale)
     retry_linear_cnt: int = knob(7, "published (NCCL_MRC_RETRY_CNT_LINEAR): retries at a "
                                  "fixed interval of one timeout", minimum=0,
                                  maximum=MAX_RETRY_LINEAR)
