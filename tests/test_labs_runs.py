@@ -26,7 +26,11 @@ from topology.spec import preset
 BUNDLED = ["t0-switch-down", "t1-fail-restore", "t0-t1-link-flap", "nic-port-down", "t1-reboot",
            "gray-link-loss", "degraded-link", "t1-drain", "sendrecv-sweep",
            "allreduce-t1-reboot", "pfc-incast-victim", "pfc-storm", "pfc-storm-watchdog",
-           "dcqcn-incast", "degraded-t1s"]
+           "dcqcn-incast", "degraded-t1s", "t1-blackhole"]
+#: Elements RC's plane-1 QPs of h0<->h4 cross at seed 1 (the labs draw theirs from the seed;
+#: these tests name the crossed ones to check what crossing does)
+RC_T1 = "p1.t1.3"
+RC_LINK = "p1.t0.0--p1.t1.3"
 
 
 def shorter(name: str, duration_us: float = 600, shift_us: float = -50,
@@ -55,7 +59,8 @@ def test_bundled_labs_ship_and_validate() -> None:
         path = find_bundled(name)
         assert path is not None
         text = read_lab_text(path)
-        header = [line for line in text.splitlines()[:25] if line.startswith("#")]
+        lines = text.splitlines()
+        header = lines[:next(i for i, line in enumerate(lines) if not line.startswith("#"))]
         assert header and header[0].startswith(f"# {name}:"), name
         joined = " ".join(header).lower()
         assert "expect" in joined and "scaled down" in joined, name
@@ -91,14 +96,15 @@ def test_t0_down_mrc_keeps_seven_eighths_rc_fails() -> None:
     assert drops["probe"] > 5 * drops["data"]
     assert rc["outcome"] == "failed" and "retry" in rc["failure_reason"]
     assert rc["recovery"] == "job failed"
-    # RC errors retry_cnt (3) x 65.536 us after its last progress, which is near the fault
-    # (adaptive retransmission's budget; the fixed IBA timer: one timeout more)
-    assert 150 + 3 * 65.536 - 10 <= rc["failed_at_us"] <= 150 + 3 * 65.536 + 20
+    # RC errors retry_cnt (7) x 65.536 us after its last progress, which is near the fault
+    # (adaptive retransmission's budget at the lab's time scale; the fixed IBA timer: one
+    # timeout more)
+    assert 150 + 7 * 65.536 - 10 <= rc["failed_at_us"] <= 150 + 7 * 65.536 + 20
     assert rc["recovery_us"] is None
 
 
 def test_t1_fail_restore_reintegrates() -> None:
-    r = run_small("t1-fail-restore")
+    r = run_small("t1-fail-restore", **{"fault.0.target": RC_T1, "fault.1.target": RC_T1})
     mrc, rc = t(r, "mrc"), t(r, "rc")
     assert mrc["outcome"] == "completed"
     assert mrc["evs_marked_bad"] > 0
@@ -115,7 +121,8 @@ def test_t1_fail_restore_reintegrates() -> None:
 def test_t1_fail_restore_no_visible_mrc_impact() -> None:
     """Issue 3, item 3: the dip stays below 10% of pre-fault on 100 us bins; the affected EVs
     (and only they) go ASSUMED_BAD within 100 us of the fault and are GOOD after the restore."""
-    over = shorter("t1-fail-restore", duration_us=700, shift_us=0)  # fault 200 us, restore 600
+    over = shorter("t1-fail-restore", duration_us=700, shift_us=0,  # fault 200 us, restore 600
+                   **{"fault.0.target": RC_T1, "fault.1.target": RC_T1})
     fault_us, restore_us = over["fault.0.at_us"], over["fault.1.at_us"]
     r = run_lab("t1-fail-restore", progress=False, transports="mrc", bin_us=100,
                 overrides=over)
@@ -149,7 +156,7 @@ def test_flap_mrc_within_five_percent() -> None:
 
 
 def test_gray_loss_mrc_keeps_ninety_percent_rc_near_go_back_n() -> None:
-    r = run_small("gray-link-loss")
+    r = run_small("gray-link-loss", **{"fault.0.target": RC_LINK})
     mrc, rc = t(r, "mrc"), t(r, "rc")
     assert mrc["goodput_gbps"]["during"] >= 0.9 * mrc["goodput_gbps"]["before"]
     # go-back-N's cost on the connection whose QP crosses the lossy link: under the routed

@@ -80,11 +80,11 @@ def test_a_stuck_host_pauses_rc_and_only_drops_mrc() -> None:
                                & (result.timeseries["metric"] == "paused_ports")]
     # two writers share h0 (a 2-to-1 incast under DCQCN: some pauses before the stall are
     # normal); the stuck host keeps its ports paused (its XOFF is refreshed, never released)
-    # once its receive buffer is full: with NVIDIA's DCQCN profile (issue 36) ~100 us after
-    # the stall (the paper's fills it by 130 us)
-    before = paused[paused["time_us"] < 90]["value"]
-    after = paused[paused["time_us"] >= 200]["value"]
-    assert (after > 0).mean() > 0.8 and (after > 0).mean() > (before > 0).mean()
+    # once its receive buffer is full (issue 36: NVIDIA's DCQCN profile on the routed fabric
+    # fills it ~210 us after the stall), and never releases them
+    first = paused[paused["value"] > 0]["time_us"].min()
+    assert 100 <= first < 400
+    assert (paused[paused["time_us"] >= first]["value"] > 0).all()
 
 
 def test_mixed_run_puts_both_transports_on_one_fabric_at_once() -> None:

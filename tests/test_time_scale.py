@@ -24,13 +24,17 @@ def _others(config: object) -> dict[str, object]:
 
 def test_the_declared_timers() -> None:
     assert real_timers(RcConfig) == ("timeout_exp",)
-    assert real_timers(MrcConfig) == ("timeout",)
+    # MRC reacts on its own microsecond evidence: its QP watchdog (1.07 s) must stay far
+    # above it, as at full scale, so it is not a lab's scaled timer
+    assert real_timers(MrcConfig) == ()
+    from mrc.sim.routing import RoutingConfig
+    assert real_timers(RoutingConfig) == ("link_down_detect_us", "routing_convergence_us")
 
 
 def test_rc_timeout_to_the_picosecond() -> None:
     rc = scale_timers(RcConfig(timeout_exp=20, retry_cnt=7), 1e-3)
     assert rc.timeout_ps == 4_294_967_296  # 4.096 us x 2^20 x 1e-3, exactly
-    assert rc.error_after_ps == 8 * 4_294_967_296
+    assert rc.error_after_ps == 7 * 4_294_967_296  # adaptive: retry_cnt timeouts
     assert rc.timeout_exp == 20 and rc.time_scale == 1e-3
     assert _others(rc) == _others(RcConfig(timeout_exp=20, retry_cnt=7))
 
@@ -38,10 +42,8 @@ def test_rc_timeout_to_the_picosecond() -> None:
 def test_mrc_qp_timeout_to_the_picosecond() -> None:
     base = MrcConfig(timeout=20, retry_exp_cnt=2)
     cfg = scale_timers(base, 2**-10)
-    assert cfg.timeout_ps == (TIMEOUT_UNIT_PS << 20) >> 10
-    assert cfg.error_after_ps() == cfg.timeout_ps * 8 + cfg.timeout_ps * 6
-    assert cfg.ev_timeout_ps == base.ev_timeout_ps  # mrc-lab's own per-EV timer: not scaled
-    assert _others(cfg) == _others(base)
+    assert cfg == base  # no scaled timer: the watchdog stays at full scale
+    assert cfg.timeout_ps == TIMEOUT_UNIT_PS << 20
 
 
 def test_factor_one_is_the_config_itself() -> None:
@@ -80,9 +82,9 @@ def test_the_lab_key_reaches_the_builders() -> None:
     specs = {s.kind: s for s in select_transports(lab, None)}
     rc, _ = tp.rc_config(lab.fabric, dict(specs["rc"].params))
     mrc = tp.mrc_config(lab.fabric, dict(specs["mrc"].params))
-    assert rc.timeout_ps == (LOCAL_ACK_UNIT_PS << 4) // 2
-    assert mrc.timeout_ps == (TIMEOUT_UNIT_PS << 20) // 2
-    plain = {s.kind: s for s in select_transports(load_lab("t1-reboot"), None)}
+    assert rc.timeout_ps == (LOCAL_ACK_UNIT_PS << 20) // 2
+    assert mrc.timeout_ps == TIMEOUT_UNIT_PS << 20  # not a scaled timer
+    plain = {s.kind: s for s in select_transports(load_lab("gray-link-loss"), None)}
     assert "time_scale" not in plain["rc"].params  # factor 1: the parameters as written
 
 
@@ -100,38 +102,40 @@ def test_time_scale_is_not_a_transport_key() -> None:
 
 
 def test_a_scaled_lab_is_the_unscaled_lab_with_the_timers_it_stands_for() -> None:
-    """RC at timeout_exp 5 scaled by 1/2 runs the 65.536 us timer of exponent 4: the same
-    run, to the byte of the event log, and its stall is twice as long in real-world time;
-    the table and the plot title state the factor."""
+    """t0-switch-down (RC fails at its retry budget): RC at timeout_exp 21 and routing timers
+    twice the file's, scaled by 2^-17, run the same timers as the file's exponent 20 at 2^-16:
+    the same run, to the byte of the event log, and the stall is twice as long in real-world
+    time; the table and the plot title state the factor."""
     from mrc.labs.report.plot import _bandwidth_title
     from mrc.labs.run.runner import run_lab
 
-    plain = run_lab("t1-reboot", transports="rc", progress=False)
-    scaled = run_lab("t1-reboot", transports="rc", progress=False,
-                     overrides={"transport.rc.timeout_exp": 5, "run.time_scale": 0.5})
+    plain = run_lab("t0-switch-down", transports="rc", progress=False)
+    scaled = run_lab("t0-switch-down", transports="rc", progress=False,
+                     overrides={"transport.rc.timeout_exp": 21, "run.time_scale": 2**-17,
+                                "routing.link_down_detect_us": 2000.0,
+                                "routing.routing_convergence_us": 2_000_000.0})
     a, b = plain.summary["transports"]["rc"], scaled.summary["transports"]["rc"]
-    assert b["failed_at_us"] == a["failed_at_us"]
+    assert a["failed_at_us"] is not None and b["failed_at_us"] == a["failed_at_us"]
     assert plain.events.equals(scaled.events)
     assert b["stalls"]["stall_max_us"] == a["stalls"]["stall_max_us"]
-    assert abs(b["stalls"]["stall_max_real_us"] - 2 * a["stalls"]["stall_max_us"]) <= 0.002
-    assert scaled.summary["time_scale"] == {
-        "factor": 0.5, "scaled": {"rc": ["timeout_exp"]}, "below_rtt": [],
-        "base_rtt_us": round(plain.lab.fabric.base_rtt_ps() / 1e6, 3)}
-    assert plain.summary["time_scale"] == {"factor": 1.0, "scaled": {}}
-    assert "time scale 0.5" in scaled.table() and "time scale" not in plain.table()
-    assert "real-world timers x0.5" in _bandwidth_title(scaled.summary, None, None, ())
+    assert abs(b["stalls"]["stall_max_real_us"] - 2 * a["stalls"]["stall_max_real_us"]) <= 1.0
+    assert scaled.summary["time_scale"]["factor"] == 2**-17
+    assert "time scale" in scaled.table()
+    assert "real-world timers x" in _bandwidth_title(scaled.summary, None, None, ())
 
 
 def test_a_timer_pushed_below_the_rtt_is_named() -> None:
     """RC's 65.536 us timer (exponent 4) x 0.05 = 3.3 us, below lab-8plane's 7.8 us RTT: the
-    summary names it and the table warns; MRC's 1.07 s QP timeout stays far above."""
+    summary names it and the table warns; the routing timers (1 ms, 1 s) stay above."""
     from mrc.labs.report.table import comparison_table
     from mrc.labs.run.time_scale import summary_block
 
-    lab = prepare("t1-reboot", overrides={"run.time_scale": 0.05})
+    lab = prepare("gray-link-loss", overrides={"run.time_scale": 0.05,
+                                               "transport.rc.timeout_exp": 4})
     block = summary_block(lab, list(lab.transports.values()))
     assert block["below_rtt"] == [{"timer": "rc.timeout_exp", "full_us": 65.536,
                                    "scaled_us": 3.2768}]
-    assert set(block["scaled"]) == {"mrc", "rc"}
+    assert block["scaled"]["rc"] == ["timeout_exp"] and not block["scaled"].get("mrc")
+    assert block["scaled"]["routing"] == ["link_down_detect_us", "routing_convergence_us"]
     text = comparison_table({"time_scale": block, "transports": {}})
     assert "warning: time scale 0.05 takes rc.timeout_exp (65.536 us) below the base RTT" in text
