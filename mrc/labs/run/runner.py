@@ -25,9 +25,9 @@ import pandas as pd
 
 from mrc.labs.errors import LabError
 from mrc.labs.output.folder import OutputFolder
+from mrc.labs.run import time_scale
 from mrc.labs.run.faults import install
 from mrc.labs.run.results import RUNTIME, LabResult, TransportRun, assemble
-from mrc.labs.run import time_scale
 from mrc.labs.run.time_scale import scaled_specs
 from mrc.labs.run.workloads import Job, WriteBwJob, make_job
 from mrc.labs.schema import faults as fault_section
