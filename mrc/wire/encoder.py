@@ -15,7 +15,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
+
+try:
+    import cython
+except ImportError:  # pure Python without Cython installed
+    from mrc import _cython_shim as cython  # type: ignore[no-redef]
 
 from mrc.packet import (
     ACK,
@@ -128,7 +133,17 @@ def encode_many(pkts: Sequence[Packet]) -> list[bytes]:
     return out
 
 
-def _encode(p: Packet, payload_sum: int | None = None) -> bytes:
+@cython.ccall
+@cython.annotation_typing(True)
+@cython.locals(kind=cython.longlong, qpn=cython.longlong, psn=cython.longlong,
+               src=cython.longlong, dst=cython.longlong, ev=cython.longlong,
+               flags=cython.longlong, ecn=cython.longlong, hlim=cython.longlong,
+               da_hi=cython.ulonglong, da_lo=cython.ulonglong, fl=cython.longlong,
+               sport=cython.longlong, tc_out=cython.longlong, tc_in=cython.longlong,
+               vtf_out=cython.longlong, vtf_in=cython.longlong, bth_psn=cython.longlong,
+               n=cython.longlong, msg_id=cython.longlong, iplen=cython.longlong,
+               syndrome=cython.longlong)
+def _encode(p: Packet, payload_sum: Any = None) -> bytes:  # payload_sum: int | None
     """``payload_sum``: ``sum16`` of the DATA payload, if the caller has it (``encode_many``);
     None: sum it here."""
     kind = p.kind
@@ -211,8 +226,12 @@ def _roce(p: Packet) -> bytes:
     return encode_roce(p, payload)
 
 
-def _check_fields(qpn: int, psn: int, src: int, dst: int, ev: int, ecn: int,
-                  hlim: int) -> int:
+@cython.cfunc
+@cython.annotation_typing(True)
+@cython.exceptval(-1, check=False)
+def _check_fields(qpn: cython.longlong, psn: cython.longlong, src: cython.longlong,
+                  dst: cython.longlong, ev: cython.longlong, ecn: cython.longlong,
+                  hlim: cython.longlong) -> cython.int:
     """The packet's fields fit their wire widths (ValueError names the one that does not);
     returns 0 (compiled, a C function whose -1 says an exception is set)."""
     if (qpn | psn) >> 24 or qpn < 0 or psn < 0:
@@ -228,14 +247,17 @@ def _check_fields(qpn: int, psn: int, src: int, dst: int, ev: int, ecn: int,
     return 0
 
 
-def _probe_or_cnp_header(p: Packet, vtf_out: int, vtf_in: int, hlim: int, sport: int,
-                         bth_psn: int) -> bytes:
+@cython.cfunc
+@cython.annotation_typing(True)
+def _probe_or_cnp_header(p: Packet, vtf_out: cython.longlong, vtf_in: cython.longlong,
+                         hlim: cython.longlong, sport: cython.longlong,
+                         bth_psn: cython.longlong) -> bytes:
     """The header of the rare kinds: a probe or its reply (CNPs are RoCEv2's: ``_roce``)."""
-    kind = p.kind
-    src = p.src
-    dst = p.dst
+    kind: cython.longlong = p.kind
+    src: cython.longlong = p.src
+    dst: cython.longlong = p.dst
     if kind == PROBE or kind == PROBE_REPLY:
-        iplen = HDR_PROBE.size - 80 + ICRC_BYTES
+        iplen: cython.longlong = HDR_PROBE.size - 80 + ICRC_BYTES
         src_lo = HOST_LO | src
         return _pack_probe(
             vtf_out, iplen + 40, NH_IPV6, hlim, HOST_HI, src_lo, p.da_hi, p.da_lo,
@@ -246,8 +268,10 @@ def _probe_or_cnp_header(p: Packet, vtf_out: int, vtf_in: int, hlim: int, sport:
     raise ValueError(f"unknown packet kind {kind!r}")
 
 
-def _seal(p: Packet, hdr: bytes, iplen: int, n: int, payload: bytes,
-          payload_sum: int | None) -> bytes:
+@cython.cfunc
+@cython.annotation_typing(True)
+def _seal(p: Packet, hdr: Any, iplen: cython.longlong, n: cython.longlong, payload: Any,
+          payload_sum: Any) -> Any:  # hdr, payload: bytes; payload_sum: int | None -> bytes
     """The packet from its header and payload: the ICRC, the UDP checksum, and for a trimmed
     packet the cut (``payload_sum`` as in :func:`_encode`)."""
     # ICRC: masked inner IPv6 + UDP + BTH, then the rest of the header and the payload.
