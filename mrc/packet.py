@@ -151,7 +151,9 @@ def data_class(kind: cython.longlong, flags: cython.longlong) -> cython.bint:
     """Whether a switch queues a packet of this kind with the data (the rest ride the
     strict-priority header queue): DATA, and RoCE RC's ACKs and NAKs, which a RoCE NIC sends
     on its QP's traffic class (its CNPs keep the high-priority one)."""
-    return kind == DATA or ((flags & FLAG_ROCE) != 0 and (kind == ACK or kind == NACK))
+    # (C integers: DATA, FLAG_ROCE, ACK and NACK written out, as in psn_add; a Python
+    # constant here would box ``kind`` on every hop; tests/test_packet_classes.py holds them)
+    return kind == 0 or ((flags & 0x0100) != 0 and (kind == 1 or kind == 2))
 
 
 # (the PSN constants are written out in these two: C arithmetic in the compiled build)
