@@ -46,9 +46,12 @@ from mrc.flow.workload import Collective, Progress, Stream, Workload
 
 def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
              model: TransportModel, changes: list[cond.Change], *, end_ps: float,
-             class_index: dict[int, int], batch_ps: float = 0.0) -> tuple[Trace, Progress]:
-    """Run one transport from 0 to ``end_ps`` (or until a finite workload is done)."""
+             class_index: dict[int, int], batch_ps: float = 0.0,
+             routes: list[tuple[float, Entries]] | None = None) -> tuple[Trace, Progress]:
+    """Run one transport from 0 to ``end_ps`` (or until a finite workload is done);
+    ``routes``: RC's entries after each routing change (:mod:`mrc.flow.routing`)."""
     run = _Run(layout, groups, entries, work, model, changes, class_index, batch_ps)
+    run.routes = routes or []
     t = 0.0
     while t < end_ps and not (run.finite and run.progress.finished):
         nxt = run.segment(t, end_ps)
@@ -79,8 +82,8 @@ class _Run:
         for c in changes:  # the fault rows, as the packet run's events.csv has them
             trace.rows.append((float(c.time_ps), c.action, c.target,
                                {"fault": c.fault, **dict(c.params)}))
-        self.views: dict[cond.Conditions, tuple[View, Alive]] = {}
-        self.solved: dict[tuple[cond.Conditions, bytes], Rates] = {}
+        self.views: dict[tuple[int, cond.Conditions], tuple[View, Alive]] = {}
+        self.solved: dict[tuple[int, cond.Conditions, bytes], Rates] = {}
         self.n = n = len(groups)
         self.state_seen: dict[tuple[str, str], float] = {}
         self.state_actual: dict[tuple[str, str], float] = {}
@@ -97,11 +100,14 @@ class _Run:
         self.prev_good: np.ndarray | None = None  # MRC: EVs GOOD in the last segment
         self.prev_conn: np.ndarray | None = None  # and what each group sent then
         self.prev_share: np.ndarray | None = None
+        self.routes: list[tuple[float, Entries]] = []  # RC: routing's epochs
+        self.epoch = 0  # how many of them are in effect
 
     def segment(self, t: float, end_ps: float) -> float | None:
         """Rates from ``t`` to the next event, recorded; returns that event's time (None: the
         job failed, and a finite workload stops there)."""
         model, trace, progress = self.model, self.trace, self.progress
+        self._route(t)
         key_seen, view, alive, alive_actual = self._conditions(t)
         wanted = progress.running(t)
         if trace.failed_at_ps is None:
@@ -136,6 +142,15 @@ class _Run:
             self.backlog.remember(conn, run & (conn > 0))
         return nxt
 
+    def _route(self, t: float) -> None:
+        """RC: swap in the entries of the routing changes due by ``t`` (its QPs move)."""
+        while self.epoch < len(self.routes) and self.routes[self.epoch][0] <= t:
+            self.entries = self.routes[self.epoch][1]
+            self.epoch += 1
+            self.timers.entries = self.entries
+            if self.backlog is not None:
+                self.backlog.entries = self.entries
+
     def _conditions(self, t: float) -> tuple[cond.Conditions, View, Alive, Alive]:
         """Apply the schedule's changes due by ``t``: the transport's view (its key, the
         fabric view and liveness) and the liveness the fabric really has."""
@@ -152,10 +167,11 @@ class _Run:
         return key_seen, view, alive, alive_actual
 
     def _view_of(self, key: cond.Conditions) -> tuple[View, Alive]:
-        if key not in self.views:
+        if (self.epoch, key) not in self.views:
             v = make_view(self.layout, key, self.class_index)
-            self.views[key] = (v, liveness(self.layout, self.groups, self.entries, v))
-        return self.views[key]
+            self.views[(self.epoch, key)] = (v, liveness(self.layout, self.groups, self.entries,
+                                                         v))
+        return self.views[(self.epoch, key)]
 
     def _rates(self, t: float, key_seen: cond.Conditions, view: View, alive: Alive,
                run: np.ndarray) -> Rates:
@@ -176,7 +192,7 @@ class _Run:
         digest = hashlib.blake2b(np.packbits(run).tobytes(), digest_size=16)
         if cap is not None:
             digest.update(cap.tobytes())
-        rkey = (key_seen, digest.digest())
+        rkey = (self.epoch, key_seen, digest.digest())
         rates = self.solved.get(rkey)
         if rates is None:
             model, layout, groups, entries = self.model, self.layout, self.groups, self.entries
@@ -187,7 +203,8 @@ class _Run:
                 rates = rc_rates(layout, groups, entries, view, alive, run, qps=model.qps,
                                  resend_packets=model.resend_packets,
                                  timeout_packets=model.timeout_packets,
-                                 ack_ratio=model.ack_ratio, cap=cap)
+                                 ack_ratio=model.ack_ratio, cap=cap,
+                                 wire_per_payload=model.wire_per_payload)
             self.solved[rkey] = rates
             self.trace.solves += 1
             self.trace.rounds += rates.rounds
@@ -239,6 +256,8 @@ class _Run:
             nxt = min(nxt, float(self.seen[self.i_seen].time_ps))
         if self.i_actual < len(self.actual):
             nxt = min(nxt, float(self.actual[self.i_actual].time_ps))
+        if self.epoch < len(self.routes):
+            nxt = min(nxt, self.routes[self.epoch][0])
         if self.trace.failed_at_ps is None:
             nxt = min(nxt, self.progress.next_event(t, conn, blocked, run, self.batch_ps),
                       self.timers.due(t, alive_actual))

@@ -35,6 +35,11 @@ class TransportModel:
     line_bps: float = 0.0  # RC: the port's wire rate (DCQCN's ceiling)
     goodput_fraction: float = 1.0  # payload share of the wire (DCQCN rates are wire rates)
     detect: Any = None  # MRC: its DetectParams (mrc.flow.detection; None: no detection delay)
+    #: RC: the local ACK timer's expiries after the last progress (the adaptive ladder or the
+    #: fixed timer, ``retry_schedule``'s first episode), ps
+    retry_offsets: tuple[int, ...] = ()
+    routing: Any = None  # RC: the routed fabric's RoutingConfig (None: QPs keep their T1)
+    wire_per_payload: float = 1.0  # RC: its wire bytes per payload byte over MRC's
 
 
 Row = tuple[float, str, str, dict[str, Any]]
