@@ -100,8 +100,9 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
                           # sent after a lost packet until its NAK is back: a round trip at
                           # the line and the packet that showed the gap (at most a window)
                           resend_packets=min(float(rc.window_pkts), bdp_packets(spec) + 1.0),
-                          timeout_packets=0.0 if rc.timeout_ps is None
-                          else rc.timeout_ps / pkt_ps,
+                          # a lost NAK waits for the first expiry of the ladder (adaptive:
+                          # 131 us, not the QP's timeout; fixed: the timeout)
+                          timeout_packets=0.0 if not offsets else offsets[0] / pkt_ps,
                           # the first packet after a path is back: one way to the responder,
                           # its NAK back, the rewound packet one way again
                           resume_ps=int(round(1.5 * rtt)),

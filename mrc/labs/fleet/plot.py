@@ -42,10 +42,17 @@ def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,
     for ax in (ax_int, ax_thr):
         ax.set_xticks(ticks, [f"{g // 1024}K" if g >= 1024 else str(g) for g in ticks])
         ax.minorticks_off()
+    routing = summary.get("routing") or {}
+    rc_line = "" if not routing else (
+        f"\nRC on its routed fabric: T1 and T0-T1 faults stall it (detection "
+        f"{routing['link_down_detect_us'] / 1e3:g} ms, convergence "
+        f"{routing['routing_convergence_us'] / 1e6:g} s, then its next retransmission); it is "
+        "interrupted by T0s, NIC ports, host links and black holes")
     fig.suptitle(f"{summary.get('fleet', 'fleet')}: {summary.get('trials')} trials x "
                  f"{summary.get('days'):g} days, {summary.get('workload')}, checkpoint every "
                  f"{summary.get('checkpoint_interval_min'):g} min, restart "
-                 f"{summary.get('restart_min'):g} min (bands: 90% of trials)", fontsize=9)
+                 f"{summary.get('restart_min'):g} min (bands: 90% of trials){rc_line}",
+                 fontsize=9)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130, metadata={"Software": None})
