@@ -89,6 +89,9 @@ class _Run:
         self.state_actual: dict[tuple[str, str], float] = {}
         self.i_seen = self.i_actual = 0
         self.timers = Timers(model, groups, entries, trace)
+        if model.kind == "rc" and isinstance(work, Stream) and work.drain_bytes > 0:
+            self.timers.posted(work.drain_bytes / model.qps,
+                               layout.spec.mtu_bytes)
         self.dcqcn = Dcqcn(model, n) if model.kind == "rc" and model.dcqcn is not None \
             else None
         self.backlog = Backlog(model, groups, entries, work.drain_bytes) \

@@ -106,7 +106,7 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
                           # the first packet after a path is back: one way to the responder,
                           # its NAK back, the rewound packet one way again
                           resume_ps=int(round(1.5 * rtt)),
-                          fill_ps=rc.window_pkts * pkt_ps,
+                          fill_ps=rc.window_pkts * pkt_ps, pkt_ps=pkt_ps,
                           ack_ratio=(RC_ACK_BYTES + ETHERNET_OVERHEAD_BYTES) / (rc.ack_every
                                                                                 * wire),
                           pfc=spec.pfc and rc.priority == spec.pfc_priority,

@@ -31,6 +31,7 @@ class TransportModel:
     timeout_packets: float = 0.0  # RC: packets the line carries in one local ACK timeout
     resume_ps: int = 0  # RC: path back -> NAK -> rewind -> first resent packet placed
     fill_ps: float = float("inf")  # RC: time to send a full window at the line
+    pkt_ps: float = 0.0  # RC: one full DATA packet at the line
     dcqcn: Any = None  # RC: its DcqcnConfig when cc = "dcqcn" (None: no rate control)
     line_bps: float = 0.0  # RC: the port's wire rate (DCQCN's ceiling)
     goodput_fraction: float = 1.0  # payload share of the wire (DCQCN rates are wire rates)
