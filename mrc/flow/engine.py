@@ -37,6 +37,7 @@ from mrc.flow import conditions as cond
 from mrc.flow.detection import Detection
 from mrc.flow.fabric import Layout, View, make_view
 from mrc.flow.paths import Entries, Groups
+from mrc.flow.routing import Epoch
 from mrc.flow.rates import Alive, Rates, liveness, mrc_rates, rc_rates
 from mrc.flow.rc_rate import Backlog, Dcqcn
 from mrc.flow.timers import Timers
@@ -47,11 +48,14 @@ from mrc.flow.workload import Collective, Progress, Stream, Workload
 def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
              model: TransportModel, changes: list[cond.Change], *, end_ps: float,
              class_index: dict[int, int], batch_ps: float = 0.0,
-             routes: list[tuple[float, Entries]] | None = None) -> tuple[Trace, Progress]:
+             routes: list[Epoch] | None = None, acks: Entries | None = None
+             ) -> tuple[Trace, Progress]:
     """Run one transport from 0 to ``end_ps`` (or until a finite workload is done);
-    ``routes``: RC's entries after each routing change (:mod:`mrc.flow.routing`)."""
+    ``routes``: RC's entries after each routing change (:mod:`mrc.flow.routing`);
+    ``acks``: where RC's ACKs go (their own T1s; a dead ACK path stalls its QP too)."""
     run = _Run(layout, groups, entries, work, model, changes, class_index, batch_ps)
     run.routes = routes or []
+    run.acks = run.timers.acks = acks
     t = 0.0
     while t < end_ps and not (run.finite and run.progress.finished):
         nxt = run.segment(t, end_ps)
@@ -103,8 +107,10 @@ class _Run:
         self.prev_good: np.ndarray | None = None  # MRC: EVs GOOD in the last segment
         self.prev_conn: np.ndarray | None = None  # and what each group sent then
         self.prev_share: np.ndarray | None = None
-        self.routes: list[tuple[float, Entries]] = []  # RC: routing's epochs
+        self.routes: list[Epoch] = []  # RC: routing's epochs
         self.epoch = 0  # how many of them are in effect
+        self.acks: Entries | None = None  # RC: its ACKs' paths
+        self.ack_alive: dict[tuple[int, cond.Conditions], Alive] = {}
 
     def segment(self, t: float, end_ps: float) -> float | None:
         """Rates from ``t`` to the next event, recorded; returns that event's time (None: the
@@ -114,7 +120,7 @@ class _Run:
         key_seen, view, alive, alive_actual = self._conditions(t)
         wanted = progress.running(t)
         if trace.failed_at_ps is None:
-            self.timers.update(t, wanted, alive_actual, progress)
+            self.timers.update(t, wanted, alive_actual, progress, self._ack_alive())
         if trace.failed_at_ps is not None and self.finite:
             return None
         run = wanted & ~self.timers.stalled() if trace.failed_at_ps is None \
@@ -148,7 +154,9 @@ class _Run:
     def _route(self, t: float) -> None:
         """RC: swap in the entries of the routing changes due by ``t`` (its QPs move)."""
         while self.epoch < len(self.routes) and self.routes[self.epoch][0] <= t:
-            self.entries = self.routes[self.epoch][1]
+            _, self.entries, acks = self.routes[self.epoch]
+            if acks is not None:
+                self.acks = self.timers.acks = acks
             self.epoch += 1
             self.timers.entries = self.entries
             if self.backlog is not None:
@@ -168,6 +176,16 @@ class _Run:
         view, alive = self._view_of(key_seen)
         _, alive_actual = self._view_of(cond.freeze(self.state_actual))
         return key_seen, view, alive, alive_actual
+
+    def _ack_alive(self) -> Alive | None:
+        """RC: which of its ACK paths are up in the fabric as it is."""
+        if self.acks is None:
+            return None
+        key = (self.epoch, cond.freeze(self.state_actual))
+        if key not in self.ack_alive:
+            view, _ = self._view_of(key[1])
+            self.ack_alive[key] = liveness(self.layout, self.groups, self.acks, view)
+        return self.ack_alive[key]
 
     def _view_of(self, key: cond.Conditions) -> tuple[View, Alive]:
         if (self.epoch, key) not in self.views:

@@ -212,16 +212,20 @@ def run(spec: FabricSpec, work: Workload, models: list[TransportModel],
         mode = layout_plan["transports"][m.name]["path_model"]
         symmetric = mode in ("symmetric", "multinomial")
         layout, groups = build(spec, work, changes, symmetric_t1s=symmetric)
-        entries = _entries(spec, layout, groups, m, mode, seed, ev_count or m.ev_count)
+        pins, acks, routes = None, None, None
+        if m.kind == "rc" and mode != "multinomial":  # QP by QP: DATA and ACK pins
+            pins = rc_pins(spec, groups, m.qps // spec.planes, seed, mode)
+            entries = pins.entries(layout, pins.healthy(spec.t1))
+            acks = pins.entries(layout, pins.healthy(spec.t1, acks=True))
+        else:
+            entries = _entries(spec, layout, groups, m, mode, seed, ev_count or m.ev_count)
         hosts = sorted(touched(spec, changes)[0])
         index = class_index(layout, work, hosts)
-        routes = None
         if m.kind == "rc" and m.routing is not None:
-            pins = None if mode == "multinomial" else rc_pins(spec, groups,
-                                                              m.qps // spec.planes, seed, mode)
             routes = epochs(spec, layout, groups, entries, pins, changes, m.routing)
         trace, progress = simulate(layout, groups, entries, work, m, changes, end_ps=end_ps,
-                                   class_index=index, batch_ps=batch_ps, routes=routes)
+                                   class_index=index, batch_ps=batch_ps, routes=routes,
+                                   acks=acks)
         info = {"path_model": mode, "groups": len(groups),
                 "connections": int(groups.mult.sum()), "host_classes": layout.classes,
                 "t0_groups": layout.t0_groups, "t1_types": layout.types, "path_entries": len(entries.group),

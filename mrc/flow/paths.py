@@ -151,21 +151,26 @@ HASH_BUDGET = 8_000_000
 @dataclass(frozen=True)
 class Pins:
     """RC's crossing QPs one by one (``exact`` and ``sampled`` pinning): each QP's group,
-    plane and 64-bit ECMP hash (the source T0's, ``rc_connection.ecmp_hash_of``; sampled:
-    a seeded uniform draw). A T0 sends the QP to member ``hash mod len(group)`` of the group
-    it has installed (:mod:`mrc.flow.routing` re-pins on every change); healthy, that is
-    ``hash mod T1s``."""
+    plane and 64-bit ECMP hashes (the source T0's of its DATA, the destination T0's of its
+    ACKs: ``rc_connection.ecmp_hash_of`` each way; sampled: seeded uniform draws). A T0
+    sends a packet to member ``hash mod len(group)`` of the group it has installed
+    (:mod:`mrc.flow.routing` re-pins on every change); healthy, ``hash mod T1s``. The ACKs
+    of a QP take their own T1 (the destination T0 hashes them), so a QP can lose its ACKs
+    on a T1 its DATA never crosses."""
 
     group: np.ndarray
     plane: np.ndarray
-    hash: np.ndarray  # uint64
+    hash: np.ndarray  # uint64, the DATA's
+    ack_hash: np.ndarray  # uint64, the ACKs'
     local: Entries  # the QPs of hosts under one T0 (no T1 on the path)
 
-    def healthy(self, t1s: int) -> np.ndarray:
-        return (self.hash % np.uint64(t1s)).astype(np.int64)
+    def healthy(self, t1s: int, acks: bool = False) -> np.ndarray:
+        h = self.ack_hash if acks else self.hash
+        return (h % np.uint64(t1s)).astype(np.int64)
 
     def entries(self, layout: Layout, t1: np.ndarray) -> Entries:
-        """Entries with QP i on T1 ``t1[i]`` of its plane."""
+        """Entries with QP i on T1 ``t1[i]`` of its plane (ACK entries alike: a path's
+        liveness does not depend on its direction)."""
         gtype = layout.type_of[self.plane, t1]
         key = self.group * layout.types + gtype
         uniq, counts = np.unique(key, return_counts=True)
@@ -176,7 +181,7 @@ class Pins:
 
 def rc_pins(spec: FabricSpec, groups: Groups, qps_per_plane: int, seed: int,
             pinning: str) -> Pins:
-    """Every crossing QP's hash (``exact``: the packet run's QPNs, ``sampled``: draws)."""
+    """Every crossing QP's hashes (``exact``: the packet run's QPNs, ``sampled``: draws)."""
     qps = qps_per_plane * spec.planes
     planes_of_qp = np.arange(qps) % spec.planes
     local = _local_entries(groups, np.bincount(planes_of_qp, minlength=spec.planes)
@@ -188,19 +193,22 @@ def rc_pins(spec: FabricSpec, groups: Groups, qps_per_plane: int, seed: int,
     if pinning == "exact":
         assert groups.opened is not None and groups.src_host is not None
         assert groups.dst_host is not None
-        # SimStack.allocate_qpn: from the seed's first QPN (mrc.stack.qpn), a block each
+        # SimStack.allocate_qpn: from the seed's first QPN (mrc.stack.qpn), a block each;
+        # both ends of a QP share its QPN (rc_qp_pair), so the ACKs' source port too
         base = first_qpn(seed) + groups.opened[g] * qps
-        hashes = np.array([ecmp_hash_of(spec, int(s), int(d), int(q), int(pl))
-                           for s, d, q, pl in zip(groups.src_host[g].tolist(),
-                                                  groups.dst_host[g].tolist(),
-                                                  (base + qp).tolist(), qp_plane.tolist(),
-                                                  strict=True)], dtype=np.uint64)
+        rows = list(zip(groups.src_host[g].tolist(), groups.dst_host[g].tolist(),
+                        (base + qp).tolist(), qp_plane.tolist(), strict=True))
+        hashes = np.array([ecmp_hash_of(spec, s, d, q, pl) for s, d, q, pl in rows],
+                          dtype=np.uint64)
+        acks = np.array([ecmp_hash_of(spec, d, s, q, pl) for s, d, q, pl in rows],
+                        dtype=np.uint64)
     elif pinning == "sampled":
         rng = np.random.default_rng([seed, 0x5243])  # "RC": pins apart from other draws
-        hashes = rng.integers(0, 2**63, size=len(g), dtype=np.int64).astype(np.uint64)
+        hashes, acks = (rng.integers(0, 2**63, size=len(g), dtype=np.int64).astype(np.uint64)
+                        for _ in range(2))
     else:
         raise ValueError(f"unknown RC pinning {pinning!r}")
-    return Pins(g, qp_plane, hashes, local)
+    return Pins(g, qp_plane, hashes, acks, local)
 
 
 def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: int,

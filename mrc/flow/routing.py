@@ -20,8 +20,13 @@ in expectation: the QPs on withdrawn T1s spread over the group's members in prop
 their count (plain and resilient hashing agree in expectation). A group left with no member
 keeps its QPs where they were (their path is dead; RC stalls and errors as it would).
 
-Output: *epochs*, ``(time_ps, entries)`` for every instant a group that some RC QP uses
-changes, which :mod:`mrc.flow.engine` swaps in.
+The ACKs of a QP are hashed by the destination T0 on their own (:class:`Pins`), so they
+are re-pinned the same way on the reverse triple: a QP whose ACKs die stalls as surely as
+one whose DATA dies (no progress reaches the requester). Aggregated groups carry no ACK
+entries (their ACKs are taken to share their DATA's fate).
+
+Output: *epochs*, ``(time_ps, entries, ack entries)`` for every instant a group that some
+RC QP uses changes, which :mod:`mrc.flow.engine` swaps in.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from topology.spec import FabricSpec
 
 Link = tuple[int, int, int]  # (plane, T0 group, T1)
 Triple = tuple[int, int, int]  # (plane, source T0 group, destination T0 group)
-Epoch = tuple[float, Entries]
+Epoch = tuple[float, Entries, Entries | None]  # (time, DATA entries, ACK entries)
 Update = tuple[int, int, int, bool, list[int]]  # (plane, a, k, usable, observers)
 
 
@@ -158,7 +163,9 @@ def _updates(spec: FabricSpec, layout: Layout, changes: list[cond.Change],
 def epochs(spec: FabricSpec, layout: Layout, groups: Groups, entries: Entries,
            pins: Pins | None, changes: list[cond.Change], config: RoutingConfig
            ) -> list[Epoch]:
-    """The RC entries after every routing change that moves some QP (module docstring)."""
+    """The RC entries (DATA, and ACKs when QPs are pinned one by one) after every routing
+    change that moves some QP (module docstring)."""
+    n = layout.t0_groups
     if pins is not None:
         src = layout.class_group[groups.src[pins.group]]
         dst = layout.class_group[groups.dst[pins.group]]
@@ -168,12 +175,14 @@ def epochs(spec: FabricSpec, layout: Layout, groups: Groups, entries: Entries,
         g = entries.group[cross]
         src, dst, plane = (layout.class_group[groups.src[g]],
                            layout.class_group[groups.dst[g]], entries.plane[cross])
-    tri_id = (plane * layout.t0_groups + src) * layout.t0_groups + dst
-    triples = {(int(t // layout.t0_groups**2), int(t // layout.t0_groups % layout.t0_groups),
-                int(t % layout.t0_groups)) for t in np.unique(tri_id).tolist()}
+    data_id = (plane * n + src) * n + dst
+    ack_id = (plane * n + dst) * n + src  # the ACKs: the destination T0 hashes them back
+    ids = np.unique(np.concatenate([data_id, ack_id] if pins is not None else [data_id]))
+    triples = {(int(t // n**2), int(t // n % n), int(t % n)) for t in ids.tolist()}
     cp = _ControlPlane(spec, layout, config, triples)
     out: list[Epoch] = []
     pin = pins.healthy(spec.t1) if pins is not None else None
+    ack_pin = pins.healthy(spec.t1, acks=True) if pins is not None else None
     updates = _updates(spec, layout, changes, config)
     i = 0
     while i < len(updates):
@@ -185,19 +194,29 @@ def epochs(spec: FabricSpec, layout: Layout, groups: Groups, entries: Entries,
             i += 1
         if not moved:
             continue
-        if pins is not None and pin is not None:
-            pin = pin.copy()
-            for tri in moved:
-                chosen = cp.group(tri)
-                if not chosen:
-                    continue  # no route: the QPs stay on their dead path
-                sel = tri_id == (tri[0] * layout.t0_groups + tri[1]) * layout.t0_groups + tri[2]
-                table = np.asarray(chosen, dtype=np.int64)
-                pin[sel] = table[(pins.hash[sel] % np.uint64(len(table))).astype(np.int64)]
-            out.append((float(at), pins.entries(layout, pin)))
+        if pins is not None and pin is not None and ack_pin is not None:
+            pin = _repin(cp, moved, n, data_id, pins.hash, pin)
+            ack_pin = _repin(cp, moved, n, ack_id, pins.ack_hash, ack_pin)
+            out.append((float(at), pins.entries(layout, pin), pins.entries(layout, ack_pin)))
         else:
-            out.append((float(at), spread(spec, layout, groups, entries, cp)))
+            out.append((float(at), spread(spec, layout, groups, entries, cp), None))
     return out
+
+
+def _repin(cp: _ControlPlane, moved: set[Triple], n: int, tri_id: np.ndarray,
+           hashes: np.ndarray, pin: np.ndarray) -> np.ndarray:
+    """Each QP of a triple whose group changed on ``group[hash mod len(group)]``; a
+    triple left with no member keeps its QPs where they were (dead: no route)."""
+    pin = pin.copy()
+    for tri in moved:
+        chosen = cp.group(tri)
+        if not chosen:
+            continue
+        sel = tri_id == (tri[0] * n + tri[1]) * n + tri[2]
+        if sel.any():
+            table = np.asarray(chosen, dtype=np.int64)
+            pin[sel] = table[(hashes[sel] % np.uint64(len(table))).astype(np.int64)]
+    return pin
 
 
 def spread(spec: FabricSpec, layout: Layout, groups: Groups, entries: Entries,

@@ -27,6 +27,9 @@ class Timers:
         self.since = np.full(n, np.inf)  # RC: last progress of a stalled connection
         self.resume = np.full(n, np.inf)  # RC: when a stalled connection progresses again
         self.silent = np.full(n, np.inf)  # MRC: since when no path of the connection lives
+        self.acks: Entries | None = None  # RC: its ACKs' paths (None: they share DATA's)
+        self.data_dead = np.zeros(n, dtype=bool)  # RC: a DATA path down at the last update
+        self.nak_lost = np.zeros(n, dtype=bool)  # RC: the NAK of its gap found no way back
         #: RC: how long a QP whose path died keeps sending: its window at the line, or less
         #: when the work posted to it runs out first (:meth:`posted`)
         self.fill_ps = model.fill_ps
@@ -41,15 +44,24 @@ class Timers:
     def stalled(self) -> np.ndarray:
         return np.isfinite(self.since)
 
-    def _dead(self, alive: Alive) -> np.ndarray:
+    def _dead(self, alive: Alive, ack_alive: Alive | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """Groups with a QP whose DATA path is down, and with one whose ACK path is."""
         e = self.entries
-        return np.bincount(e.group, weights=(e.count > 0) & ~alive.up,
-                           minlength=len(self.groups)) > 0
+        n = len(self.groups)
+        dead = np.bincount(e.group, weights=(e.count > 0) & ~alive.up, minlength=n) > 0
+        acks = np.zeros(n, dtype=bool)
+        if ack_alive is not None and self.acks is not None:
+            a = self.acks
+            acks = np.bincount(a.group, weights=(a.count > 0) & ~ack_alive.up,
+                               minlength=n) > 0
+        return dead, acks
 
-    def update(self, t: float, wanted: np.ndarray, alive: Alive, progress: Progress) -> None:
+    def update(self, t: float, wanted: np.ndarray, alive: Alive, progress: Progress,
+               ack_alive: Alive | None = None) -> None:
         model = self.model
         if model.kind == "rc":
-            self._rc(t, wanted, alive, progress)
+            self._rc(t, wanted, alive, progress, ack_alive)
         elif model.error_after_ps is not None:
             e = self.entries
             live = np.bincount(e.group, weights=alive.up & (e.count > 0),
@@ -61,17 +73,25 @@ class Timers:
                 g = int(np.flatnonzero(over)[0])
                 fail(self.trace, progress, self.groups, g, t, model, float(self.silent[g]))
 
-    def _rc(self, t: float, wanted: np.ndarray, alive: Alive, progress: Progress) -> None:
+    def _rc(self, t: float, wanted: np.ndarray, alive: Alive, progress: Progress,
+            ack_alive: Alive | None) -> None:
         """RC: a connection whose path died stalls from ``t``; once a path is back (its own,
         or the one routing moved it to) it progresses after the NAK's round trip while it
         still sends, else at its next local ACK timer expiry (the adaptive ladder or the
-        fixed timer, ``retry_offsets``); with no progress by ``error_after_ps`` it errors."""
+        fixed timer, ``retry_offsets``); with no progress by ``error_after_ps`` it errors.
+        A QP's ACKs take their own path (``acks``): while it is down nothing the requester
+        sends counts as progress, and a NAK sent into it is lost."""
         model = self.model
-        dead = self._dead(alive)
+        data_dead, ack_dead = self._dead(alive, ack_alive)
+        dead = data_dead | ack_dead
         stalled = self.stalled()
         self.since[wanted & ~stalled & dead] = t
         stalled = self.stalled()
         self.resume[stalled & dead] = np.inf  # its path is (again) down
+        # its DATA path back while its ACKs' is still down: the responder's one NAK for the
+        # gap is lost, and it drops what follows silently: only the timer helps then
+        self.nak_lost |= stalled & self.data_dead & ~data_dead & ack_dead
+        self.data_dead = data_dead
         offsets = np.asarray(model.retry_offsets, dtype=float)
         # expiries so far (each resends from the oldest unacknowledged packet and sends on
         # until the window is full again)
@@ -81,7 +101,7 @@ class Timers:
         back = stalled & ~dead & ~np.isfinite(self.resume)
         if back.any():
             last = np.concatenate([[0.0], offsets])[k]
-            sending = (t - (self.since + last)) < self.fill_ps
+            sending = ((t - (self.since + last)) < self.fill_ps) & ~self.nak_lost
             nak = back & sending
             self.resume[nak] = t + model.resume_ps
             retry = back & ~sending & (k < len(offsets))
@@ -94,6 +114,7 @@ class Timers:
                                         {"retry": j + 1, "model": "flow"}))
         self.since[done] = np.inf
         self.resume[done] = np.inf
+        self.nak_lost[done] = False
         stalled = self.stalled()
         if model.error_after_ps is None:
             return
