@@ -106,8 +106,10 @@ class _ControlPlane:
             for d in (range(self.t0s) if a == s else (a,)):
                 tri = (plane, s, d)
                 if d != s and tri in self.triples:
+                    before = self.group(tri)
                     self._install(tri)
-                    changed.add(tri)
+                    if self.group(tri) != before:
+                        changed.add(tri)
         return changed
 
     def _install(self, tri: Triple) -> None:
