@@ -37,9 +37,9 @@ from mrc.flow import conditions as cond
 from mrc.flow.detection import Detection
 from mrc.flow.fabric import Layout, View, make_view
 from mrc.flow.paths import Entries, Groups
-from mrc.flow.routing import Epoch
 from mrc.flow.rates import Alive, Rates, liveness, mrc_rates, rc_rates
 from mrc.flow.rc_rate import Backlog, Dcqcn
+from mrc.flow.routing import Epoch
 from mrc.flow.timers import Timers
 from mrc.flow.transport_model import Trace, TransportModel
 from mrc.flow.workload import Collective, Progress, Stream, Workload

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc.labs.errors import LabError
+from mrc.labs.schema import routing as routing_section
 from mrc.labs.schema.checks import (
     NAME_RE,
     check_bool,
@@ -55,7 +56,6 @@ from mrc.labs.schema.checks import (
 )
 from mrc.labs.schema.fabric import fabric as _fabric
 from mrc.labs.schema.files import parse_toml, read_lab_text
-from mrc.labs.schema import routing as routing_section
 from mrc.labs.schema.lab import TransportSpec
 from mrc.labs.schema.transport import check_transport
 from mrc.sim.routing import RoutingConfig
