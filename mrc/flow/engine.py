@@ -5,20 +5,22 @@ workload's own (a flow starts or ends, an iteration ends) and the transports' ti
 from the packet model's definitions:
 
 * RC (``RcRequester``, as deployed: DCQCN paces it, so at most ``window_pkts`` = 1024 packets
-  are ever outstanding, far more than a round trip): a QP whose path dies stops making
-  progress at that instant but keeps sending until its window is full. When the path comes
-  back while it still sends, the first packet through is out of sequence, the responder's
-  NAK rewinds it, and it makes progress again one and a half round trips later
-  (``resume_ps``); when its window filled first, it waits for its next local ACK timer
-  retry (every ``timeout``). Otherwise it errors at ``last progress + (retry_cnt + 1) x
-  timeout`` (``RcConfig.error_after_ps``). A stalled QP stalls its connection (striping),
-  and the first QP error fails the job (NCCL aborts on any QP error; ``RcConnection``
-  aborts the rest).
+  are ever outstanding, far more than a round trip; a stream's QP has less posted): a QP
+  whose DATA or ACK path dies stops making progress at that instant but keeps sending until
+  its posted work or window runs out. Routing moves it (``routes``, :mod:`mrc.flow.routing`).
+  When its paths are back while it still sends, the first packet through is out of sequence,
+  the responder's NAK rewinds it, and it makes progress again one and a half round trips
+  later (``resume_ps``), unless that one NAK went into an ACK path still dead; otherwise it
+  waits for the next expiry of its retransmission ladder (``retry_offsets``). With no
+  progress by its retry budget (``RcConfig.error_after_ps``) it errors. A stalled QP stalls
+  its connection (striping), and the first QP error fails the job (NCCL aborts on any QP
+  error; ``RcConnection`` aborts the rest).
 * RC's DCQCN (:class:`mrc.flow.rc_rate.Dcqcn`): at a lasting bottleneck in a switch the QPs sit at their
   share (the max-min rates); when the bottleneck goes away they do not jump back to the
-  line: each climbs as ``DcqcnRp`` climbs after a cut (fast recovery toward a target
-  clamped at the share, then additive and hyper increase on its timer and byte counter),
-  which with the lab's DCQCN timing takes milliseconds.
+  line: each climbs as ``DcqcnRp`` climbs after a cut (fast recovery toward its target:
+  clamped at the share by the paper's profile, left at the line by NVIDIA's, then additive
+  and hyper increase on its timer and byte counter): tens of microseconds with NVIDIA's
+  profile, milliseconds with the paper's.
 * MRC (``MrcQueuePair``): a connection with no live path on any plane errors at ``last
   progress + MrcConfig.error_after_ps()`` unless some path answers a probe before (progress);
   while any path lives it never errors.

@@ -89,11 +89,12 @@ class Dcqcn:
     While a connection's pace is set by a full switch queue (``Rates.congested``), DCQCN's
     cuts keep its QPs near their share and the max-min rates stand for it. When that
     bottleneck goes away (a degraded link recovers, a competitor leaves), its QPs start
-    from the share they had, with the target clamped there, and climb as one ``DcqcnRp``
-    climbs (:meth:`DcqcnRp.settle`, then its own timer and byte counter): the cap this
-    class keeps per connection, passed to the solver as an upper bound. Byte-counter steps
-    are counted at each event of the run (at the latest every ``rpg_time_reset``), not at
-    the exact byte.
+    from the share they had, with the target where the profile leaves it at a lasting
+    bottleneck (:func:`keeps_target`), and climb as one ``DcqcnRp`` climbs
+    (:meth:`DcqcnRp.settle`, then its own timer and byte counter): the cap this class keeps
+    per connection, passed to the solver as an upper bound. The next event comes when the
+    timer or the byte counter at the sending rate has raised the rate by ``CLIMB_STEP``
+    (:meth:`due`); bytes are counted at each event, not at the exact byte.
     """
 
     def __init__(self, model: TransportModel, n: int) -> None:
