@@ -172,8 +172,9 @@ def plan(spec: FabricSpec, work: Workload, models: list[TransportModel],
         else:
             mode = "multinomial" if aggregated else (
                 "exact" if crossing * m.qps * spec.t1 <= HASH_BUDGET else "sampled")
+            # enumerated: each crossing QP's DATA and ACK entries (and their hashes)
             entries = (local * spec.planes + crossing * spec.planes * (1 + t1_faults)
-                       if aggregated else local * spec.planes + crossing * m.qps)
+                       if aggregated else local * spec.planes + 2 * crossing * m.qps)
         estimate = entries * _BYTES_PER_ENTRY + groups * spec.planes * _BYTES_PER_GROUP_PLANE
         out["transports"][m.name] = {"path_model": mode, "entries": entries,
                                      "estimate_bytes": estimate}
@@ -231,6 +232,9 @@ def run(spec: FabricSpec, work: Workload, models: list[TransportModel],
                 "t0_groups": layout.t0_groups, "t1_types": layout.types, "path_entries": len(entries.group),
                 "solves": trace.solves, "filling_rounds": trace.rounds,
                 "estimate_bytes": layout_plan["transports"][m.name]["estimate_bytes"]}
+        if routes is not None:
+            info["routing"] = {"ecmp": m.routing.ecmp, "changes": len(routes),
+                               "ack_paths": acks is not None}
         if m.kind == "mrc":
             info["ev_per_plane"] = ev_counts_per_plane(spec, ev_count or m.ev_count, seed,
                                                        m.profile).tolist()
