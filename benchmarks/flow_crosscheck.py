@@ -89,7 +89,7 @@ def seeds(labs: list[str], count: int) -> None:
         src, dst = lab.workload.pairs[0]  # type: ignore[union-attr]
         totals: dict[str, list[float]] = {}
         for seed in range(1, count + 1):
-            t1 = ecmp_t1(spec, src, dst, first_qpn(seed) + 1)  # QP 1 sits on plane 1
+            t1 = ecmp_t1(spec, src, dst, first_qpn(seed) + 1, 1)  # QP 1 sits on plane 1
             raw = materialize(lab)
             for fault in raw["fault"]:
                 fault["target"] = f"p1.t0.{spec.t0_of(src)}--p1.t1.{t1}"

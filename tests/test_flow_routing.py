@@ -179,3 +179,28 @@ def test_changes_without_routing_change_nothing() -> None:
                           "probability": 0.01, "duration_us": 50}])
     assert routes == []
     assert Change(0, "link_down", "p0.t0.0--p0.t1.3").family == "down"
+
+
+def test_the_time_scale_reaches_rc_s_timers_in_the_flow_model() -> None:
+    """``[run] time_scale`` reaches RC's timers in the flow model as in the packet model:
+    the flow model's ladder and budget are ``retry_schedule`` of the very config the packet
+    model's connections build (``transport_params.rc_connection``) for the scaled lab."""
+    from mrc.stack import transport_params
+    from mrc.transport.rc.config import retry_schedule
+
+    def rc_model(scale: float) -> tuple[Any, Any]:
+        raw = _blackhole_lab("p1.t1.0")
+        raw["transport"]["rc"] = {}
+        raw["run"]["time_scale"] = scale
+        lab = prepare(raw)
+        specs = select_transports(lab, None)
+        _, _, models = check_flow(lab, specs)
+        rc_spec = next(t for t in specs if t.kind == "rc")
+        config = transport_params.rc_connection(lab.fabric, dict(rc_spec.params))[0]
+        return next(m for m in models if m.kind == "rc"), config
+
+    for scale in (1.0, 0.5):
+        model, config = rc_model(scale)
+        ladder, offsets, budget = retry_schedule(config)
+        assert (model.retry_offsets, model.error_after_ps) == (offsets[0], budget)
+    assert rc_model(0.5)[0].error_after_ps == rc_model(1.0)[0].error_after_ps // 2
