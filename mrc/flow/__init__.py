@@ -66,7 +66,7 @@ Why max-min fairness: see :mod:`mrc.flow.rates`. In short, NIC ports serve their
 robin and both transports' congestion controls share a bottleneck evenly while leaving a
 flow limited elsewhere its own rate, which is the progressive-filling fixed point; the test
 ``tests/test_flow_crosscheck.py`` holds the flow model's steady goodput within 5% of the
-packet model's before, during and after every bundled fault, except two windows (named
+packet model's before, during and after every bundled fault, except three windows (named
 there, each with its reason and a looser bound) and RC in the two PFC-storm labs (refused).
 
 Scale comes from symmetry (:mod:`mrc.flow.fabric`): links are grouped into bundles whose
