@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -135,11 +136,11 @@ def test_sweeps_run_the_flow_and_the_fleet_models(tmp_path: Path) -> None:
     assert set(result.table["status"]) == {"ok"}
     assert set(result.table["runtime"]) == {"flow"}
     fleet = load_sweep({"lab": str(DEFAULT), "set": {"run.trials": 1, "job.gpus": [1024]},
-                        "grid": {"rates.t1_reboot.per_year": [0.01, 1.0]}},
+                        "grid": {"rates.t0_reboot.per_year": [0.01, 1.0]}},
                        base_dir=tmp_path)
     assert fleet.model == "fleet"
     table = run_sweep(fleet, out=tmp_path / "fleet", workers=1, progress=False).table
-    rc = table[table["transport"] == "rc"].sort_values("rates.t1_reboot.per_year")
+    rc = table[table["transport"] == "rc"].sort_values("rates.t0_reboot.per_year")
     assert list(rc["interruptions_per_day_1024"])[0] < list(rc["interruptions_per_day_1024"])[1]
     with pytest.raises(LabError, match="model: 'fleet' is not one of"):
         load_sweep({"lab": "t1-reboot", "model": "fleet", "grid": {"run.seed": [1, 2]}},
@@ -205,3 +206,60 @@ def test_registering_the_fleet_command_does_not_load_pandas() -> None:
     proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def _only(classes: dict[str, float]) -> dict[str, Any]:
+    """The default fleet with every rate 0 but ``classes`` (per year)."""
+    doc = small([4096], trials=2)
+    for cls in doc["rates"]:
+        doc["rates"][cls]["per_year"] = classes.get(cls, 0.0)
+    return doc
+
+
+def test_rc_rides_t1_and_link_faults_out_on_its_routed_fabric() -> None:
+    """T1s, T0-T1 links and flaps never interrupt RC (routing moves its QPs after detection
+    or convergence): they cost it a stall, charged as lost throughput."""
+    result = run_fleet(_only({"t1_failure": 2.0, "t1_reboot": 2.0, "link_down": 2.0,
+                              "link_flap": 2.0}))
+    rc = result.trials[result.trials["transport"] == "rc"]
+    fabric = ("t1_failure", "t1_reboot")
+    assert (rc[[f"interruptions_{c}" for c in fabric]] == 0).all().all()
+    assert (rc["stall_s_per_day"] > 0).all()
+    assert (rc["effective_throughput"] < 1).all()
+    mrc = result.trials[result.trials["transport"] == "mrc"]
+    assert (mrc["interruptions"] == 0).all()
+
+
+def test_black_holes_interrupt_rc_only() -> None:
+    """A black-holing T1 (routing never repairs it; the operator drains it after an hour):
+    RC's exposed QPs error at the retry budget, 7 x 4.3 s; MRC maps the paths out."""
+    result = run_fleet(_only({"t1_blackhole": 5.0}))
+    by = result.trials.groupby("transport")["interruptions_t1_blackhole"].sum()
+    assert by["mrc"] == 0 and by["rc"] > 0
+
+
+def test_rc_stall_is_its_first_expiry_after_the_repair() -> None:
+    """The adaptive ladder at NCCL's timeout 20 (4.295 s cap), to the picosecond: expiries at
+    131.072, 393.216, 917.504, 1966.08 us ... A T1's repair (detection, 1 ms) costs 1966.08 us,
+    a far T0-T1 link's (convergence, 1 s) 1073.610752 ms; a path back after the budget
+    (7 x 4.294967296 s) errors at the budget."""
+    from mrc import flow
+    from mrc.labs.fleet.montecarlo import RcTimers
+
+    fleet = load_fleet(DEFAULT)
+    rc = flow.transport_model(fleet.fabric, "rc", "rc", {"timeout_exp": 20, "retry_cnt": 7},
+                              fleet.routing)
+    assert rc.retry_offsets[:4] == (131_072_000, 393_216_000, 917_504_000, 1_966_080_000)
+    assert rc.error_after_ps == 7 * 4_294_967_296_000
+    timers = RcTimers(tuple(o / 1e12 for o in rc.retry_offsets), rc.error_after_ps / 1e12)
+    survives, stall = timers.stall(np.array([1e-3, 1.0, 31.0]))
+    assert survives.tolist() == [True, True, False]
+    assert stall.tolist() == pytest.approx([1.96608e-3, 1.073610752, 30.064771072], abs=1e-12)
+
+
+def test_routing_section_of_a_fleet_file() -> None:
+    fleet = load_fleet(raw(routing__routing_convergence_us=2_000_000))
+    assert fleet.routing.routing_convergence_us == 2_000_000
+    assert fleet.to_dict()["routing"]["routing_convergence_us"] == 2_000_000
+    with pytest.raises(LabError, match="routing.routing_convergence_us"):
+        load_fleet(raw(routing__routing_convergence_us=1))

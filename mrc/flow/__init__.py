@@ -11,9 +11,10 @@ What is modelled
       (:mod:`mrc.flow.solver`, progressive filling on a sparse load matrix), with each
       transport's path usage from the packet model's own definitions (:mod:`mrc.flow.paths`):
       MRC's EV set (``evset.build_ev_set``) sprayed round robin over GOOD EVs plane by plane,
-      each plane pulled by its own NIC port; RC's QPs pinned by ``rc_connection.ecmp_t1``
-      (the routed fabric's healthy choice) and
-      striped, so a connection moves at its slowest QP's pace (:mod:`mrc.flow.rates`).
+      each plane pulled by its own NIC port; RC's QPs hashed as the routed fabric's T0s
+      hash them (``rc_connection.ecmp_hash_of``: DATA by the source T0, ACKs by the
+      destination T0, each on its own T1) and striped, so a connection moves at its slowest
+      QP's pace (:mod:`mrc.flow.rates`).
     * Faults change the fabric at their instants; MRC uses a restored path again after its
       probes (``probes_to_reintegrate x probe_interval``); operator drains deny EVs at once
       (:mod:`mrc.flow.conditions`). A dead path costs MRC its detection delay
@@ -21,16 +22,22 @@ What is modelled
       EVs' share for a round of its EV cycle (REPS) or until overdue evidence (~25 us on
       lab-8plane, round robin); a collective's step in flight waits for the per-EV timer
       (``ev_timeout``, 65.5 us), and once more for the dead EVs its message had already
-      passed when the fault hit.
-    * RC as deployed (issue 15: lossless with PFC, paced by DCQCN), at the packet model's
-      times (:mod:`mrc.flow.timers`, :mod:`mrc.flow.rc_rate`): no congestion loss (PFC), so rates are max-min on each
-      QP's one hashed path; DCQCN holds a QP at its share while a switch queue limits it and,
-      once that bottleneck is gone, climbs back as ``DcqcnRp`` itself does (slowly, with the
-      lab's DCQCN timing). A QP whose path dies stalls its striped connection (whose other
-      QPs still place their posted chunks once); when the path is back while the QP still
-      sends (DCQCN's window of 1024 packets is rarely full), the NAK rewinds it 1.5 round
-      trips later, else its next local ACK retry does; with no path by ``(retry_cnt + 1) x
-      timeout`` it errors and NCCL aborts the whole job. MRC's watchdog likewise.
+      passed when the fault hit. A black hole is a dead (or, at a fraction, lossy) path
+      that MRC maps out like a dead one.
+    * RC as deployed (issue 15: lossless with PFC, paced by DCQCN; issue 36: on its routed
+      fabric, with the NIC's adaptive retransmission and RoCEv2's packet sizes), at the
+      packet model's times (:mod:`mrc.flow.timers`, :mod:`mrc.flow.rc_rate`,
+      :mod:`mrc.flow.routing`): no congestion loss (PFC), so rates are max-min on each QP's
+      one hashed path; DCQCN holds a QP at its share while a switch queue limits it and,
+      once that bottleneck is gone, climbs back as ``DcqcnRp`` itself does. Routing moves
+      the QPs off a dead or drained T1 as ``mrc.sim.routing`` does (a T0's own dead uplink
+      after ``link_down_detect_us``, anything else after ``routing_convergence_us``; a
+      black hole never). A QP whose DATA or ACK path is dead stalls its striped connection
+      (whose other QPs still place their posted chunks once); when its paths are back while
+      it still sends, the NAK rewinds it 1.5 round trips later (unless that NAK went into a
+      dead ACK path), else its next retransmission does (the ladder of
+      ``retry_schedule``); with no progress by its retry budget it errors and NCCL aborts
+      the whole job. MRC's watchdog likewise.
     * Workloads: write_bw streams, finite flows (permutation, connection matrix: a finished
       flow frees its share), collectives at the pace of their slowest connection with an
       alpha-beta iteration time (:mod:`mrc.flow.workload`).
@@ -49,8 +56,8 @@ What is not
     MRC's loss recovery beyond its detection waves (congestion control's cuts after the
     losses, overdue strikes between a ring's chains: allreduce-t1-reboot's hit iteration
     takes 207-322 us in the packet model depending on when the T1 dies, 265 in the flow
-    model); RC's routing repair after a fault (its QPs keep their first path), mixed runs,
-    htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
+    model); RC's ACK load on its own ACK path (ACKs load the DATA path's reverse, 0.5%),
+    ACK paths of aggregated collectives, mixed runs, htsim triggers, ``ev_deny`` masks and RC messages taking turns over QPs
     (``split_data_on_qps = false``): each refused with one line naming its key. Counters
     that only packets have (retransmissions, trims, drops, probes) are 0 in the summary,
     which lists them under ``flow.not_modelled``.
@@ -59,7 +66,7 @@ Why max-min fairness: see :mod:`mrc.flow.rates`. In short, NIC ports serve their
 robin and both transports' congestion controls share a bottleneck evenly while leaving a
 flow limited elsewhere its own rate, which is the progressive-filling fixed point; the test
 ``tests/test_flow_crosscheck.py`` holds the flow model's steady goodput within 5% of the
-packet model's before, during and after every bundled fault, except two windows (named
+packet model's before, during and after every bundled fault, except three windows (named
 there, each with its reason and a looser bound) and RC in the two PFC-storm labs (refused).
 
 Scale comes from symmetry (:mod:`mrc.flow.fabric`): links are grouped into bundles whose

@@ -3,7 +3,9 @@
 A lab's ``[[fault]]`` entries expand (``mrc.labs.schema.schedule.schedule``) into timed primitives
 (``link_down``, ``switch_up``, ``loss_start``...). Here they become *conditions*, keyed by
 (family, element): ``("down", "p0.t1.3")``, ``("loss", link) -> p``, ``("degrade", link) ->
-fraction``, ``("drain", t1)``, ``("stall", host)`` (``nic_stall``: a stuck NIC drops what
+fraction``, ``("drain", t1)``, ``("blackhole", element) -> fraction`` (it forwards
+nothing, or drops that fraction, with its links up: dead or lossy for both transports,
+invisible to RC's routing, :mod:`mrc.flow.routing`), ``("stall", host)`` (``nic_stall``: a stuck NIC drops what
 it receives, so every connection to or from it stops: its data or its ACKs are lost). The
 fabric's state over an interval is the set of active
 conditions, so two intervals with equal sets have equal rates (a flapping link costs two
@@ -13,11 +15,13 @@ down (its own ``link_down``, a dead switch at either end, a dead NIC port).
 Each transport sees the fabric through its own *view*:
 
 * RC sees it as it is (a dead path simply stops its QP; the NAK or the retry timer decides
-  the rest, :mod:`mrc.flow.engine`).
+  the rest, :mod:`mrc.flow.engine`), and its routing moves its QPs off a dead or drained
+  T1 on routing's own clock (:mod:`mrc.flow.routing`).
 * MRC stops using a path when it dies and uses it again only after its probes prove it
   healthy: ``probes_to_reintegrate`` answered probes, ``probe_interval`` apart, so an ``up``
   takes effect ``K x probe_interval`` later in MRC's view (an element that goes down again
-  within that time never came back, for MRC). A drain (DENIED) takes effect at once and ends
+  within that time never came back, for MRC); a black hole likewise (its probes are lost
+  until it ends, so MRC maps its paths out as it does a dead one). A drain (DENIED) takes effect at once and ends
   at once (``allow`` without validation), as ``SimStack.allow`` does. A dead path leaves
   MRC's view at the fault instant (the rates it settles at); what it costs until MRC's
   timers find it is :mod:`mrc.flow.detection`'s.
@@ -36,8 +40,8 @@ from mrc.sim.faults import ACTION_STATES
 ACTIONS: dict[str, tuple[str, bool]] = {
     action: state for action, state in ACTION_STATES.items() if state[0] != "ev_deny"}
 #: Families whose end MRC trusts only after its probes (a path that comes back).
-_PROBED = ("down", "stall")
-_VALUE = {"loss": "probability", "degrade": "rate_fraction"}
+_PROBED = ("down", "stall", "blackhole")
+_VALUE = {"loss": "probability", "degrade": "rate_fraction", "blackhole": "fraction"}
 
 Conditions = frozenset[tuple[tuple[str, str], float]]
 
@@ -67,7 +71,7 @@ class Change:
     @property
     def value(self) -> float:
         name = _VALUE.get(self.family)
-        return float(self.params[name]) if name else 1.0
+        return float(self.params.get(name, 1.0)) if name else 1.0
 
 
 def check_actions(changes: Iterable[Change]) -> None:

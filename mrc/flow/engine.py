@@ -5,20 +5,22 @@ workload's own (a flow starts or ends, an iteration ends) and the transports' ti
 from the packet model's definitions:
 
 * RC (``RcRequester``, as deployed: DCQCN paces it, so at most ``window_pkts`` = 1024 packets
-  are ever outstanding, far more than a round trip): a QP whose path dies stops making
-  progress at that instant but keeps sending until its window is full. When the path comes
-  back while it still sends, the first packet through is out of sequence, the responder's
-  NAK rewinds it, and it makes progress again one and a half round trips later
-  (``resume_ps``); when its window filled first, it waits for its next local ACK timer
-  retry (every ``timeout``). Otherwise it errors at ``last progress + (retry_cnt + 1) x
-  timeout`` (``RcConfig.error_after_ps``). A stalled QP stalls its connection (striping),
-  and the first QP error fails the job (NCCL aborts on any QP error; ``RcConnection``
-  aborts the rest).
+  are ever outstanding, far more than a round trip; a stream's QP has less posted): a QP
+  whose DATA or ACK path dies stops making progress at that instant but keeps sending until
+  its posted work or window runs out. Routing moves it (``routes``, :mod:`mrc.flow.routing`).
+  When its paths are back while it still sends, the first packet through is out of sequence,
+  the responder's NAK rewinds it, and it makes progress again one and a half round trips
+  later (``resume_ps``), unless that one NAK went into an ACK path still dead; otherwise it
+  waits for the next expiry of its retransmission ladder (``retry_offsets``). With no
+  progress by its retry budget (``RcConfig.error_after_ps``) it errors. A stalled QP stalls
+  its connection (striping), and the first QP error fails the job (NCCL aborts on any QP
+  error; ``RcConnection`` aborts the rest).
 * RC's DCQCN (:class:`mrc.flow.rc_rate.Dcqcn`): at a lasting bottleneck in a switch the QPs sit at their
   share (the max-min rates); when the bottleneck goes away they do not jump back to the
-  line: each climbs as ``DcqcnRp`` climbs after a cut (fast recovery toward a target
-  clamped at the share, then additive and hyper increase on its timer and byte counter),
-  which with the lab's DCQCN timing takes milliseconds.
+  line: each climbs as ``DcqcnRp`` climbs after a cut (fast recovery toward its target:
+  clamped at the share by the paper's profile, left at the line by NVIDIA's, then additive
+  and hyper increase on its timer and byte counter): tens of microseconds with NVIDIA's
+  profile, milliseconds with the paper's.
 * MRC (``MrcQueuePair``): a connection with no live path on any plane errors at ``last
   progress + MrcConfig.error_after_ps()`` unless some path answers a probe before (progress);
   while any path lives it never errors.
@@ -39,6 +41,7 @@ from mrc.flow.fabric import Layout, View, make_view
 from mrc.flow.paths import Entries, Groups
 from mrc.flow.rates import Alive, Rates, liveness, mrc_rates, rc_rates
 from mrc.flow.rc_rate import Backlog, Dcqcn
+from mrc.flow.routing import Epoch
 from mrc.flow.timers import Timers
 from mrc.flow.transport_model import Trace, TransportModel
 from mrc.flow.workload import Collective, Progress, Stream, Workload
@@ -46,9 +49,15 @@ from mrc.flow.workload import Collective, Progress, Stream, Workload
 
 def simulate(layout: Layout, groups: Groups, entries: Entries, work: Workload,
              model: TransportModel, changes: list[cond.Change], *, end_ps: float,
-             class_index: dict[int, int], batch_ps: float = 0.0) -> tuple[Trace, Progress]:
-    """Run one transport from 0 to ``end_ps`` (or until a finite workload is done)."""
+             class_index: dict[int, int], batch_ps: float = 0.0,
+             routes: list[Epoch] | None = None, acks: Entries | None = None
+             ) -> tuple[Trace, Progress]:
+    """Run one transport from 0 to ``end_ps`` (or until a finite workload is done);
+    ``routes``: RC's entries after each routing change (:mod:`mrc.flow.routing`);
+    ``acks``: where RC's ACKs go (their own T1s; a dead ACK path stalls its QP too)."""
     run = _Run(layout, groups, entries, work, model, changes, class_index, batch_ps)
+    run.routes = routes or []
+    run.acks = run.timers.acks = acks
     t = 0.0
     while t < end_ps and not (run.finite and run.progress.finished):
         nxt = run.segment(t, end_ps)
@@ -79,13 +88,16 @@ class _Run:
         for c in changes:  # the fault rows, as the packet run's events.csv has them
             trace.rows.append((float(c.time_ps), c.action, c.target,
                                {"fault": c.fault, **dict(c.params)}))
-        self.views: dict[cond.Conditions, tuple[View, Alive]] = {}
-        self.solved: dict[tuple[cond.Conditions, bytes], Rates] = {}
+        self.views: dict[tuple[int, cond.Conditions], tuple[View, Alive]] = {}
+        self.solved: dict[tuple[int, cond.Conditions, bytes], Rates] = {}
         self.n = n = len(groups)
         self.state_seen: dict[tuple[str, str], float] = {}
         self.state_actual: dict[tuple[str, str], float] = {}
         self.i_seen = self.i_actual = 0
         self.timers = Timers(model, groups, entries, trace)
+        if model.kind == "rc" and isinstance(work, Stream) and work.drain_bytes > 0:
+            self.timers.posted(work.drain_bytes / model.qps,
+                               layout.spec.mtu_bytes)
         self.dcqcn = Dcqcn(model, n) if model.kind == "rc" and model.dcqcn is not None \
             else None
         self.backlog = Backlog(model, groups, entries, work.drain_bytes) \
@@ -97,15 +109,20 @@ class _Run:
         self.prev_good: np.ndarray | None = None  # MRC: EVs GOOD in the last segment
         self.prev_conn: np.ndarray | None = None  # and what each group sent then
         self.prev_share: np.ndarray | None = None
+        self.routes: list[Epoch] = []  # RC: routing's epochs
+        self.epoch = 0  # how many of them are in effect
+        self.acks: Entries | None = None  # RC: its ACKs' paths
+        self.ack_alive: dict[tuple[int, cond.Conditions], Alive] = {}
 
     def segment(self, t: float, end_ps: float) -> float | None:
         """Rates from ``t`` to the next event, recorded; returns that event's time (None: the
         job failed, and a finite workload stops there)."""
         model, trace, progress = self.model, self.trace, self.progress
+        self._route(t)
         key_seen, view, alive, alive_actual = self._conditions(t)
         wanted = progress.running(t)
         if trace.failed_at_ps is None:
-            self.timers.update(t, wanted, alive_actual, progress)
+            self.timers.update(t, wanted, alive_actual, progress, self._ack_alive())
         if trace.failed_at_ps is not None and self.finite:
             return None
         run = wanted & ~self.timers.stalled() if trace.failed_at_ps is None \
@@ -136,6 +153,17 @@ class _Run:
             self.backlog.remember(conn, run & (conn > 0))
         return nxt
 
+    def _route(self, t: float) -> None:
+        """RC: swap in the entries of the routing changes due by ``t`` (its QPs move)."""
+        while self.epoch < len(self.routes) and self.routes[self.epoch][0] <= t:
+            _, self.entries, acks = self.routes[self.epoch]
+            if acks is not None:
+                self.acks = self.timers.acks = acks
+            self.epoch += 1
+            self.timers.entries = self.entries
+            if self.backlog is not None:
+                self.backlog.entries = self.entries
+
     def _conditions(self, t: float) -> tuple[cond.Conditions, View, Alive, Alive]:
         """Apply the schedule's changes due by ``t``: the transport's view (its key, the
         fabric view and liveness) and the liveness the fabric really has."""
@@ -151,11 +179,22 @@ class _Run:
         _, alive_actual = self._view_of(cond.freeze(self.state_actual))
         return key_seen, view, alive, alive_actual
 
+    def _ack_alive(self) -> Alive | None:
+        """RC: which of its ACK paths are up in the fabric as it is."""
+        if self.acks is None:
+            return None
+        key = (self.epoch, cond.freeze(self.state_actual))
+        if key not in self.ack_alive:
+            view, _ = self._view_of(key[1])
+            self.ack_alive[key] = liveness(self.layout, self.groups, self.acks, view)
+        return self.ack_alive[key]
+
     def _view_of(self, key: cond.Conditions) -> tuple[View, Alive]:
-        if key not in self.views:
+        if (self.epoch, key) not in self.views:
             v = make_view(self.layout, key, self.class_index)
-            self.views[key] = (v, liveness(self.layout, self.groups, self.entries, v))
-        return self.views[key]
+            self.views[(self.epoch, key)] = (v, liveness(self.layout, self.groups, self.entries,
+                                                         v))
+        return self.views[(self.epoch, key)]
 
     def _rates(self, t: float, key_seen: cond.Conditions, view: View, alive: Alive,
                run: np.ndarray) -> Rates:
@@ -176,7 +215,7 @@ class _Run:
         digest = hashlib.blake2b(np.packbits(run).tobytes(), digest_size=16)
         if cap is not None:
             digest.update(cap.tobytes())
-        rkey = (key_seen, digest.digest())
+        rkey = (self.epoch, key_seen, digest.digest())
         rates = self.solved.get(rkey)
         if rates is None:
             model, layout, groups, entries = self.model, self.layout, self.groups, self.entries
@@ -187,7 +226,8 @@ class _Run:
                 rates = rc_rates(layout, groups, entries, view, alive, run, qps=model.qps,
                                  resend_packets=model.resend_packets,
                                  timeout_packets=model.timeout_packets,
-                                 ack_ratio=model.ack_ratio, cap=cap)
+                                 ack_ratio=model.ack_ratio, cap=cap,
+                                 wire_per_payload=model.wire_per_payload)
             self.solved[rkey] = rates
             self.trace.solves += 1
             self.trace.rounds += rates.rounds
@@ -239,6 +279,8 @@ class _Run:
             nxt = min(nxt, float(self.seen[self.i_seen].time_ps))
         if self.i_actual < len(self.actual):
             nxt = min(nxt, float(self.actual[self.i_actual].time_ps))
+        if self.epoch < len(self.routes):
+            nxt = min(nxt, self.routes[self.epoch][0])
         if self.trace.failed_at_ps is None:
             nxt = min(nxt, self.progress.next_event(t, conn, blocked, run, self.batch_ps),
                       self.timers.due(t, alive_actual))

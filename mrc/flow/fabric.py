@@ -227,6 +227,8 @@ def make_view(layout: Layout, conditions: Conditions,
             if family == "degrade":  # every link of it: its T0-T1 links and host links
                 type_cap[grp, layout.type_plane == plane] = value
                 host_cap[layout.class_group == grp, plane] = value
+            elif family == "blackhole" and value < 1:  # drops a share of what it forwards
+                type_loss[grp, layout.type_plane == plane] = value
             else:
                 t0_ok[plane][grp] = False
         elif e.kind == names.T1:
@@ -235,7 +237,9 @@ def make_view(layout: Layout, conditions: Conditions,
                 drained[g] = True
             elif family == "degrade":  # every link of it, to every T0
                 type_cap[:, g] = value
-            else:
+            elif family == "blackhole" and value < 1:
+                type_loss[:, g] = value
+            else:  # down, or a black hole that forwards nothing
                 type_ok[:, g] = False
         elif e.host is not None:  # NIC port, host link or (nic_stall) a host
             c = class_index.get(int(e.host))
@@ -252,10 +256,10 @@ def make_view(layout: Layout, conditions: Conditions,
         else:  # a T0-T1 link
             g = int(layout.type_of[plane][e.t1 or 0])
             i = int(layout.group_of_t0[e.t0 or 0])
-            if family == "down":
+            if family == "down" or (family == "blackhole" and value >= 1):
                 type_ok[i, g] = False
             elif family == "degrade":
                 type_cap[i, g] = value
-            elif family == "loss":
+            elif family in ("loss", "blackhole"):
                 type_loss[i, g] = value
     return View(host_ok, host_cap, host_loss, t0_ok, type_ok, type_cap, type_loss, drained)

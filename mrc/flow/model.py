@@ -23,7 +23,9 @@ from mrc.flow.paths import (
     ev_counts_per_plane,
     mrc_entries,
     rc_entries,
+    rc_pins,
 )
+from mrc.flow.routing import epochs
 from mrc.flow.transport_model import Trace, TransportModel
 from mrc.flow.workload import (
     Collective,
@@ -34,10 +36,12 @@ from mrc.flow.workload import (
     class_index,
     connections,
 )
-from mrc.packet import ACK_BYTES
+from mrc.packet import ACK_BYTES, RC_ACK_BYTES, rc_data_bytes
+from mrc.sim.routing import RoutingConfig
 from mrc.stack import transport_params
 from mrc.stack.rc_connection import bdp_packets
 from mrc.transport.mrc.config import MrcConfig
+from mrc.transport.rc.config import retry_schedule
 from topology.spec import ETHERNET_OVERHEAD_BYTES, FabricSpec
 
 #: Crossing connections above which round-robin MRC's EVs are spread by expectation, not
@@ -60,9 +64,11 @@ def ack_ratio(spec: FabricSpec, ack_every: int) -> float:
     return (ACK_BYTES + ETHERNET_OVERHEAD_BYTES) / (ack_every * data)
 
 
-def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, Any]
-                    ) -> TransportModel:
-    """The flow-level facts of a lab transport, from its configs (``transport.params``)."""
+def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, Any],
+                    routing: RoutingConfig | None = None) -> TransportModel:
+    """The flow-level facts of a lab transport, from its configs (``transport.params``);
+    ``routing``: RC's routed fabric (the lab's ``[routing]``, time-scaled; None: RC's QPs
+    keep the healthy fabric's T1 whatever happens)."""
     if kind == "mrc":
         conn = transport_params.mrc_connection(spec, params, f"transport.{name}")
         cfg = conn.config
@@ -78,27 +84,36 @@ def transport_model(spec: FabricSpec, name: str, kind: str, params: dict[str, An
                          "over a plane's QPs are not modelled at flow level (the default, "
                          "split = true, is)")
     # RC as deployed (issue 15): DATA on the lossless class when the fabric runs PFC, paced
-    # by DCQCN; what the flow model needs of it (mrc.flow.engine, mrc.flow.rates.gbn_cost)
-    wire_bits = (spec.packet_bytes(spec.mtu_bytes) + ETHERNET_OVERHEAD_BYTES) * 8
+    # by DCQCN; what the flow model needs of it (mrc.flow.engine, mrc.flow.rates.gbn_cost).
+    # RoCEv2's own packet (mrc.packet: BTH and ICRC on a middle packet of a WRITE; the RETH
+    # of its first packet is left out, one in a message), not MRC's 144-byte header
+    wire = rc_data_bytes(spec.mtu_bytes, False) + ETHERNET_OVERHEAD_BYTES
+    wire_bits = wire * 8
     line_bps = rc.line_rate_gbps * 1e9
     pkt_ps = wire_bits / line_bps * 1e12
     rtt = spec.base_rtt_ps()
+    offsets = () if rc.timeout_ps is None else retry_schedule(rc)[1][0]
     return TransportModel(name, kind, error_after_ps=rc.error_after_ps,
                           timeout_ps=rc.timeout_ps, retry_cnt=rc.retry_cnt,
+                          retry_offsets=offsets, routing=routing,
                           qps=per_plane * spec.planes,
                           # sent after a lost packet until its NAK is back: a round trip at
                           # the line and the packet that showed the gap (at most a window)
                           resend_packets=min(float(rc.window_pkts), bdp_packets(spec) + 1.0),
-                          timeout_packets=0.0 if rc.timeout_ps is None
-                          else rc.timeout_ps / pkt_ps,
+                          # a lost NAK waits for the first expiry of the ladder (adaptive:
+                          # 131 us, not the QP's timeout; fixed: the timeout)
+                          timeout_packets=0.0 if not offsets else offsets[0] / pkt_ps,
                           # the first packet after a path is back: one way to the responder,
                           # its NAK back, the rewound packet one way again
                           resume_ps=int(round(1.5 * rtt)),
-                          fill_ps=rc.window_pkts * pkt_ps,
-                          ack_ratio=ack_ratio(spec, rc.ack_every),
+                          fill_ps=rc.window_pkts * pkt_ps, pkt_ps=pkt_ps,
+                          ack_ratio=(RC_ACK_BYTES + ETHERNET_OVERHEAD_BYTES) / (rc.ack_every
+                                                                                * wire),
                           pfc=spec.pfc and rc.priority == spec.pfc_priority,
                           dcqcn=rc.dcqcn if rc.cc == "dcqcn" else None, line_bps=line_bps,
-                          goodput_fraction=spec.goodput_ceiling_fraction())
+                          goodput_fraction=spec.mtu_bytes / wire,
+                          wire_per_payload=wire / (spec.packet_bytes(spec.mtu_bytes)
+                                                   + ETHERNET_OVERHEAD_BYTES))
 
 
 def detect_params(spec: FabricSpec, cfg: MrcConfig) -> DetectParams:
@@ -157,8 +172,9 @@ def plan(spec: FabricSpec, work: Workload, models: list[TransportModel],
         else:
             mode = "multinomial" if aggregated else (
                 "exact" if crossing * m.qps * spec.t1 <= HASH_BUDGET else "sampled")
+            # enumerated: each crossing QP's DATA and ACK entries (and their hashes)
             entries = (local * spec.planes + crossing * spec.planes * (1 + t1_faults)
-                       if aggregated else local * spec.planes + crossing * m.qps)
+                       if aggregated else local * spec.planes + 2 * crossing * m.qps)
         estimate = entries * _BYTES_PER_ENTRY + groups * spec.planes * _BYTES_PER_GROUP_PLANE
         out["transports"][m.name] = {"path_model": mode, "entries": entries,
                                      "estimate_bytes": estimate}
@@ -197,16 +213,28 @@ def run(spec: FabricSpec, work: Workload, models: list[TransportModel],
         mode = layout_plan["transports"][m.name]["path_model"]
         symmetric = mode in ("symmetric", "multinomial")
         layout, groups = build(spec, work, changes, symmetric_t1s=symmetric)
-        entries = _entries(spec, layout, groups, m, mode, seed, ev_count or m.ev_count)
+        pins, acks, routes = None, None, None
+        if m.kind == "rc" and mode != "multinomial":  # QP by QP: DATA and ACK pins
+            pins = rc_pins(spec, groups, m.qps // spec.planes, seed, mode)
+            entries = pins.entries(layout, pins.healthy(spec.t1))
+            acks = pins.entries(layout, pins.healthy(spec.t1, acks=True))
+        else:
+            entries = _entries(spec, layout, groups, m, mode, seed, ev_count or m.ev_count)
         hosts = sorted(touched(spec, changes)[0])
         index = class_index(layout, work, hosts)
+        if m.kind == "rc" and m.routing is not None:
+            routes = epochs(spec, layout, groups, entries, pins, changes, m.routing)
         trace, progress = simulate(layout, groups, entries, work, m, changes, end_ps=end_ps,
-                                   class_index=index, batch_ps=batch_ps)
+                                   class_index=index, batch_ps=batch_ps, routes=routes,
+                                   acks=acks)
         info = {"path_model": mode, "groups": len(groups),
                 "connections": int(groups.mult.sum()), "host_classes": layout.classes,
                 "t0_groups": layout.t0_groups, "t1_types": layout.types, "path_entries": len(entries.group),
                 "solves": trace.solves, "filling_rounds": trace.rounds,
                 "estimate_bytes": layout_plan["transports"][m.name]["estimate_bytes"]}
+        if routes is not None:
+            info["routing"] = {"ecmp": m.routing.ecmp, "changes": len(routes),
+                               "ack_paths": acks is not None}
         if m.kind == "mrc":
             info["ev_per_plane"] = ev_counts_per_plane(spec, ev_count or m.ev_count, seed,
                                                        m.profile).tolist()

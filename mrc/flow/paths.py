@@ -18,13 +18,14 @@ Both come from the packet model's own definitions, imported, never re-derived:
   aggregated all-to-all.
 * RC: :func:`mrc.stack.rc_connection.ecmp_t1` pins QP i of a connection to plane
   i mod P (``RcConnection``) and to the T1 the healthy routed fabric's ECMP picks for it
-  (the source T0's hash of the QP's 5-tuple; the flow model does not yet re-route);
+  (the source T0's hash of the QP's 5-tuple); when routing changes a T0's groups after a
+  fault, :mod:`mrc.flow.routing` re-pins each QP with the same hash (:class:`Pins`);
   QPNs are numbered as ``SimStack.allocate_qpn`` hands them out (from the seed's
   ``mrc.stack.qpn.first_qpn``, a block of
   ``qps_per_plane x planes`` per connection in the order the workload opens them), so the
   pins are the packet run's. Hashing costs ~0.15 ms per QP at 256 T1s; beyond a budget the
-  pins are ``sampled``: seeded uniform draws, the distribution of the hash (independent,
-  uniform over T1s) but not its values. For an aggregated all-to-all the QPs of a class
+  hashes are ``sampled``: seeded uniform 64-bit draws, the distribution of the hash
+  (independent, uniform over T1s) but not its values. For an aggregated all-to-all the QPs of a class
   pair are spread over T1 types by a seeded multinomial draw (``multinomial``).
 
 An entry is (group, plane, type, count): ``count`` EVs (MRC) or QPs (RC) of one connection of
@@ -41,7 +42,7 @@ from mrc.ev.profile import EvProfile
 from mrc.flow.fabric import Layout
 from mrc.stack.evset import build_ev_set
 from mrc.stack.qpn import first_qpn
-from mrc.stack.rc_connection import ecmp_t1
+from mrc.stack.rc_connection import ecmp_hash_of
 from topology.spec import FabricSpec
 
 LOCAL = -1
@@ -147,47 +148,89 @@ def mrc_entries(spec: FabricSpec, layout: Layout, groups: Groups, ev_count: int,
 HASH_BUDGET = 8_000_000
 
 
-def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: int,
-               seed: int, pinning: str) -> Entries:
-    """RC's QPs of every group, per plane and T1 type: ``exact`` / ``sampled`` pins for
-    enumerated connections, ``multinomial`` spread for aggregated groups."""
+@dataclass(frozen=True)
+class Pins:
+    """RC's crossing QPs one by one (``exact`` and ``sampled`` pinning): each QP's group,
+    plane and 64-bit ECMP hashes (the source T0's of its DATA, the destination T0's of its
+    ACKs: ``rc_connection.ecmp_hash_of`` each way; sampled: seeded uniform draws). A T0
+    sends a packet to member ``hash mod len(group)`` of the group it has installed
+    (:mod:`mrc.flow.routing` re-pins on every change); healthy, ``hash mod T1s``. The ACKs
+    of a QP take their own T1 (the destination T0 hashes them), so a QP can lose its ACKs
+    on a T1 its DATA never crosses."""
+
+    group: np.ndarray
+    plane: np.ndarray
+    hash: np.ndarray  # uint64, the DATA's
+    ack_hash: np.ndarray  # uint64, the ACKs'
+    local: Entries  # the QPs of hosts under one T0 (no T1 on the path)
+
+    def healthy(self, t1s: int, acks: bool = False) -> np.ndarray:
+        h = self.ack_hash if acks else self.hash
+        return (h % np.uint64(t1s)).astype(np.int64)
+
+    def entries(self, layout: Layout, t1: np.ndarray) -> Entries:
+        """Entries with QP i on T1 ``t1[i]`` of its plane (ACK entries alike: a path's
+        liveness does not depend on its direction)."""
+        gtype = layout.type_of[self.plane, t1]
+        key = self.group * layout.types + gtype
+        uniq, counts = np.unique(key, return_counts=True)
+        gt = uniq % layout.types
+        return Entries.concat([self.local, Entries(uniq // layout.types, layout.type_plane[gt],
+                                                   gt, counts.astype(float))])
+
+
+def rc_pins(spec: FabricSpec, groups: Groups, qps_per_plane: int, seed: int,
+            pinning: str) -> Pins:
+    """Every crossing QP's hashes (``exact``: the packet run's QPNs, ``sampled``: draws)."""
     qps = qps_per_plane * spec.planes
     planes_of_qp = np.arange(qps) % spec.planes
-    parts = [_local_entries(groups, np.bincount(planes_of_qp, minlength=spec.planes)
-                            .astype(float))]
+    local = _local_entries(groups, np.bincount(planes_of_qp, minlength=spec.planes)
+                           .astype(float))
     cross = np.flatnonzero(~groups.local)
-    if not cross.size:
-        return Entries.concat(parts)
-    rng = np.random.default_rng([seed, 0x5243])  # "RC": pins apart from other draws
-    if pinning == "multinomial":
-        for p in range(spec.planes):
-            types = np.flatnonzero(layout.type_plane == p)
-            probs = layout.type_size[types] / spec.t1
-            n = groups.mult[cross] * qps_per_plane
-            drawn = rng.multinomial(n, probs)  # [group, type of this plane]
-            gi, ti = np.nonzero(drawn)
-            # per connection of the group: counts / mult (coefficients multiply by mult)
-            parts.append(Entries(cross[gi], np.full(len(gi), p, dtype=np.int64), types[ti],
-                                 drawn[gi, ti] / groups.mult[cross[gi]]))
-        return Entries.concat(parts)
-    assert groups.opened is not None and groups.src_host is not None
-    assert groups.dst_host is not None
     g = np.repeat(cross, qps)
     qp = np.tile(np.arange(qps), len(cross))
     qp_plane = planes_of_qp[qp]
     if pinning == "exact":
-        # SimStack.allocate_qpn: from the seed's first QPN (mrc.stack.qpn), a block each
+        assert groups.opened is not None and groups.src_host is not None
+        assert groups.dst_host is not None
+        # SimStack.allocate_qpn: from the seed's first QPN (mrc.stack.qpn), a block each;
+        # both ends of a QP share its QPN (rc_qp_pair), so the ACKs' source port too
         base = first_qpn(seed) + groups.opened[g] * qps
-        pins = np.array([ecmp_t1(spec, int(s), int(d), int(q), int(pl)) for s, d, q, pl in zip(
-            groups.src_host[g].tolist(), groups.dst_host[g].tolist(), (base + qp).tolist(),
-            qp_plane.tolist(), strict=True)], dtype=np.int64)
+        rows = list(zip(groups.src_host[g].tolist(), groups.dst_host[g].tolist(),
+                        (base + qp).tolist(), qp_plane.tolist(), strict=True))
+        hashes = np.array([ecmp_hash_of(spec, s, d, q, pl) for s, d, q, pl in rows],
+                          dtype=np.uint64)
+        acks = np.array([ecmp_hash_of(spec, d, s, q, pl) for s, d, q, pl in rows],
+                        dtype=np.uint64)
     elif pinning == "sampled":
-        pins = rng.integers(0, spec.t1, size=len(g))
+        rng = np.random.default_rng([seed, 0x5243])  # "RC": pins apart from other draws
+        hashes, acks = (rng.integers(0, 2**63, size=len(g), dtype=np.int64).astype(np.uint64)
+                        for _ in range(2))
     else:
         raise ValueError(f"unknown RC pinning {pinning!r}")
-    gtype = layout.type_of[qp_plane, pins]
-    key = (g * layout.types + gtype)
-    uniq, counts = np.unique(key, return_counts=True)
-    gt = uniq % layout.types
-    parts.append(Entries(uniq // layout.types, layout.type_plane[gt], gt, counts.astype(float)))
+    return Pins(g, qp_plane, hashes, acks, local)
+
+
+def rc_entries(spec: FabricSpec, layout: Layout, groups: Groups, qps_per_plane: int,
+               seed: int, pinning: str) -> Entries:
+    """RC's QPs of every group, per plane and T1 type, on the healthy fabric: ``exact`` /
+    ``sampled`` pins for enumerated connections, ``multinomial`` spread for aggregated
+    groups."""
+    if pinning != "multinomial":
+        pins = rc_pins(spec, groups, qps_per_plane, seed, pinning)
+        return pins.entries(layout, pins.healthy(spec.t1))
+    planes_of_qp = np.arange(qps_per_plane * spec.planes) % spec.planes
+    parts = [_local_entries(groups, np.bincount(planes_of_qp, minlength=spec.planes)
+                            .astype(float))]
+    cross = np.flatnonzero(~groups.local)
+    rng = np.random.default_rng([seed, 0x5243])  # "RC": pins apart from other draws
+    for p in range(spec.planes) if cross.size else ():
+        types = np.flatnonzero(layout.type_plane == p)
+        probs = layout.type_size[types] / spec.t1
+        n = groups.mult[cross] * qps_per_plane
+        drawn = rng.multinomial(n, probs)  # [group, type of this plane]
+        gi, ti = np.nonzero(drawn)
+        # per connection of the group: counts / mult (coefficients multiply by mult)
+        parts.append(Entries(cross[gi], np.full(len(gi), p, dtype=np.int64), types[ti],
+                             drawn[gi, ti] / groups.mult[cross[gi]]))
     return Entries.concat(parts)

@@ -169,8 +169,12 @@ def gbn_cost(loss: np.ndarray, resend_packets: float, timeout_packets: float) ->
 
 def rc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, alive: Alive,
              running: np.ndarray, *, qps: int, resend_packets: float, ack_ratio: float,
-             timeout_packets: float = 0.0, cap: np.ndarray | None = None) -> Rates:
+             timeout_packets: float = 0.0, cap: np.ndarray | None = None,
+             wire_per_payload: float = 1.0) -> Rates:
     """RC: a variable per running group whose QPs are all on live paths (module docstring).
+
+    ``wire_per_payload``: RoCEv2's wire bytes per payload byte over MRC's (capacities are in
+    MRC's payload rate, :mod:`mrc.flow.fabric`; RC's smaller header carries more payload).
 
     ``cap``: per group, the per-QP rate DCQCN allows while it climbs back after a bottleneck
     went away (inf: the line); see :class:`mrc.flow.rc_rate.Dcqcn`."""
@@ -181,7 +185,7 @@ def rc_rates(layout: Layout, groups: Groups, entries: Entries, view: View, alive
     sel = np.flatnonzero(live[entries.group] & (entries.count > 0))
     g = entries.group[sel]
     wire = (entries.count[sel] * gbn_cost(alive.loss[sel], resend_packets, timeout_packets)
-            * groups.mult[g])
+            * groups.mult[g] * wire_per_payload)
     var_ids, var_of = np.unique(g, return_inverse=True)
     rows, cols, coef = _coo(layout, groups, entries, alive, sel, var_of, wire, ack_ratio)
     capacity = _capacity(layout, view)

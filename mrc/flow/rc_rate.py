@@ -11,7 +11,7 @@ from mrc.flow.paths import Entries, Groups
 from mrc.flow.rates import Alive, Rates
 from mrc.flow.transport_model import TransportModel
 from mrc.flow.workload import GBPS
-from mrc.transport.rc.dcqcn import DcqcnRp
+from mrc.transport.rc.dcqcn import DcqcnConfig, DcqcnRp
 
 
 class Backlog:
@@ -69,17 +69,32 @@ CLIMB_STEP = 0.01
 CLIMB_LOOKAHEAD = 10_000
 
 
+def keeps_target(cfg: DcqcnConfig) -> bool:
+    """Whether the target rate stays where the first cut put it (the rate before the
+    bottleneck: the line) while DCQCN holds a QP at a lasting bottleneck. The paper's
+    profile clamps the target to the rate at every cut; NVIDIA's (``clamp_tgt_rate``
+    off) only after a timer increase, and its timer (``rpg_time_reset``, 300 us) restarts
+    at every cut, which comes far sooner (CNPs every ``min_time_between_cnps``, cuts every
+    ``rate_reduce_monitor_period``): so no timer increase comes between cuts, and once the
+    bottleneck is gone fast recovery halves the way back to the line at each step."""
+    if cfg.clamp_tgt_rate:
+        return False
+    return not cfg.clamp_tgt_rate_after_time_inc or cfg.rpg_time_reset > max(
+        cfg.rate_reduce_monitor_period, cfg.min_time_between_cnps)
+
+
 class Dcqcn:
     """RC's rate control at flow level: where DCQCN holds each connection's QPs.
 
     While a connection's pace is set by a full switch queue (``Rates.congested``), DCQCN's
     cuts keep its QPs near their share and the max-min rates stand for it. When that
     bottleneck goes away (a degraded link recovers, a competitor leaves), its QPs start
-    from the share they had, with the target clamped there, and climb as one ``DcqcnRp``
-    climbs (:meth:`DcqcnRp.settle`, then its own timer and byte counter): the cap this
-    class keeps per connection, passed to the solver as an upper bound. Byte-counter steps
-    are counted at each event of the run (at the latest every ``rpg_time_reset``), not at
-    the exact byte.
+    from the share they had, with the target where the profile leaves it at a lasting
+    bottleneck (:func:`keeps_target`), and climb as one ``DcqcnRp`` climbs
+    (:meth:`DcqcnRp.settle`, then its own timer and byte counter): the cap this class keeps
+    per connection, passed to the solver as an upper bound. The next event comes when the
+    timer or the byte counter at the sending rate has raised the rate by ``CLIMB_STEP``
+    (:meth:`due`); bytes are counted at each event, not at the exact byte.
     """
 
     def __init__(self, model: TransportModel, n: int) -> None:
@@ -122,6 +137,8 @@ class Dcqcn:
                 continue  # its share did not grow: nothing to climb
             rp = DcqcnRp(self.model.dcqcn, self.model.line_bps)
             rp.settle(int(t), self.level[g] / self.model.goodput_fraction * 1e9)
+            if keeps_target(self.model.dcqcn):
+                rp.target = rp.max_bps
             self.rps[g] = rp
             self._set(g)
             changed = changed or g in self.rps
@@ -131,25 +148,32 @@ class Dcqcn:
 
     def due(self, t: float, rates: Rates, run: np.ndarray) -> float:
         """When a climbing connection's rate will have grown by ``CLIMB_STEP`` (or reached the
-        line) on its timer alone: DCQCN raises it every ``rpg_time_reset``, often by a few
-        Mb/s, and solving again for each of those would cost thousands of solves a run for
-        nothing visible; the rate in between is the one of the last event (a little low)."""
+        line), on its timer and its byte counter at the rate it sends: DCQCN raises it every
+        ``rpg_time_reset`` and every ``rpg_byte_reset`` bytes, often by a few Mb/s, and
+        solving again for each of those would cost thousands of solves a run for nothing
+        visible; the rate in between is the one of the last event (a little low). A byte
+        step is taken a whole ``rpg_byte_reset`` after the last (the counter's partial
+        count is ignored: at most one step late)."""
         nxt = np.inf
-        for rp in self.rps.values():
-            if rp.next_increase is None:
+        for g, rp in self.rps.items():
+            if not run[g]:
                 continue
             probe = copy.copy(rp)
             goal = rp.rate * (1 + CLIMB_STEP)
-            due = probe.next_increase
+            reset = float(self.model.dcqcn.rpg_byte_reset)
+            at = float(t)
             for _ in range(CLIMB_LOOKAHEAD):
-                if due is None:
-                    break
-                probe.on_timer(due)
+                timer = probe.next_increase
+                by_bytes = at + reset * probe.ps_per_byte
+                if timer is not None and timer <= by_bytes:
+                    probe.on_timer(timer)
+                    at = float(timer)
+                else:
+                    probe.on_sent(int(reset))
+                    at = by_bytes
                 if not probe.limited or probe.rate >= goal:
                     break
-                due = probe.next_increase
-            if due is not None:
-                nxt = min(nxt, float(due))
+            nxt = min(nxt, at)
         return nxt
 
     def sent(self, t0: float, t1: float, rates: Rates, run: np.ndarray) -> None:

@@ -31,10 +31,16 @@ class TransportModel:
     timeout_packets: float = 0.0  # RC: packets the line carries in one local ACK timeout
     resume_ps: int = 0  # RC: path back -> NAK -> rewind -> first resent packet placed
     fill_ps: float = float("inf")  # RC: time to send a full window at the line
+    pkt_ps: float = 0.0  # RC: one full DATA packet at the line
     dcqcn: Any = None  # RC: its DcqcnConfig when cc = "dcqcn" (None: no rate control)
     line_bps: float = 0.0  # RC: the port's wire rate (DCQCN's ceiling)
     goodput_fraction: float = 1.0  # payload share of the wire (DCQCN rates are wire rates)
     detect: Any = None  # MRC: its DetectParams (mrc.flow.detection; None: no detection delay)
+    #: RC: the local ACK timer's expiries after the last progress (the adaptive ladder or the
+    #: fixed timer, ``retry_schedule``'s first episode), ps
+    retry_offsets: tuple[int, ...] = ()
+    routing: Any = None  # RC: the routed fabric's RoutingConfig (None: QPs keep their T1)
+    wire_per_payload: float = 1.0  # RC: its wire bytes per payload byte over MRC's
 
 
 Row = tuple[float, str, str, dict[str, Any]]

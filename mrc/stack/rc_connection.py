@@ -41,11 +41,17 @@ def ecmp_t1(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int) -> int:
     while every T1 is a member (``mrc.sim.routing``). Hosts under one T0 cross no T1 (0)."""
     if spec.t0_of(src) == spec.t0_of(dst):
         return 0
+    return int(ecmp_hash_of(spec, src, dst, qpn, plane) % spec.t1)
+
+
+def ecmp_hash_of(spec: FabricSpec, src: int, dst: int, qpn: int, plane: int) -> int:
+    """The source T0's 64-bit ECMP hash of QP ``qpn``'s 5-tuple: the switch picks member
+    ``hash mod len(group)`` of the group it has installed (the flow model re-pins QPs with it
+    when routing changes a group)."""
     sa = host_address(spec, src, plane)
     da = host_address(spec, dst, plane)
-    h = ecmp_hash(switch_seed(plane, 0, spec.t0_of(src)), sa >> 64, sa & _LOW64, da >> 64,
-                  da & _LOW64, udp_source_port(qpn, qpn))
-    return int(h % spec.t1)
+    return int(ecmp_hash(switch_seed(plane, 0, spec.t0_of(src)), sa >> 64, sa & _LOW64,
+                         da >> 64, da & _LOW64, udp_source_port(qpn, qpn)))
 
 
 # ---------------------------------------------------------------------- building QPs

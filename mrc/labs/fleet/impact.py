@@ -7,15 +7,24 @@ fabric's view and the flow model's rates say how fast the job still goes:
 * **MRC**: the job's pace (its slowest connection, as a synchronous job feels it) with the
   element down (or lossy) over its healthy pace. One element never takes every path of a
   connection (P planes), so an MRC job only stops for what stops a GPU (``host``, ``nic``).
-* **RC**: a connection stalls when one of its QPs is pinned through the element; the
-  *exposure* is the chance that at least one of the job's QPs is: 1 for the job's own NIC
-  ports, host links and T0s (every host has QPs on every plane), and for a T1 or a T0-T1
-  link ``1 - exp(-lambda)``, lambda the expected number of the job's QPs pinned through it
-  (ECMP pins are independent and uniform over T1s). An exposed job stalls until the path
-  is back at a retry, or fails at ``(retry_cnt + 1) x timeout`` (the flow model's timers,
-  ``RcConfig``). A lossy link an RC QP crosses slows its connection, and so the job, by the
-  flow model's go-back-N cost (:func:`mrc.flow.rates.gbn_cost`: a round trip resent per
-  loss, and a local ACK timeout when the NAK is lost too).
+* **RC** (on its routed fabric, :mod:`mrc.sim.routing`): a connection stalls when one of
+  its QPs (or the ACKs coming back to it) is hashed through the element; the *exposure* is
+  the chance that at least one of the job's QPs is: 1 for the job's own NIC ports, host links
+  and T0s (every host has QPs on every plane), and for a T1 or a T0-T1 link
+  ``1 - exp(-lambda)``, lambda the expected number of the job's QPs hashed through it (ECMP
+  hashes are independent and uniform over T1s). What ends the stall is the fault's
+  *repair* (:class:`Impact`): for a T1 (dead or rebooting) each T0 drops its own link to it
+  after ``link_down_detect_us`` (1 ms); for a T0-T1 link the T0s at the far end learn it
+  through routing after ``routing_convergence_us`` (1 s; the near T0 after detection, and a
+  job exposed on the link has QPs on both sides); a NIC port, host link or T0 has no
+  alternative (no repair but the element's return), nor has a black hole (routing never
+  sees it: only the operator's drain, whose withdrawal takes convergence once more). The QP
+  resumes at the first expiry of its retransmission ladder after the repair, or errors
+  at its retry budget (:mod:`mrc.labs.fleet.montecarlo`). A lossy link an RC QP crosses
+  slows its connection, and so the job, by the flow model's go-back-N cost
+  (:func:`mrc.flow.rates.gbn_cost`: a round trip resent per loss, and the ladder's first
+  timeout when the NAK is lost too); corruption is no routing failure, so it lasts until
+  the optic is replaced.
 
 The footprint counts (how many elements of each class the job can hit) are closed-form.
 """
@@ -33,6 +42,7 @@ from mrc.flow.paths import mrc_entries
 from mrc.flow.rates import gbn_cost, liveness, mrc_rates
 from mrc.flow.transport_model import TransportModel
 from mrc.flow.workload import Collective, build, class_index
+from mrc.sim.routing import RoutingConfig
 from topology.spec import FabricSpec
 
 #: Representative elements (the job starts at host 0): any element of a class in the
@@ -69,8 +79,14 @@ class Impact:
     """One fault class on one job: per element hit, for each transport."""
 
     mrc_fraction: float  # MRC job pace while it lasts (1 = unaffected)
-    rc_exposure: float  # chance an RC QP of the job is pinned through the element
+    rc_exposure: float  # chance an RC QP of the job is hashed through the element
     rc_fraction: float  # RC job pace while it lasts, if exposed and not stalled (loss)
+    #: seconds after the fault when routing moves the exposed QPs (None: only the
+    #: element's return, or for a black hole the operator's drain, ends the stall)
+    rc_repair_s: float | None = None
+    #: seconds after the fault's end before the stall ends (a black hole's drain: routing
+    #: withdraws the drained T1 after convergence)
+    rc_after_end_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -83,8 +99,12 @@ class JobImpacts:
 
 
 def job_impacts(spec: FabricSpec, gpus: int, workload: str, mrc: TransportModel,
-                rc: TransportModel, ev_count: int, seed: int, loss: float) -> JobImpacts:
+                rc: TransportModel, ev_count: int, seed: int, loss: float,
+                routing: RoutingConfig | None = None) -> JobImpacts:
     """Impacts of every fault class on a job of ``gpus`` GPUs (module docstring)."""
+    routing = routing or RoutingConfig()
+    detect_s = routing.link_down_detect_us / 1e6
+    converge_s = routing.routing_convergence_us / 1e6
     fp = footprint(spec, gpus)
     crosses = fp.t1s > 0
     targets = [NIC_PORT, HOST_LINK, T0] + ([FABRIC_LINK, T1] if crosses else [])
@@ -133,11 +153,14 @@ def job_impacts(spec: FabricSpec, gpus: int, workload: str, mrc: TransportModel,
     if crosses:
         down = mrc_fraction(FABRIC_LINK)
         fabric = {
-            "link_down": Impact(down, exposure(lam_link), 0.0),
-            "link_flap": Impact(down, exposure(lam_link), 0.0),
+            "link_down": Impact(down, exposure(lam_link), 0.0, converge_s),
+            "link_flap": Impact(down, exposure(lam_link), 0.0, converge_s),
             "optics_degrade": Impact(mrc_fraction(FABRIC_LINK, "loss", loss),
                                      exposure(lam_link), rc_loss),
-            "t1_reboot": Impact(mrc_fraction(T1), exposure(lam_t1), 0.0),
-            "t1_failure": Impact(mrc_fraction(T1), exposure(lam_t1), 0.0),
+            "t1_reboot": Impact(mrc_fraction(T1), exposure(lam_t1), 0.0, detect_s),
+            "t1_failure": Impact(mrc_fraction(T1), exposure(lam_t1), 0.0, detect_s),
+            # forwards nothing with its links up: MRC maps its paths out as a dead T1's
+            "t1_blackhole": Impact(mrc_fraction(T1), exposure(lam_t1), 0.0, None,
+                                   converge_s),
         }
     return JobImpacts(gpus, fp, host_side, fabric, healthy)

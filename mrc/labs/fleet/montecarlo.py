@@ -11,7 +11,8 @@ by the network and ``f`` the job's bandwidth fraction (the lowest of the faults 
 synchronous job goes at its slowest connection's pace; an RC stall is ``f = 0``). It saves a
 checkpoint every ``checkpoint_interval`` of running time. A fatal event (a GPU or NIC lost,
 or an RC QP error) loses the work since the last checkpoint and costs ``restart`` before it
-trains again; the restarted job is placed around the failed element (the operator drains it),
+trains again; an RC stall (the QP waits for routing's repair and its next retransmission)
+is a stretch at ``f = 0``, lost throughput, not an interruption; the restarted job is placed around the failed element (the operator drains it),
 so that event does not strike twice, while slowdowns last their whole duration.
 
 Effective training throughput = useful work / horizon (1 = every second trained at full
@@ -33,15 +34,31 @@ DAY_S = 86_400.0
 _SIDES = {"nic_port": ("host",), "link_down": ("host", "fabric"),
           "link_flap": ("host", "fabric"), "optics_degrade": ("host", "fabric"),
           "t0_reboot": ("host",), "t0_failure": ("host",), "t1_reboot": ("fabric",),
-          "t1_failure": ("fabric",)}
+          "t1_failure": ("fabric",), "t1_blackhole": ("fabric",)}
 
 
 @dataclass(frozen=True)
 class RcTimers:
-    """RC's retry timing (``RcConfig``): timeout (None: waits forever) and retry count."""
+    """RC's retransmission timing (``RcConfig``, ``retry_schedule``): the local ACK timer's
+    expiries after the last progress (the adaptive ladder, or the fixed timer) and when the
+    QP errors (None: timeout 0, it waits forever), in seconds."""
 
-    timeout_s: float | None
-    retry_cnt: int
+    offsets_s: tuple[float, ...]
+    error_after_s: float | None
+
+    def stall(self, path_back_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(survives, stall length) for QPs whose path is back ``path_back_s`` after their
+        last progress: they resume at the first expiry after it (the NAK of a QP still
+        sending comes within microseconds; at these timers its window is long full), or
+        error at the budget when no expiry comes first."""
+        if self.error_after_s is None:
+            return np.ones(len(path_back_s), dtype=bool), path_back_s
+        offsets = np.asarray(self.offsets_s, dtype=float)
+        idx = np.searchsorted(offsets, path_back_s, side="left")
+        survives = idx < len(offsets)
+        stall = np.where(survives, offsets[np.minimum(idx, max(len(offsets) - 1, 0))]
+                         if len(offsets) else 0.0, self.error_after_s)
+        return survives, stall
 
 
 @dataclass
@@ -49,6 +66,7 @@ class Outcome:
     interruptions: int
     throughput: float
     by_class: dict[str, int]
+    stall_s: float = 0.0  # RC: time its QPs waited for routing and a retransmission
 
 
 def _population(impacts: JobImpacts, cls: str, side: str) -> int:
@@ -69,6 +87,7 @@ def trial(fleet: Fleet, impacts: JobImpacts, rc: RcTimers, rng: np.random.Genera
     """One seeded trial for both transports (``mrc``, ``rc``)."""
     horizon = fleet.days * DAY_S
     fatal: dict[str, list[tuple[float, str]]] = {"mrc": [], "rc": []}
+    stalled = 0.0
     slow: dict[str, list[tuple[np.ndarray, np.ndarray, float]]] = {"mrc": [], "rc": []}
     for cls, rate in fleet.rates.items():
         sides = _SIDES.get(cls, ("host",))
@@ -97,16 +116,18 @@ def trial(fleet: Fleet, impacts: JobImpacts, rc: RcTimers, rng: np.random.Genera
             if cls == "optics_degrade":
                 slow["rc"].append((s, s + d, impact.rc_fraction))
                 continue
-            if rc.timeout_s is None:  # never times out: stalls until the path is back
-                slow["rc"].append((s, s + d, 0.0))
-                continue
-            t = rc.timeout_s
-            survives = d <= rc.retry_cnt * t
-            stall = np.ceil(d[survives] / t) * t
-            slow["rc"].append((s[survives], s[survives] + stall, 0.0))
-            for at in (s[~survives] + (rc.retry_cnt + 1) * t).tolist():
+            # the path is back when routing moves the QPs or the element returns, whichever
+            # comes first (a black hole: the operator's drain, then routing's withdrawal)
+            back = d + impact.rc_after_end_s if impact.rc_repair_s is None \
+                else np.minimum(d, impact.rc_repair_s)
+            survives, stall = rc.stall(back)
+            slow["rc"].append((s[survives], s[survives] + stall[survives], 0.0))
+            stalled += float(stall[survives].sum())
+            for at in (s[~survives] + stall[~survives]).tolist():
                 fatal["rc"].append((at, cls))
-    return {name: _play(fatal[name], slow[name], fleet, horizon) for name in ("mrc", "rc")}
+    out = {name: _play(fatal[name], slow[name], fleet, horizon) for name in ("mrc", "rc")}
+    out["rc"].stall_s = stalled
+    return out
 
 
 def _speed(f: np.ndarray, comm: float) -> np.ndarray:
@@ -182,6 +203,7 @@ def simulate(fleet: Fleet, impacts: JobImpacts, rc: RcTimers) -> list[dict[str, 
                          "interruptions": out.interruptions,
                          "interruptions_per_day": out.interruptions / fleet.days,
                          "effective_throughput": out.throughput,
+                         "stall_s_per_day": out.stall_s / fleet.days,
                          **{f"interruptions_{c}": out.by_class.get(c, 0)
                             for c in fleet.rates}})
     return rows

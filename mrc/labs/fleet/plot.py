@@ -17,7 +17,7 @@ def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,
                path: str | Path | None = None) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    fig = Figure(figsize=(10, 4.6))
+    fig = Figure(figsize=(10, 5.0))
     FigureCanvasAgg(fig)
     ax_int, ax_thr = fig.subplots(1, 2)
     for i, (name, rows) in enumerate(table.groupby("transport", sort=False)):
@@ -27,7 +27,11 @@ def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,
                                  "interruptions_hi"),
                                 (ax_thr, "effective_throughput", "throughput_lo",
                                  "throughput_hi")):
-            ax.plot(x, rows[mid], "o-", color=color, lw=1.6, ms=4, label=str(name))
+            stall = float(rows["stall_s_per_day"].iloc[0]) if "stall_s_per_day" in rows \
+                else 0.0
+            label = str(name) if stall <= 0 else \
+                f"{name} (stalled {stall:.3g} s/day at {x[0]:,} GPUs)"
+            ax.plot(x, rows[mid], "o-", color=color, lw=1.6, ms=4, label=label)
             ax.fill_between(x, rows[lo], rows[hi], color=color, alpha=0.15, lw=0)
     for ax in (ax_int, ax_thr):
         ax.set_xscale("log", base=2)
@@ -42,10 +46,17 @@ def plot_fleet(table: pd.DataFrame, summary: Mapping[str, Any], *,
     for ax in (ax_int, ax_thr):
         ax.set_xticks(ticks, [f"{g // 1024}K" if g >= 1024 else str(g) for g in ticks])
         ax.minorticks_off()
+    routing = summary.get("routing") or {}
+    rc_line = "" if not routing else (
+        f"\nRC on its routed fabric: T1 and T0-T1 faults only stall it (detection "
+        f"{routing['link_down_detect_us'] / 1e3:g} ms or convergence "
+        f"{routing['routing_convergence_us'] / 1e6:g} s, then its next retransmission);"
+        "\nT0s, NIC ports, host links and black holes past its retry budget interrupt it")
     fig.suptitle(f"{summary.get('fleet', 'fleet')}: {summary.get('trials')} trials x "
                  f"{summary.get('days'):g} days, {summary.get('workload')}, checkpoint every "
                  f"{summary.get('checkpoint_interval_min'):g} min, restart "
-                 f"{summary.get('restart_min'):g} min (bands: 90% of trials)", fontsize=9)
+                 f"{summary.get('restart_min'):g} min (bands: 90% of trials){rc_line}",
+                 fontsize=9)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=130, metadata={"Software": None})

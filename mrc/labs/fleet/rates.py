@@ -37,6 +37,12 @@ Assumed (no public measurement found; change them in the fleet file)
     * ``optics_degrade``: a link that corrupts packets until repaired (CorrOpt, Zhuo et al.,
       SIGCOMM 2017: corruption is stable over time and concentrated on few links), 0.005
       per link per year, 0.1% loss, 24 h to repair.
+    * ``t1_blackhole``: a T1 that stops forwarding with its links up and its routes
+      advertised (the MRC paper's hard case: one T1 in a 75K-GPU job, about a quarter of
+      the QPs hit; it gives no rate). 0.005 per T1 per year (mrc-lab's choice: about a tenth
+      of Singh et al.'s non-hardware switch failures), until an operator finds and drains it:
+      1 h (mrc-lab's choice). Routing never repairs it, so an RC QP through it errors at its
+      retry budget (seconds) unless the drain comes first.
     * Repair times: switches 8 h, links and NIC ports 4 h, NICs and hosts 4 h (the host is
       replaced, the job restarts without it); reboots 5 min.
     * Job: 30 min between checkpoints, 10 min to restart, 20% of a step bound by the
@@ -63,4 +69,5 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "t0_failure": {"per_year": 0.026, "repair_h": 8},
     "t1_reboot": {"per_year": 0.054, "down_s": 300},
     "t1_failure": {"per_year": 0.026, "repair_h": 8},
+    "t1_blackhole": {"per_year": 0.005, "repair_h": 1},
 }

@@ -3,8 +3,11 @@
 Outputs (``--out DIR``, default ``./mrc-lab-out/<fleet name>/``):
 
 * ``trials.csv``: one row per (job size, trial, transport): interruptions, interruptions
-  per day, effective throughput, interruptions by fault class;
-* ``fleet.csv``: per (job size, transport): the mean and a 90% interval over trials;
+  per day, effective throughput, RC's stall seconds per day (waiting for routing's repair
+  and its next retransmission: lost throughput, not an interruption), interruptions by
+  fault class;
+* ``fleet.csv``: per (job size, transport): the mean and a 90% interval over trials, and
+  the mean stall seconds per day;
 * ``impacts.csv``: what each fault class does to each job size (from the flow model);
 * ``summary.json``: the headline numbers; ``fleet.json``: the inputs as understood (every
   rate resolved) and where the defaults come from; ``fleet.png``: interruptions per day and
@@ -106,10 +109,11 @@ def _models(fleet: Fleet) -> dict[str, TransportModel]:
         if t.kind in kinds:
             raise LabError(f"a fleet compares one MRC and one RC transport; {t.kind!r} is "
                            "given twice", f"transport.{t.name}")
-        kinds[t.kind] = flow.transport_model(fleet.fabric, t.name, t.kind, dict(t.params))
+        kinds[t.kind] = flow.transport_model(fleet.fabric, t.name, t.kind, dict(t.params),
+                                             fleet.routing)
     for kind in ("mrc", "rc"):
         if kind not in kinds:
-            kinds[kind] = flow.transport_model(fleet.fabric, kind, kind, {})
+            kinds[kind] = flow.transport_model(fleet.fabric, kind, kind, {}, fleet.routing)
     return kinds
 
 
@@ -124,14 +128,15 @@ def run_fleet(fleet_or_path: str | Path | dict[str, Any] | Fleet, *,
         raise LabError(str(exc), "transport", fleet.source) from None
     ev_count = models["mrc"].ev_count
     rc = models["rc"]
-    timers = RcTimers(None if rc.timeout_ps is None else rc.timeout_ps / 1e12, rc.retry_cnt)
+    timers = RcTimers(tuple(o / 1e12 for o in rc.retry_offsets),
+                      None if rc.error_after_ps is None else rc.error_after_ps / 1e12)
     names = {kind: m.name for kind, m in models.items()}
     trial_rows: list[dict[str, Any]] = []
     impact_rows: list[dict[str, Any]] = []
     loss = fleet.rates["optics_degrade"].loss_probability
     for gpus in fleet.gpus:
         impacts = job_impacts(fleet.fabric, gpus, fleet.workload, models["mrc"], rc, ev_count,
-                              fleet.seed, loss)
+                              fleet.seed, loss, fleet.routing)
         impact_rows.extend(_impact_rows(impacts))
         for row in simulate(fleet, impacts, timers):
             row["transport"] = names[str(row["transport"])]
@@ -152,7 +157,7 @@ def _impact_rows(impacts: JobImpacts) -> list[dict[str, Any]]:
         for cls, imp in table.items():
             rows.append({"gpus": impacts.gpus, "class": cls, "side": side,
                          "mrc_fraction": imp.mrc_fraction, "rc_exposure": imp.rc_exposure,
-                         "rc_fraction": imp.rc_fraction})
+                         "rc_fraction": imp.rc_fraction, "rc_repair_s": imp.rc_repair_s})
     return rows
 
 
@@ -167,7 +172,8 @@ def _table(trials: pd.DataFrame) -> pd.DataFrame:
                      "interruptions_hi": float(per_day.quantile(QUANTILES[1])),
                      "effective_throughput": float(thr.mean()),
                      "throughput_lo": float(thr.quantile(QUANTILES[0])),
-                     "throughput_hi": float(thr.quantile(QUANTILES[1]))})
+                     "throughput_hi": float(thr.quantile(QUANTILES[1])),
+                     "stall_s_per_day": float(g["stall_s_per_day"].mean())})
     return pd.DataFrame(rows).sort_values(["gpus", "transport"], kind="mergesort") \
         .reset_index(drop=True)
 
@@ -193,4 +199,7 @@ def _summary(fleet: Fleet, table: pd.DataFrame, models: dict[str, TransportModel
             "comm_fraction": fleet.comm_fraction,
             "checkpoint_interval_min": fleet.checkpoint_s / 60,
             "restart_min": fleet.restart_s / 60, "wall_s": round(wall_s, 2),
+            "routing": {"ecmp": fleet.routing.ecmp,
+                        "link_down_detect_us": fleet.routing.link_down_detect_us,
+                        "routing_convergence_us": fleet.routing.routing_convergence_us},
             "by_gpus": by_size, "transports": transports}

@@ -19,6 +19,8 @@ for lab files. Layout (``labs/fleet/default.toml`` is the documented example)::
 
     [transport.mrc]                      # as in a lab; timers decide what RC survives
     [transport.rc]
+    [routing]                            # as in a lab: RC's routed fabric (real-world
+                                         # timers: detection 1 ms, convergence 1 s)
 
     [rates.link_down]                    # per fault class (FAULT_CLASSES): events per
     per_year = 0.002                     # element per year and how long one lasts
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from mrc.labs.errors import LabError
+from mrc.labs.schema import routing as routing_section
 from mrc.labs.schema.checks import (
     NAME_RE,
     check_bool,
@@ -55,10 +58,12 @@ from mrc.labs.schema.fabric import fabric as _fabric
 from mrc.labs.schema.files import parse_toml, read_lab_text
 from mrc.labs.schema.lab import TransportSpec
 from mrc.labs.schema.transport import check_transport
+from mrc.sim.routing import RoutingConfig
 from topology.spec import FabricSpec
 
 KIND = "fleet"
-TOP_KEYS = ("kind", "name", "description", "fabric", "job", "transport", "rates", "run")
+TOP_KEYS = ("kind", "name", "description", "fabric", "job", "transport", "routing", "rates",
+            "run")
 JOB_KEYS = ("gpus", "workload", "comm_fraction", "checkpoint_interval_min", "restart_min")
 RUN_KEYS = ("days", "trials", "seed", "allow_long_repairs")
 WORKLOADS = ("all_to_all", "all_reduce")
@@ -79,6 +84,7 @@ FAULT_CLASSES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "t0_failure": ("t0", "repair_h", ()),
     "t1_reboot": ("t1", "down_s", ()),
     "t1_failure": ("t1", "repair_h", ()),
+    "t1_blackhole": ("t1", "repair_h", ()),
 }
 
 
@@ -114,6 +120,8 @@ class Fleet:
     raw: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
     base_dir: Path | None = None
+    #: ``[routing]``: RC's routed fabric at real-world timers (mrc.sim.routing's defaults)
+    routing: RoutingConfig = RoutingConfig()
 
     def to_dict(self) -> dict[str, Any]:
         """Every key with its resolved value (the file as it was understood)."""
@@ -135,6 +143,9 @@ class Fleet:
                         "checkpoint_interval_min": self.checkpoint_s / 60,
                         "restart_min": self.restart_s / 60},
                 "transport": {n: {"kind": t.kind, **t.params} for n, t in self.transports.items()},
+                "routing": {"ecmp": self.routing.ecmp,
+                            "link_down_detect_us": self.routing.link_down_detect_us,
+                            "routing_convergence_us": self.routing.routing_convergence_us},
                 "rates": rates,
                 "run": {"days": self.days, "trials": self.trials, "seed": self.seed}}
 
@@ -218,6 +229,7 @@ def _validate(raw: dict[str, Any], default_name: str, source: str | None,
                              "job.checkpoint_interval_min", gt=0) * 60
     restart = check_float(job.get("restart_min", 10), "job.restart_min", minimum=0) * 60
     transports = _transports(raw.get("transport"), spec)
+    routing = routing_section.routing(raw.get("routing", {}))
     run = check_table(raw.get("run", {}), "run")
     check_keys(run, RUN_KEYS, "run")
     days = check_float(run.get("days", 365), "run.days", gt=0, maximum=MAX_DAYS)
@@ -226,7 +238,8 @@ def _validate(raw: dict[str, Any], default_name: str, source: str | None,
     long_ok = check_bool(run.get("allow_long_repairs", False), "run.allow_long_repairs")
     rates = _rates(raw.get("rates", {}), days, long_ok)
     return Fleet(fleet_name, description, spec, preset_name, gpus, workload, comm, checkpoint,
-                 restart, transports, rates, days, trials, seed, raw, source, base_dir)
+                 restart, transports, rates, days, trials, seed, raw, source, base_dir,
+                 routing)
 
 
 def _gpus(value: Any, spec: FabricSpec) -> tuple[int, ...]:

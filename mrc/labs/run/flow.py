@@ -27,6 +27,7 @@ from mrc.flow.workload import Stream, Transfers, Workload
 from mrc.labs.errors import LabError
 from mrc.labs.run.results import LabResult, TransportRun, assemble
 from mrc.labs.run.runner import prepare, select_transports
+from mrc.labs.run.time_scale import scaled
 from mrc.labs.run.workloads import derangement
 from mrc.labs.schema.lab import Collective, ConnectionMatrix, Lab, Permutation, WriteBw
 from mrc.labs.schema.schedule import schedule
@@ -127,7 +128,9 @@ def check_flow(lab: Lab, specs: Sequence[Any], *, max_bytes: int = flow.MAX_BYTE
     (before anything big is allocated). Sweeps call it for every grid point."""
     spec = lab.fabric
     try:
-        models = [flow.transport_model(spec, t.name, t.kind, dict(t.params)) for t in specs]
+        routing = scaled(lab, lab.routing)
+        models = [flow.transport_model(spec, t.name, t.kind, dict(t.params), routing)
+                  for t in specs]
     except (ParamError, ValueError) as exc:
         message = str(exc)
         key, _, rest = message.partition(": ")
