@@ -28,14 +28,24 @@ NOT_WITHIN_5: dict[tuple[str, str, str], tuple[float, str]] = {
         0.12, "ECMP collisions between ring hops: the flow model runs every hop at once at "
               "max-min rates, the packet model's chained ring steps drift apart and collide "
               "only part of the time (2238 Gb/s flow, 2505 packet: 10.6% of healthy)"),
-    ("degraded-link", "rc", "during"): (
-        0.07, "DCQCN's sawtooth at the link cut to 25%: the packet model's crossing QP "
-              "averages below its max-min share, which the flow model holds it at (891 "
-              "against 975 Gb/s: 5.4% of healthy)"),
-    ("degraded-link", "rc", "after"): (
-        0.08, "the packet model's DCQCN climbs back over the after window (mean 1461 Gb/s), "
-              "the flow model's within the settling time (NVIDIA's target stays at the "
-              "line, fast recovery halves the way at each byte-counter step: 1556; 6.1%)"),
+    ("allreduce-t1-reboot", "rc", "during"): (
+        0.12, "the same collisions as before the fault (2238 flow, 2514 packet: 11.0%)"),
+    ("allreduce-t1-reboot", "mrc", "during"): (
+        0.07, "the packet model's MRC QPs all lose tail packets on the rebooting T1's EVs and "
+              "wait for the per-EV path timer (8/8 QPs ~62 us); the flow model moves the rate "
+              "at detection (3004 flow, 2800 packet: 6.2%)"),
+    ("t1-blackhole", "rc", "before"): (
+        2.6, "open (issue 38): four pairs of RC QPs under ECMP collisions, DCQCN behind PFC: "
+             "the packet model's RC reaches 662 Gb/s, the flow model's max-min 2338 (253%); "
+             "the same gap as benchmarks/flow_crosscheck.py --wide"),
+    ("t1-blackhole", "rc", "during"): (
+        0.55, "the healthy-level gap above, until RC's hit QP errors (1125 flow, 795 packet)"),
+    ("t1-blackhole", "mrc", "during"): (
+        0.07, "the packet model's MRC maps the T1's EVs out over tens of us and runs plane 1 "
+              "a little under its 3/4 (5505 packet, 5877 flow: 6.2%)"),
+    ("t1-blackhole", "mrc", "after"): (
+        0.10, "the packet model's MRC probes the T1's EVs back over the short after window "
+              "(200 us); the flow model's are back at the end (5505 packet, 6066 flow: 9.3%)"),
 }
 #: (lab, transport) the flow model refuses, and why
 REFUSED = {
