@@ -526,8 +526,12 @@ def check_mrc(run: PairRun, model: FabricModel, sc: Scenario) -> str:
 def check_rc(run: PairRun, model: FabricModel, sc: Scenario) -> str:
     conn = run.conn
     assert isinstance(conn, RcConnectionAdapter)
-    qp_paths = [path(sc.spec, run.plan.src, run.plan.dst, qp.plane, qp.t1)
-                for qp in conn.conn.requesters]
+    # RC rides the routed fabric (issue 36): its data and its ACKs may take any T1 of its
+    # plane as routing repairs and rebalances (resilient groups hand a returning member other
+    # flows' buckets), so every path of the QP's plane between the pair, both ways, is its
+    src, dst = run.plan.src, run.plan.dst
+    qp_paths = [path(sc.spec, a, b, qp.plane, t1) for qp in conn.conn.requesters
+                for a, b in ((src, dst), (dst, src)) for t1 in range(sc.spec.t1)]
     if not any(model.ever_touched(p) for p in qp_paths):
         assert not conn.failed, f"RC failed with no fault on its paths: {conn.failure_reason}"
     if conn.failed:

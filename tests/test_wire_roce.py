@@ -49,7 +49,7 @@ def rc_packets(draw: st.DrawFn) -> Packet:
     if kind == DATA:
         length = draw(st.integers(1, 600))
         first = draw(st.booleans())
-        msg_len = length if first and flags & FLAG_LAST else draw(st.integers(length, 1 << 40))
+        msg_len = length if first and flags & FLAG_LAST else draw(st.integers(length, 2**32 - 1))  # RETH: 32 bits
         payload = draw(st.one_of(st.none(), st.binary(min_size=length, max_size=length)))
         imm = bool(flags & FLAG_IMM and flags & FLAG_LAST)
         flags = flags | FLAG_FIRST if first else flags & ~FLAG_FIRST
