@@ -127,6 +127,10 @@ class Routing:
             [[[] for _ in range(self.t0n)] for _ in range(self.t0n)] for _ in range(self.planes)]
         self.changes: list[tuple[int, str, int, tuple[int, ...]]] = []
         self._last: dict[tuple[int, int, int], list[int]] = {}
+        #: (plane, T0, members) -> (table, ports) of a group's first install: a T0's healthy
+        #: groups toward every destination are the same, so they share one table and one
+        #: port list (neither is changed in place: a change installs new ones)
+        self._fresh: dict[tuple[int, int, tuple[int, ...]], tuple[list[int], list[Any]]] = {}
         for plane in range(self.planes):
             for s in range(self.t0n):
                 sw = net.t0[plane][s]
@@ -199,13 +203,22 @@ class Routing:
     def _install(self, plane: int, s: int, d: int, *, log: bool) -> None:
         members = self.members(plane, s, d)
         sw = self.net.t0[plane][s]
-        if self.config.ecmp == "plain":
-            chosen = members
+        first = (plane, s, tuple(members))
+        fresh = self._fresh.get(first) if not self._table[plane][s][d] else None
+        if fresh is not None:  # a first install like one before: the same table and ports
+            self._table[plane][s][d], ports = fresh
         else:
-            table = self._table[plane][s][d]
-            self._table[plane][s][d] = table = rebalance(table, members, self.buckets)
-            chosen = table if members else []
-        sw.set_group(d, [sw.uplinks[k] for k in chosen])
+            if self.config.ecmp == "plain":
+                chosen = members
+            else:
+                table = self._table[plane][s][d]
+                new = not table
+                self._table[plane][s][d] = table = rebalance(table, members, self.buckets)
+                chosen = table if members else []
+            ports = [sw.uplinks[k] for k in chosen]
+            if self.config.ecmp == "plain" or new:
+                self._fresh[first] = (self._table[plane][s][d], ports)
+        sw.set_group(d, ports)
         key = (plane, s, d)
         if log and self._last.get(key) != members:
             self.changes.append((self.net.sim.now, sw.name, d, tuple(members)))
