@@ -24,6 +24,7 @@ editing a compiled module, or set ``MRC_PURE_PYTHON=1``. ``MRC_NO_COMPILE=1`` sk
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -79,6 +80,22 @@ def generate_pxds(out: Path) -> list[Path]:
     return module.generate_all(HERE, compiled_modules(), out)  # type: ignore[no-any-return]
 
 
+def declarations_digest(pxd_dir: Path) -> str:
+    """A digest of every C declaration the modules compile against: the generated ``.pxd``
+    files, the ``*_c.pxd`` declarations of the C headers, and the headers. Cython's own
+    dependency scan does not follow a pure-mode ``.py`` to the generated ``.pxd`` of the
+    modules it uses, so a changed signature (a method made ``cdef``, a class moved) would
+    leave the modules that cimport it compiled against the old one, and crash: when the
+    digest changes, every module is rebuilt."""
+    digest = hashlib.sha256()
+    files = sorted([*pxd_dir.rglob("*.pxd"), *(HERE / "mrc").rglob("*_c.pxd"),
+                    *(HERE / "mrc").rglob("*.h")])
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def extensions() -> list[Extension]:
     # (include_dirs: C headers beside the sources are included as "mrc/.../name.h")
     return [Extension(name, [str(Path(*name.split(".")).with_suffix(".py"))],
@@ -118,14 +135,18 @@ class OptionalBuildExt(build_ext):
             # then compile those
             pxd_dir = Path(self.build_temp) / "pxd"
             generate_pxds(pxd_dir)
+            stamp = Path(self.build_temp) / "declarations.sha256"
+            digest = declarations_digest(pxd_dir)
+            same = stamp.is_file() and stamp.read_text(encoding="utf-8") == digest
             generated = cythonize(
                 wanted, compiler_directives=DIRECTIVES, nthreads=self.parallel or 1,
                 build_dir=str(Path(self.build_temp) / "cython"), quiet=True,
-                include_path=[str(pxd_dir), str(HERE)])
+                include_path=[str(pxd_dir), str(HERE)], force=not same)
             sources = {ext.name: ext.sources for ext in generated}
             for ext in wanted:
                 ext.sources = sources[ext.name]
             super().run()
+            stamp.write_text(digest, encoding="utf-8")  # (only once every module is built)
         except Exception as exc:  # no compiler, no Cython, a compile error: pure Python
             self._remove_outputs(wanted)
             self.extensions = []
