@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_contracts_hold() -> None:
-    exe = shutil.which("lint-imports")
+    # the interpreter's own script first: a venv need not be on PATH to have it
+    beside = Path(sys.executable).parent / "lint-imports"
+    exe = str(beside) if beside.is_file() else shutil.which("lint-imports")
     if exe is None:
         pytest.skip("import-linter not installed (pip install '.[test]')")
     done = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True,

@@ -40,7 +40,7 @@ def decode_lab_bytes(data: bytes, source: str | None) -> str:
     if b"\x00" in data:
         raise LabError("binary data (NUL bytes), not a TOML lab file", source=source)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # (a byte-order mark, as some editors write, is not text)
     except UnicodeDecodeError as exc:
         raise LabError(f"not UTF-8 text (bad byte at offset {exc.start}), not a TOML lab file",
                        source=source) from None
