@@ -324,6 +324,8 @@ BAD_ARGS: list[tuple[str, list[str], str]] = [
     ("seed-huge", ["--seed", "99999999999999999999999"], "--seed: must be at most"),
     ("out-is-a-file", ["--out", "{file}"], "--out: exists and is not a folder"),
     ("dilation-without-live", ["--dilation", "2"], "need --runtime live"),
+    ("set-a-fault-the-lab-lacks", ["--set", "fault.0.at_us=5"],
+     "fault.0: the lab has no fault entries: an override changes an entry of an array"),
 ]
 
 

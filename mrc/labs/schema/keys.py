@@ -67,6 +67,10 @@ def set_key(lab: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
     for depth, part in enumerate(parts[:-1]):
         here = ".".join(parts[: depth + 1])
         if isinstance(node, dict):
+            if part not in node and parts[depth + 1].lstrip("-").isdigit():
+                raise LabError(f"the lab has no {part} entries: an override changes an entry "
+                               f"of an array, it cannot add one (write [[{part}]] in the file)",
+                               ".".join(parts[: depth + 2]))
             node = node.setdefault(part, {})
         elif isinstance(node, list):
             node = node[_index(node, part, here)]
