@@ -199,7 +199,15 @@ def _value_list(value: Any, key: str) -> list[Any]:
                        f"{value!r:.40} (a single fixed value goes in [set])", key)
     if not value:
         raise LabError("an empty array sweeps nothing", key)
+    for i, item in enumerate(value):
+        same = next((earlier for earlier in value[:i] if earlier == item), _NONE)
+        if same is not _NONE:  # (1 and 1.0 are one value: the same run twice)
+            raise LabError(f"{same!r} and {item!r} are the same value: each run would repeat",
+                           key)
     return value
+
+
+_NONE = object()
 
 
 def _axes(raw: Mapping[str, Any]) -> list[tuple[str, dict[str, list[Any]]]]:
