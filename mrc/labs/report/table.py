@@ -76,8 +76,8 @@ def _time_scale_notes(summary: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     factor = (summary.get("time_scale") or {}).get("factor", 1.0)
     if factor != 1:
-        lines.append(f"time scale {factor:g}: every real-world control timer (RC's ACK timeout "
-                     "and ladder, routing, MRC's QP timeout) runs x"
+        lines.append(f"time scale {factor:g}: every real-world control timer (RC's local ACK "
+                     "timeout and retry budget, routing detection and convergence) runs x"
                      f"{factor:g}; real-world stall = stall / {factor:g}")
         for entry in summary["time_scale"].get("below_rtt", []):
             lines.append(f"warning: time scale {factor:g} takes {entry['timer']} "
@@ -124,9 +124,11 @@ def comparison_table(summary: Mapping[str, Any]) -> str:
         text += f"; ceiling {ceiling:.1f} Gb/s"
     lines.append(text)
     lines += _time_scale_notes(summary)
-    if summary.get("faults"):
+    if summary.get("faults") and _threshold(summary) != "-":
         lines.append("QPs hit: QPs (receivers of data) a fault stopped for over "
                      f"{_threshold(summary)} us; stall: the longest, in us")
+    elif summary.get("faults"):
+        lines.append("QPs hit, stall: not recorded by this model (-)")
         lines.append("kept: during as % of before. us after the first fault: detect = first "
                      "reaction, settle = until within 10%\nof the level under the fault, "
                      "recovery = until back to 90% of before for good. drops by what was lost "

@@ -29,11 +29,12 @@ FIELDS = (
           "finish (finite workloads end the run when they are done)", unit="us", minimum=0,
           maximum=MAX_DURATION_US, default=Derived("duration_us")),
     Field("time_scale", "number", "factor on every real-world control timer the lab runs "
-          "with (RC's local ACK timeout and retransmission ladder, routing detection and "
-          "convergence, MRC's QP timeout), so a lab that compresses them to run in simulated "
-          "microseconds compresses all of them alike; not link rates, RTTs, congestion "
-          "control, or MRC's per-EV path timer and loss evidence (mrc.labs.run.time_scale: "
-          "why each verdict survives it)", gt=0, maximum=1, default=1.0),
+          "with (RC's local ACK timeout, which caps its retransmission ladder and sets its "
+          "retry budget, and routing detection and convergence), so a lab that compresses "
+          "them to run in simulated microseconds compresses all of them alike; not link rates, "
+          "RTTs, congestion control, the adaptive ladder's first rungs, MRC's QP watchdog, or "
+          "MRC's per-EV path timer and loss evidence (mrc.labs.run.time_scale: why each "
+          "verdict survives it)", gt=0, maximum=1, default=1.0),
     Field("mixed", "boolean", "run every transport at once on one fabric, each on its own "
           "traffic class, instead of one after the other on identical fabrics",
           default=False),
