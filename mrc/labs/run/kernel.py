@@ -87,9 +87,12 @@ def _signals_interrupt() -> Iterator[None]:
     """SIGTERM/SIGHUP raise KeyboardInterrupt while the block runs, so ``finally`` tears the
     fabric down as it does on Ctrl-C (only in the main thread, where signals are handled)."""
     def interrupt(signum: int, frame: Any) -> None:
+        before = saved.get(signum)
+        if callable(before):  # the CLI's own (SIGTERM: its interrupt, exit 143) goes first
+            before(signum, frame)
         raise KeyboardInterrupt(f"signal {signum}")
 
-    saved = {}
+    saved: dict[int, Any] = {}
     try:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             saved[sig] = signal.signal(sig, interrupt)
@@ -98,8 +101,8 @@ def _signals_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+        for number, handler in saved.items():
+            signal.signal(number, handler)
 
 
 def _make_stack(spec: Any, seed: int, bin_ps: int, name: str, *, fabric: KernelFabric,
