@@ -284,9 +284,10 @@ class FabricCore:
         """The host a RoCE packet goes to: a routed destination (:mod:`topology.routed`, RC
         on the routed fabric) names it in its interface ID; a uSID carrier ends at it (its
         last T0 and that T0's port: the one IPv6 header names no host, :mod:`mrc.wire.roce`)."""
-        if da_hi >> 40 == routed.ROUTED_BASE >> 8:
-            return da_lo & 0xFFFFFFFF
-        usids = usid.carrier((da_hi << 64) | da_lo)
+        address = (da_hi << 64) | da_lo
+        if routed.is_routed(address):
+            return routed.parse(address)[2]
+        usids = usid.carrier(address)
         t0 = next((u - usid.T0_BASE for u in reversed(usids)
                    if usid.T0_BASE <= u < usid.T1_BASE), 0)
         port = usids[-1] - usid.PORT_BASE if usids and usids[-1] >= usid.PORT_BASE else 0

@@ -69,7 +69,7 @@ from mrc.wire.layout import (
     SYNDROME_NAK_SEQ,
     UDP_SPORT_BASE,
 )
-from topology.routed import ROUTED_BASE
+from topology.routed import ROUTED_BASE, is_routed
 from topology.usid import BLOCK_BASE, BLOCK_MASK
 
 OP_RDMA_WRITE_FIRST: Final = 0x06
@@ -132,7 +132,7 @@ def _names_host(d_hi: int, d_lo: int) -> bool:
     """Whether an IPv6 destination (two 64-bit halves) is a host's address: an inner host
     address, or a routed one (:mod:`topology.routed`: RC on the routed fabric), whose
     interface IDs are the same."""
-    return (d_hi == HOST_HI or d_hi >> 40 == ROUTED_BASE >> 8) and d_lo >> 32 == HOST_LO >> 32
+    return (d_hi == HOST_HI or is_routed(d_hi << 64)) and d_lo >> 32 == HOST_LO >> 32
 
 
 def final_destination(buf: bytes | bytearray) -> int:

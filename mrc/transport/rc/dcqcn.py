@@ -223,12 +223,7 @@ class DcqcnRp:
             floor = max(self.rate * self._min_dec, self.min_bps)
             self.rate = cut if cut > floor else floor
         self.cuts += 1
-        self._last_cut = now
-        self._t_stage = self._b_stage = 0
-        self._bytes = 0
-        self._timer_inc = False
-        self.next_increase = now + self._time_reset
-        self._update()
+        self._recover_from(now)
         return True
 
     def restart(self, now: int) -> None:
@@ -237,12 +232,7 @@ class DcqcnRp:
         below the floor), the target clamped to it, recovery restarted as after a cut."""
         self._seen = True
         self.target = self.rate = max(self.rate * self._min_dec, self.min_bps)
-        self._last_cut = now
-        self._t_stage = self._b_stage = 0
-        self._bytes = 0
-        self._timer_inc = False
-        self.next_increase = now + self._time_reset
-        self._update()
+        self._recover_from(now)
 
     def settle(self, now: int, rate_bps: float) -> None:
         """Put the reaction point where DCQCN holds a QP at a lasting bottleneck: rate and
@@ -253,6 +243,11 @@ class DcqcnRp:
         rate = min(self.max_bps, max(self.min_bps, float(rate_bps)))
         self._seen = True
         self.rate = self.target = rate
+        self._recover_from(now)
+
+    def _recover_from(self, now: int) -> None:
+        """What follows a cut at ``now`` (and a slow restart, and a settled bottleneck): the
+        increase stages and the byte counter start over, and the timer from ``now``."""
         self._last_cut = now
         self._t_stage = self._b_stage = 0
         self._bytes = 0
